@@ -1,0 +1,523 @@
+//! The `arrow-shards` backend: memory-mapped Arrow IPC files.
+//!
+//! A shard is mapped on first use and its footer parsed; each record batch is
+//! decoded on first use and kept. Uncompressed batches are zero-copy views
+//! into the map; for compressed shards only the batch holding the requested
+//! rows is decompressed (the reference decompresses the whole shard before
+//! the first row). Every length and offset read from a file is checked before
+//! use, so a truncated or corrupt shard is an error naming the file, never a
+//! panic.
+
+use std::panic::{catch_unwind, AssertUnwindSafe};
+use std::path::{Path, PathBuf};
+use std::ptr::NonNull;
+use std::sync::{Arc, OnceLock};
+
+use arrow_array::RecordBatch;
+use arrow_buffer::Buffer;
+use arrow_ipc::reader::{read_footer_length, FileDecoder};
+use arrow_ipc::{Block, MetadataVersion};
+use arrow_schema::{Schema, SchemaRef};
+
+use super::{normalize_index, shard_order, Backend, BatchIter, IterOptions};
+use crate::cache::arrow_writer::BUILD_ID_FOOTER_KEY;
+use crate::error::{Error, Result};
+use crate::features::decode::RowDecoder;
+use crate::features::Features;
+use crate::value::Row;
+
+const MAGIC: &[u8; 6] = b"ARROW1";
+
+/// A memory-mapped `arrow-shards` cache.
+#[derive(Debug, Clone)]
+pub struct ArrowShards {
+    inner: Arc<Inner>,
+}
+
+#[derive(Debug)]
+struct Inner {
+    dir: PathBuf,
+    features: Arc<Features>,
+    schema: SchemaRef,
+    decoder: RowDecoder,
+    build_id: Option<String>,
+    row_counts: Vec<u64>,
+    /// `starts[i]` = first global row of shard i; `starts[n]` = total rows.
+    starts: Vec<u64>,
+    shards: Vec<ShardSlot>,
+}
+
+#[derive(Debug)]
+struct ShardSlot {
+    path: PathBuf,
+    rows: u64,
+    data: OnceLock<Arc<ShardData>>,
+}
+
+struct ShardData {
+    path: PathBuf,
+    buf: Buffer,
+    decoder: FileDecoder,
+    blocks: Vec<Block>,
+    /// `batch_starts[j]` = first shard-local row of batch j; last = shard rows.
+    batch_starts: Vec<u64>,
+    batches: Vec<OnceLock<RecordBatch>>,
+    schema: Schema,
+}
+
+impl std::fmt::Debug for ShardData {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ShardData")
+            .field("path", &self.path)
+            .field("bytes", &self.buf.len())
+            .field("batches", &self.blocks.len())
+            .finish()
+    }
+}
+
+/// The parts of a shard's footer needed before any batch is read.
+pub(crate) struct Footer {
+    pub(crate) schema: Schema,
+    pub(crate) version: MetadataVersion,
+    pub(crate) blocks: Vec<Block>,
+    pub(crate) custom: Vec<(String, String)>,
+}
+
+fn map_file(path: &Path) -> Result<Buffer> {
+    let file = std::fs::File::open(path).map_err(|e| match e.kind() {
+        std::io::ErrorKind::NotFound => Error::MissingShard {
+            path: path.to_path_buf(),
+        },
+        _ => Error::io("open shard", path, e),
+    })?;
+    let len = file
+        .metadata()
+        .map_err(|e| Error::io("stat shard", path, e))?
+        .len();
+    if len < 18 {
+        return Err(Error::corrupt(
+            path,
+            format!("{len} bytes is too short for an Arrow IPC file"),
+        ));
+    }
+    // SAFETY: the map is read-only and shards are immutable once published
+    // (a rebuild writes new files in a new directory and renames). A file
+    // truncated underneath the map by a third party could fault; that is the
+    // standard caveat of every memory-mapped reader (pyarrow included).
+    let mmap = unsafe { memmap2::Mmap::map(&file) }.map_err(|e| Error::io("mmap shard", path, e))?;
+    let ptr = NonNull::new(mmap.as_ptr() as *mut u8)
+        .ok_or_else(|| Error::corrupt(path, "empty mapping"))?;
+    let len = mmap.len();
+    // SAFETY: ptr/len describe the mapping, which the Arc'd owner keeps alive.
+    Ok(unsafe { Buffer::from_custom_allocation(ptr, len, Arc::new(mmap)) })
+}
+
+pub(crate) fn read_footer(path: &Path, buf: &[u8]) -> Result<Footer> {
+    let n = buf.len();
+    if &buf[..6] != MAGIC {
+        return Err(Error::corrupt(path, "does not start with the Arrow IPC magic"));
+    }
+    let tail: [u8; 10] = buf[n - 10..].try_into().expect("10 bytes");
+    let footer_len = read_footer_length(tail).map_err(|e| {
+        Error::corrupt(path, format!("bad footer ({e}); the file is truncated or not an Arrow IPC file"))
+    })?;
+    if footer_len + 10 + 8 > n {
+        return Err(Error::corrupt(path, format!("footer length {footer_len} exceeds the file")));
+    }
+    let fb = &buf[n - 10 - footer_len..n - 10];
+    let footer = arrow_ipc::root_as_footer(fb)
+        .map_err(|e| Error::corrupt(path, format!("unreadable footer: {e}")))?;
+    let ipc_schema = footer
+        .schema()
+        .ok_or_else(|| Error::corrupt(path, "footer has no schema"))?;
+    let schema = catch_unwind(AssertUnwindSafe(|| arrow_ipc::convert::fb_to_schema(ipc_schema)))
+        .map_err(|_| Error::corrupt(path, "unreadable schema in footer"))?;
+    let blocks: Vec<Block> = footer
+        .recordBatches()
+        .map(|b| b.iter().copied().collect())
+        .unwrap_or_default();
+    if footer.dictionaries().is_some_and(|d| !d.is_empty()) {
+        return Err(Error::corrupt(
+            path,
+            "dictionary-encoded shards are not part of the cache format",
+        ));
+    }
+    let custom = footer
+        .custom_metadata()
+        .map(|kvs| {
+            kvs.iter()
+                .filter_map(|kv| Some((kv.key()?.to_string(), kv.value()?.to_string())))
+                .collect()
+        })
+        .unwrap_or_default();
+    Ok(Footer {
+        schema,
+        version: footer.version(),
+        blocks,
+        custom,
+    })
+}
+
+/// Rows of the record batch in `block`, read from its message header only.
+fn block_rows(path: &Path, buf: &[u8], block: &Block, file_len: usize) -> Result<u64> {
+    let start = usize::try_from(block.offset()).map_err(|_| Error::corrupt(path, "negative block offset"))?;
+    let meta_len = usize::try_from(block.metaDataLength())
+        .map_err(|_| Error::corrupt(path, "negative block metadata length"))?;
+    let body_len = usize::try_from(block.bodyLength())
+        .map_err(|_| Error::corrupt(path, "negative block body length"))?;
+    let end = start
+        .checked_add(meta_len)
+        .and_then(|e| e.checked_add(body_len))
+        .filter(|&e| e <= file_len)
+        .ok_or_else(|| Error::corrupt(path, "record batch extends past the end of the file (truncated?)"))?;
+    let _ = end;
+    let meta = &buf[start..start + meta_len];
+    // Messages start with an optional 0xFFFFFFFF continuation, then an i32 length.
+    let (len_at, skip) = if meta.len() >= 8 && meta[..4] == [0xff; 4] { (4, 8) } else { (0, 4) };
+    if meta.len() < skip {
+        return Err(Error::corrupt(path, "record batch message too short"));
+    }
+    let msg_len = i32::from_le_bytes(meta[len_at..len_at + 4].try_into().expect("4 bytes"));
+    let msg_len = usize::try_from(msg_len).map_err(|_| Error::corrupt(path, "negative message length"))?;
+    if skip + msg_len > meta.len() {
+        return Err(Error::corrupt(path, "record batch message exceeds its block"));
+    }
+    let msg = arrow_ipc::root_as_message(&meta[skip..skip + msg_len])
+        .map_err(|e| Error::corrupt(path, format!("unreadable record batch message: {e}")))?;
+    let rb = msg
+        .header_as_record_batch()
+        .ok_or_else(|| Error::corrupt(path, "block is not a record batch"))?;
+    u64::try_from(rb.length()).map_err(|_| Error::corrupt(path, "negative row count"))
+}
+
+fn check_schema(path: &Path, found: &Schema, expected: &Schema) -> Result<()> {
+    if found.fields().len() != expected.fields().len() {
+        return Err(Error::corrupt(
+            path,
+            format!(
+                "shard has {} columns, the features have {}",
+                found.fields().len(),
+                expected.fields().len()
+            ),
+        ));
+    }
+    for (f, e) in found.fields().iter().zip(expected.fields()) {
+        if f.name() != e.name() || !f.data_type().equals_datatype(e.data_type()) {
+            return Err(Error::corrupt(
+                path,
+                format!(
+                    "shard column '{}' is {}, the features expect '{}' as {}",
+                    f.name(),
+                    f.data_type(),
+                    e.name(),
+                    e.data_type()
+                ),
+            ));
+        }
+    }
+    Ok(())
+}
+
+impl ShardData {
+    fn open(path: &Path, expected: &SchemaRef, rows: u64, build_id: Option<&str>) -> Result<Self> {
+        let buf = map_file(path)?;
+        let footer = read_footer(path, &buf)?;
+        check_schema(path, &footer.schema, expected)?;
+        if let Some(id) = build_id {
+            let found = footer
+                .custom
+                .iter()
+                .find(|(k, _)| k == BUILD_ID_FOOTER_KEY)
+                .map(|(_, v)| v.as_str());
+            if found != Some(id) {
+                return Err(Error::corrupt(
+                    path,
+                    "shard belongs to another build of this cache (it was replaced while open, or files were mixed); reopen the cache",
+                ));
+            }
+        }
+        let mut batch_starts = Vec::with_capacity(footer.blocks.len() + 1);
+        let mut acc = 0u64;
+        batch_starts.push(0);
+        for b in &footer.blocks {
+            acc += block_rows(path, &buf, b, buf.len())?;
+            batch_starts.push(acc);
+        }
+        if acc != rows {
+            return Err(Error::corrupt(
+                path,
+                format!("shard holds {acc} rows, metadata records {rows}"),
+            ));
+        }
+        // Decode with the features' schema so every batch of every shard
+        // shares one SchemaRef (the file's was checked equal above).
+        let decoder = FileDecoder::new(expected.clone(), footer.version);
+        let batches = (0..footer.blocks.len()).map(|_| OnceLock::new()).collect();
+        Ok(ShardData {
+            path: path.to_path_buf(),
+            buf,
+            decoder,
+            blocks: footer.blocks,
+            batch_starts,
+            batches,
+            schema: footer.schema,
+        })
+    }
+
+    fn batch(&self, j: usize) -> Result<&RecordBatch> {
+        if let Some(b) = self.batches[j].get() {
+            return Ok(b);
+        }
+        let block = &self.blocks[j];
+        let len = block.metaDataLength() as usize + block.bodyLength() as usize;
+        let data = self.buf.slice_with_length(block.offset() as usize, len);
+        let batch = catch_unwind(AssertUnwindSafe(|| self.decoder.read_record_batch(block, &data)))
+            .map_err(|_| Error::corrupt(&self.path, format!("record batch {j} is malformed")))?
+            .map_err(|e| Error::corrupt(&self.path, format!("record batch {j}: {e}")))?
+            .ok_or_else(|| Error::corrupt(&self.path, format!("record batch {j} is empty")))?;
+        let want = (self.batch_starts[j + 1] - self.batch_starts[j]) as usize;
+        if batch.num_rows() != want {
+            return Err(Error::corrupt(
+                &self.path,
+                format!("record batch {j} has {} rows, its header says {want}", batch.num_rows()),
+            ));
+        }
+        let _ = self.batches[j].set(batch);
+        Ok(self.batches[j].get().expect("just set"))
+    }
+
+    /// (batch index, row within batch) of a shard-local row.
+    fn locate(&self, local: u64) -> (usize, usize) {
+        let j = self.batch_starts.partition_point(|&s| s <= local) - 1;
+        (j, (local - self.batch_starts[j]) as usize)
+    }
+}
+
+impl ArrowShards {
+    /// A backend over shard files in `dir` with their row counts.
+    ///
+    /// `build_id`, when given, must match the footer of every shard.
+    pub fn new(
+        dir: &Path,
+        filenames: &[String],
+        row_counts: &[u64],
+        features: Arc<Features>,
+        decoder: RowDecoder,
+        build_id: Option<String>,
+    ) -> Self {
+        let mut starts = Vec::with_capacity(row_counts.len() + 1);
+        let mut acc = 0;
+        starts.push(0);
+        for &r in row_counts {
+            acc += r;
+            starts.push(acc);
+        }
+        let shards = filenames
+            .iter()
+            .zip(row_counts)
+            .map(|(f, &rows)| ShardSlot {
+                path: dir.join(f),
+                rows,
+                data: OnceLock::new(),
+            })
+            .collect();
+        ArrowShards {
+            inner: Arc::new(Inner {
+                dir: dir.to_path_buf(),
+                schema: features.arrow_schema(),
+                features,
+                decoder,
+                build_id,
+                row_counts: row_counts.to_vec(),
+                starts,
+                shards,
+            }),
+        }
+    }
+
+    /// Paths of the shard files.
+    pub fn shard_paths(&self) -> Vec<PathBuf> {
+        self.inner.shards.iter().map(|s| s.path.clone()).collect()
+    }
+
+    fn shard(&self, i: usize) -> Result<&Arc<ShardData>> {
+        let slot = &self.inner.shards[i];
+        if let Some(d) = slot.data.get() {
+            return Ok(d);
+        }
+        let d = ShardData::open(&slot.path, &self.inner.schema, slot.rows, self.inner.build_id.as_deref())?;
+        let _ = slot.data.set(Arc::new(d));
+        Ok(slot.data.get().expect("just set"))
+    }
+
+    /// (shard, local row) of a global row (`row < len`).
+    fn locate(&self, row: u64) -> (usize, u64) {
+        let s = self.inner.starts.partition_point(|&x| x <= row) - 1;
+        (s, row - self.inner.starts[s])
+    }
+
+    /// The Arrow schema stored in a shard's footer (opens it).
+    ///
+    /// # Errors
+    /// A read error naming the shard.
+    pub fn shard_file_schema(&self, i: usize) -> Result<Schema> {
+        Ok(self.shard(i)?.schema.clone())
+    }
+
+    /// Number of IPC record batches in a shard (opens it).
+    ///
+    /// # Errors
+    /// A read error naming the shard.
+    pub fn shard_num_batches(&self, i: usize) -> Result<usize> {
+        Ok(self.shard(i)?.blocks.len())
+    }
+
+    fn row_batch(&self, row: u64) -> Result<(&RecordBatch, usize)> {
+        let (s, local) = self.locate(row);
+        let shard = self.shard(s)?;
+        let (j, r) = shard.locate(local);
+        Ok((shard.batch(j)?, r))
+    }
+}
+
+impl Backend for ArrowShards {
+    fn layout(&self) -> &'static str {
+        crate::cache::metadata::LAYOUT_ARROW_SHARDS
+    }
+
+    fn len(&self) -> u64 {
+        *self.inner.starts.last().expect("starts has a sentinel")
+    }
+
+    fn num_shards(&self) -> usize {
+        self.inner.shards.len()
+    }
+
+    fn shard_row_counts(&self) -> &[u64] {
+        &self.inner.row_counts
+    }
+
+    fn schema(&self) -> SchemaRef {
+        self.inner.schema.clone()
+    }
+
+    fn features(&self) -> &Arc<Features> {
+        &self.inner.features
+    }
+
+    fn cache_dir(&self) -> Option<&Path> {
+        Some(&self.inner.dir)
+    }
+
+    fn decoder(&self) -> &RowDecoder {
+        &self.inner.decoder
+    }
+
+    fn get_raw(&self, index: i64) -> Result<RecordBatch> {
+        let row = normalize_index(index, self.len())?;
+        let (batch, r) = self.row_batch(row)?;
+        Ok(batch.slice(r, 1))
+    }
+
+    fn get(&self, index: i64) -> Result<Row> {
+        let row = normalize_index(index, self.len())?;
+        let (batch, r) = self.row_batch(row)?;
+        self.inner.decoder.decode_row(batch, r)
+    }
+
+    fn take(&self, indices: &[i64]) -> Result<RecordBatch> {
+        let n = self.len();
+        if indices.is_empty() {
+            return Ok(RecordBatch::new_empty(self.schema()));
+        }
+        // Group lookups: consecutive indices usually hit the same batch.
+        let mut batches: Vec<&RecordBatch> = Vec::new();
+        let mut ids: Vec<(usize, u64, usize)> = Vec::new(); // (shard, batch j, slot in `batches`)
+        let mut picks: Vec<(usize, usize)> = Vec::with_capacity(indices.len());
+        for &ix in indices {
+            let row = normalize_index(ix, n)?;
+            let (s, local) = self.locate(row);
+            let shard = self.shard(s)?;
+            let (j, r) = shard.locate(local);
+            let slot = match ids.iter().rev().find(|(a, b, _)| *a == s && *b == j as u64) {
+                Some(&(_, _, k)) => k,
+                None => {
+                    batches.push(shard.batch(j)?);
+                    ids.push((s, j as u64, batches.len() - 1));
+                    batches.len() - 1
+                }
+            };
+            picks.push((slot, r));
+        }
+        if batches.len() == 1 {
+            let (first, last) = (picks[0].1, picks[picks.len() - 1].1);
+            let contiguous = last >= first
+                && last - first + 1 == picks.len()
+                && picks.windows(2).all(|w| w[1].1 == w[0].1 + 1);
+            if contiguous {
+                return Ok(batches[0].slice(first, picks.len()));
+            }
+        }
+        arrow_select::interleave::interleave_record_batch(&batches, &picks)
+            .map_err(|e| Error::arrow(Some(&self.inner.dir), e))
+    }
+
+    fn slice(&self, start: u64, len: u64) -> Result<RecordBatch> {
+        let n = self.len();
+        if start > n {
+            return Err(Error::IndexOutOfRange {
+                index: start.min(i64::MAX as u64) as i64,
+                len: n,
+            });
+        }
+        let end = start.saturating_add(len).min(n);
+        let mut parts = Vec::new();
+        let mut row = start;
+        while row < end {
+            let (batch, r) = self.row_batch(row)?;
+            let k = ((batch.num_rows() - r) as u64).min(end - row) as usize;
+            parts.push(batch.slice(r, k));
+            row += k as u64;
+        }
+        match parts.len() {
+            0 => Ok(RecordBatch::new_empty(self.schema())),
+            1 => Ok(parts.pop().expect("one part")),
+            _ => arrow_select::concat::concat_batches(&self.schema(), &parts)
+                .map_err(|e| Error::arrow(Some(&self.inner.dir), e)),
+        }
+    }
+
+    fn iter_batches(&self, opts: &IterOptions) -> Result<BatchIter<'_>> {
+        let order = shard_order(opts, self.num_shards())?;
+        let this = self.clone();
+        let iter = order.into_iter().flat_map(move |s| {
+            let this = this.clone();
+            let nb = match this.shard(s) {
+                Ok(d) => d.blocks.len(),
+                Err(e) => return Box::new(std::iter::once(Err(e))) as BatchIter<'static>,
+            };
+            Box::new((0..nb).map(move |j| {
+                let d = this.shard(s)?;
+                d.batch(j).cloned()
+            }))
+        });
+        Ok(Box::new(iter))
+    }
+
+    fn reopened(&self) -> Box<dyn Backend> {
+        let i = &self.inner;
+        let names: Vec<String> = i
+            .shards
+            .iter()
+            .map(|s| s.path.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default())
+            .collect();
+        Box::new(ArrowShards::new(
+            &i.dir,
+            &names,
+            &i.row_counts,
+            i.features.clone(),
+            i.decoder.clone(),
+            i.build_id.clone(),
+        ))
+    }
+}

@@ -1,0 +1,175 @@
+//! Read backends: one per physical layout, one object-safe [`Backend`] trait.
+//!
+//! A backend knows how to find rows in its files; it knows nothing of
+//! builders, samplers or loaders. Backends are cheap to clone (paths, counts
+//! and lazily opened maps behind an `Arc`), and [`Backend::reopened`] gives a
+//! copy with nothing open, for a worker process or thread that wants its own maps.
+
+pub mod arrow_shards;
+
+use std::path::Path;
+use std::sync::Arc;
+
+use arrow_array::RecordBatch;
+use arrow_schema::SchemaRef;
+
+use crate::error::{Error, Result};
+use crate::features::decode::RowDecoder;
+use crate::features::Features;
+use crate::value::Row;
+
+pub use arrow_shards::ArrowShards;
+
+/// Which shards `iter_batches` visits, and in which order.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct IterOptions {
+    /// Only these shards, in this order (default: all, in order).
+    pub shards: Option<Vec<usize>>,
+    /// Shuffle the shard order with this seed (rows within a shard stay in order).
+    pub shuffle_seed: Option<u64>,
+}
+
+impl IterOptions {
+    /// Visits only these shards.
+    pub fn with_shards(mut self, shards: Vec<usize>) -> Self {
+        self.shards = Some(shards);
+        self
+    }
+
+    /// Shuffles the shard order with a seed.
+    pub fn with_shuffle_seed(mut self, seed: u64) -> Self {
+        self.shuffle_seed = Some(seed);
+        self
+    }
+}
+
+/// An iterator of record batches.
+pub type BatchIter<'a> = Box<dyn Iterator<Item = Result<RecordBatch>> + Send + 'a>;
+
+/// The operations every layout serves.
+pub trait Backend: Send + Sync + std::fmt::Debug {
+    /// The layout name (`arrow-shards`, ...).
+    fn layout(&self) -> &'static str;
+
+    /// Number of rows.
+    fn len(&self) -> u64;
+
+    /// True when there is no row.
+    fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// Number of shards (files or fragments).
+    fn num_shards(&self) -> usize;
+
+    /// Rows per shard, in shard order.
+    fn shard_row_counts(&self) -> &[u64];
+
+    /// The Arrow schema of the rows.
+    fn schema(&self) -> SchemaRef;
+
+    /// The features of the rows.
+    fn features(&self) -> &Arc<Features>;
+
+    /// The cache directory, when file-backed.
+    fn cache_dir(&self) -> Option<&Path>;
+
+    /// The decoder used by [`Backend::get`].
+    fn decoder(&self) -> &RowDecoder;
+
+    /// One row as a 1-row record batch of raw cells (negative indices count from the end).
+    ///
+    /// # Errors
+    /// [`Error::IndexOutOfRange`], or a read error naming the shard.
+    fn get_raw(&self, index: i64) -> Result<RecordBatch>;
+
+    /// One row decoded to typed values (negative indices count from the end).
+    ///
+    /// # Errors
+    /// [`Error::IndexOutOfRange`], a read error naming the shard, or [`Error::Decode`].
+    fn get(&self, index: i64) -> Result<Row>;
+
+    /// Rows at `indices`, in that order, duplicates allowed, across shards.
+    ///
+    /// # Errors
+    /// [`Error::IndexOutOfRange`] for any index outside the dataset.
+    fn take(&self, indices: &[i64]) -> Result<RecordBatch>;
+
+    /// `len` rows from `start` (clamped at the end), across shard boundaries.
+    ///
+    /// # Errors
+    /// [`Error::IndexOutOfRange`] when `start > len()`.
+    fn slice(&self, start: u64, len: u64) -> Result<RecordBatch>;
+
+    /// Record batches of the chosen shards, in the chosen order.
+    ///
+    /// # Errors
+    /// [`Error::InvalidArgument`] for a shard index out of range.
+    fn iter_batches(&self, opts: &IterOptions) -> Result<BatchIter<'_>>;
+
+    /// A copy of this backend with nothing opened yet.
+    fn reopened(&self) -> Box<dyn Backend>;
+}
+
+/// Normalises a possibly negative index against `len`.
+///
+/// # Errors
+/// [`Error::IndexOutOfRange`].
+pub fn normalize_index(index: i64, len: u64) -> Result<u64> {
+    let i = if index < 0 {
+        len as i128 + index as i128
+    } else {
+        index as i128
+    };
+    if i < 0 || i >= len as i128 {
+        return Err(Error::IndexOutOfRange { index, len });
+    }
+    Ok(i as u64)
+}
+
+/// The shard order an [`IterOptions`] asks for.
+///
+/// # Errors
+/// [`Error::InvalidArgument`] for a shard index out of range.
+pub fn shard_order(opts: &IterOptions, num_shards: usize) -> Result<Vec<usize>> {
+    let mut order = match &opts.shards {
+        Some(s) => {
+            if let Some(bad) = s.iter().find(|&&i| i >= num_shards) {
+                return Err(Error::InvalidArgument(format!(
+                    "shard {bad} does not exist (the cache has {num_shards})"
+                )));
+            }
+            s.clone()
+        }
+        None => (0..num_shards).collect(),
+    };
+    if let Some(seed) = opts.shuffle_seed {
+        crate::util::SplitMix64::new(seed).shuffle(&mut order);
+    }
+    Ok(order)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn negative_indices() {
+        assert_eq!(normalize_index(-1, 5).unwrap(), 4);
+        assert_eq!(normalize_index(-5, 5).unwrap(), 0);
+        assert!(normalize_index(-6, 5).is_err());
+        assert!(normalize_index(5, 5).is_err());
+        assert!(normalize_index(0, 0).is_err());
+        assert!(normalize_index(i64::MIN, 5).is_err());
+    }
+
+    #[test]
+    fn shard_order_shuffles_a_permutation() {
+        let o = shard_order(&IterOptions::default().with_shuffle_seed(3), 50).unwrap();
+        let mut s = o.clone();
+        s.sort();
+        assert_eq!(s, (0..50).collect::<Vec<_>>());
+        assert_ne!(o, s);
+        assert!(shard_order(&IterOptions::default().with_shards(vec![9]), 3).is_err());
+    }
+}

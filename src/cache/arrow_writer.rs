@@ -1,0 +1,459 @@
+//! The `arrow-shards` writer: examples to `shard-NNNNN.arrow` IPC files.
+//!
+//! Rotation follows the reference exactly: a shard accumulates the in-memory
+//! size of each batch written to it (pyarrow's `RecordBatch.nbytes`), and is
+//! closed after a *full* batch that brings it to the budget; the last partial
+//! batch never triggers a rotation, and shards are opened lazily, so no empty
+//! shard is ever written.
+
+use std::fs::File;
+use std::io::{BufWriter, Write};
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use arrow_array::{Array, RecordBatch};
+use arrow_ipc::writer::{FileWriter, IpcWriteOptions};
+use arrow_ipc::CompressionType;
+use arrow_schema::{DataType, SchemaRef};
+use xxhash_rust::xxh64::Xxh64;
+
+use super::lock::CacheLock;
+use super::metadata::{
+    write_json_durable, ArrowShardsMetadata, WriterInfo, CACHE_FORMAT_VERSION,
+    LAYOUT_ARROW_SHARDS, METADATA_FILE,
+};
+use super::pipeline::{self, PipelineOptions};
+use super::publish::StagingDir;
+use crate::error::{BoxError, Error, Result};
+use crate::features::describe::features_to_json;
+use crate::features::Features;
+use crate::value::Example;
+
+/// Footer key holding the build id in every shard we write.
+pub const BUILD_ID_FOOTER_KEY: &str = "shardset.build_id";
+
+/// IPC buffer compression of shards.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Compression {
+    /// Uncompressed: shards are memory-mapped and read zero-copy (default).
+    #[default]
+    None,
+    /// LZ4 frame.
+    Lz4,
+    /// Zstandard.
+    Zstd,
+}
+
+impl Compression {
+    /// The metadata spelling (`None` for uncompressed).
+    pub fn as_metadata(self) -> Option<&'static str> {
+        match self {
+            Compression::None => None,
+            Compression::Lz4 => Some("lz4"),
+            Compression::Zstd => Some("zstd"),
+        }
+    }
+
+    /// Parses `none`, `lz4`, `zstd`.
+    ///
+    /// # Errors
+    /// [`Error::InvalidArgument`] for anything else.
+    pub fn parse(s: &str) -> Result<Self> {
+        match s.to_ascii_lowercase().as_str() {
+            "none" | "" => Ok(Compression::None),
+            "lz4" => Ok(Compression::Lz4),
+            "zstd" => Ok(Compression::Zstd),
+            _ => Err(Error::InvalidArgument(format!(
+                "compression must be none, lz4 or zstd, got '{s}'"
+            ))),
+        }
+    }
+}
+
+/// Options of [`write_arrow_cache`].
+#[derive(Debug, Clone)]
+pub struct ArrowWriteOptions {
+    /// Examples per IPC record batch (default 1000).
+    pub batch_size: usize,
+    /// Soft byte budget per shard; `None` (default) writes one shard.
+    pub shard_size_bytes: Option<u64>,
+    /// IPC compression (default none).
+    pub compression: Compression,
+    /// Encode threads (0 = one per core).
+    pub encode_threads: usize,
+    /// Provenance recorded under `lineage` (reference key).
+    pub lineage: Option<serde_json::Value>,
+}
+
+impl Default for ArrowWriteOptions {
+    fn default() -> Self {
+        ArrowWriteOptions {
+            batch_size: 1000,
+            shard_size_bytes: None,
+            compression: Compression::None,
+            encode_threads: 0,
+            lineage: None,
+        }
+    }
+}
+
+impl ArrowWriteOptions {
+    /// Sets the batch size.
+    pub fn with_batch_size(mut self, n: usize) -> Self {
+        self.batch_size = n;
+        self
+    }
+    /// Sets the shard byte budget.
+    pub fn with_shard_size_bytes(mut self, bytes: Option<u64>) -> Self {
+        self.shard_size_bytes = bytes;
+        self
+    }
+    /// Sets the compression.
+    pub fn with_compression(mut self, c: Compression) -> Self {
+        self.compression = c;
+        self
+    }
+    /// Sets the number of encode threads.
+    pub fn with_encode_threads(mut self, n: usize) -> Self {
+        self.encode_threads = n;
+        self
+    }
+    /// Sets the lineage.
+    pub fn with_lineage(mut self, lineage: serde_json::Value) -> Self {
+        self.lineage = Some(lineage);
+        self
+    }
+}
+
+/// The in-memory size of a batch as pyarrow's `RecordBatch.nbytes` reports it
+/// (validity bitmap when present, `len * width` for offsets, referenced data).
+/// Rotation uses it so that shard boundaries match the reference's.
+pub fn pyarrow_nbytes(batch: &RecordBatch) -> u64 {
+    batch
+        .columns()
+        .iter()
+        .map(|c| array_nbytes(c.as_ref()))
+        .sum()
+}
+
+fn array_nbytes(a: &dyn Array) -> u64 {
+    use arrow_array::cast::AsArray;
+    let len = a.len() as u64;
+    let validity = if a.nulls().is_some() { len.div_ceil(8) } else { 0 };
+    let body = match a.data_type() {
+        DataType::Boolean => len.div_ceil(8),
+        DataType::Utf8 => {
+            let s = a.as_string::<i32>();
+            let o = s.value_offsets();
+            len * 4 + (o[o.len() - 1] - o[0]) as u64
+        }
+        DataType::Binary => {
+            let s = a.as_binary::<i32>();
+            let o = s.value_offsets();
+            len * 4 + (o[o.len() - 1] - o[0]) as u64
+        }
+        DataType::LargeBinary => {
+            let s = a.as_binary::<i64>();
+            let o = s.value_offsets();
+            len * 8 + (o[o.len() - 1] - o[0]) as u64
+        }
+        DataType::List(_) => {
+            let l = a.as_list::<i32>();
+            let o = l.value_offsets();
+            let (start, end) = (o[0] as usize, o[o.len() - 1] as usize);
+            len * 4 + array_nbytes(l.values().slice(start, end - start).as_ref())
+        }
+        DataType::Struct(_) => a
+            .as_struct()
+            .columns()
+            .iter()
+            .map(|c| array_nbytes(c.as_ref()))
+            .sum(),
+        t => t.primitive_width().map_or(0, |w| w as u64 * len),
+    };
+    validity + body
+}
+
+/// A writer that hashes (xxh64) and counts what goes to the file.
+struct HashingFile {
+    file: File,
+    hasher: Xxh64,
+    bytes: u64,
+}
+
+impl Write for HashingFile {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        let n = self.file.write(buf)?;
+        self.hasher.update(&buf[..n]);
+        self.bytes += n as u64;
+        Ok(n)
+    }
+    fn flush(&mut self) -> std::io::Result<()> {
+        self.file.flush()
+    }
+}
+
+struct OpenShard {
+    writer: FileWriter<BufWriter<HashingFile>>,
+    path: PathBuf,
+    filename: String,
+    rows: u64,
+    nbytes: u64,
+}
+
+/// What one written shard holds.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ShardRecord {
+    /// `shard-NNNNN.arrow`.
+    pub filename: String,
+    /// Rows.
+    pub num_rows: u64,
+    /// File size.
+    pub num_bytes: u64,
+    /// xxh64 of the file, 16 hex chars.
+    pub xxh64: String,
+}
+
+/// Shard name for an index.
+pub fn shard_filename(i: usize) -> String {
+    format!("shard-{i:05}.arrow")
+}
+
+/// Writes record batches into rotated shards in a directory.
+pub struct ShardWriter {
+    dir: PathBuf,
+    schema: SchemaRef,
+    options: IpcWriteOptions,
+    batch_size: usize,
+    budget: Option<u64>,
+    build_id: String,
+    current: Option<OpenShard>,
+    done: Vec<ShardRecord>,
+}
+
+impl ShardWriter {
+    /// A writer into `dir` (which must exist).
+    ///
+    /// # Errors
+    /// [`Error::Arrow`] if the compression codec is unavailable.
+    pub fn new(
+        dir: &Path,
+        schema: SchemaRef,
+        batch_size: usize,
+        budget: Option<u64>,
+        compression: Compression,
+        build_id: String,
+    ) -> Result<Self> {
+        let codec = match compression {
+            Compression::None => None,
+            Compression::Lz4 => Some(CompressionType::LZ4_FRAME),
+            Compression::Zstd => Some(CompressionType::ZSTD),
+        };
+        let options = IpcWriteOptions::default()
+            .try_with_compression(codec)
+            .map_err(|e| Error::arrow(None, e))?;
+        Ok(ShardWriter {
+            dir: dir.to_path_buf(),
+            schema,
+            options,
+            batch_size,
+            budget,
+            build_id,
+            current: None,
+            done: Vec::new(),
+        })
+    }
+
+    fn open_next(&mut self) -> Result<OpenShard> {
+        let filename = shard_filename(self.done.len());
+        let path = self.dir.join(&filename);
+        let file = File::options()
+            .write(true)
+            .create_new(true)
+            .open(&path)
+            .map_err(|e| Error::io("create shard", &path, e))?;
+        let hf = HashingFile {
+            file,
+            hasher: Xxh64::new(0),
+            bytes: 0,
+        };
+        let mut writer = FileWriter::try_new_with_options(
+            BufWriter::with_capacity(1 << 20, hf),
+            &self.schema,
+            self.options.clone(),
+        )
+        .map_err(|e| Error::arrow(Some(&path), e))?;
+        writer.write_metadata(BUILD_ID_FOOTER_KEY, self.build_id.clone());
+        Ok(OpenShard {
+            writer,
+            path,
+            filename,
+            rows: 0,
+            nbytes: 0,
+        })
+    }
+
+    /// Appends a batch, rotating by the reference's rule.
+    ///
+    /// # Errors
+    /// [`Error::Io`] / [`Error::Arrow`] naming the shard.
+    pub fn write(&mut self, batch: &RecordBatch) -> Result<()> {
+        if batch.num_rows() == 0 {
+            return Ok(());
+        }
+        let mut shard = match self.current.take() {
+            Some(s) => s,
+            None => self.open_next()?,
+        };
+        shard
+            .writer
+            .write(batch)
+            .map_err(|e| Error::arrow(Some(&shard.path), e))?;
+        shard.rows += batch.num_rows() as u64;
+        shard.nbytes += pyarrow_nbytes(batch);
+        let full = batch.num_rows() == self.batch_size;
+        if full && self.budget.is_some_and(|b| shard.nbytes >= b) {
+            self.close(shard)?;
+        } else {
+            self.current = Some(shard);
+        }
+        Ok(())
+    }
+
+    fn close(&mut self, mut shard: OpenShard) -> Result<()> {
+        shard
+            .writer
+            .finish()
+            .map_err(|e| Error::arrow(Some(&shard.path), e))?;
+        let buf = shard
+            .writer
+            .into_inner()
+            .map_err(|e| Error::arrow(Some(&shard.path), e))?;
+        let hf = buf
+            .into_inner()
+            .map_err(|e| Error::io("write shard", &shard.path, e.into_error()))?;
+        hf.file
+            .sync_all()
+            .map_err(|e| Error::io("fsync shard", &shard.path, e))?;
+        self.done.push(ShardRecord {
+            filename: shard.filename,
+            num_rows: shard.rows,
+            num_bytes: hf.bytes,
+            xxh64: format!("{:016x}", hf.hasher.digest()),
+        });
+        Ok(())
+    }
+
+    /// Closes the open shard and returns every shard written.
+    ///
+    /// # Errors
+    /// [`Error::Io`] / [`Error::Arrow`] naming the shard.
+    pub fn finish(mut self) -> Result<Vec<ShardRecord>> {
+        if let Some(s) = self.current.take() {
+            self.close(s)?;
+        }
+        Ok(self.done)
+    }
+}
+
+/// What a finished write produced.
+#[derive(Debug, Clone)]
+pub struct WrittenCache {
+    /// The published cache directory.
+    pub dir: PathBuf,
+    /// Its metadata as written.
+    pub metadata: ArrowShardsMetadata,
+}
+
+/// Writes examples into an `arrow-shards` cache at `cache_dir`, replacing any
+/// cache there atomically.
+///
+/// # Errors
+/// Any encode, generator, I/O or Arrow error; on error nothing is published
+/// and the temp dir is removed.
+pub fn write_arrow_cache<I>(
+    examples: I,
+    features: &Features,
+    cache_dir: &Path,
+    opts: &ArrowWriteOptions,
+) -> Result<WrittenCache>
+where
+    I: IntoIterator<Item = Example>,
+{
+    try_write_arrow_cache(
+        examples.into_iter().map(Ok::<_, std::convert::Infallible>),
+        features,
+        cache_dir,
+        opts,
+    )
+}
+
+/// Like [`write_arrow_cache`], for a generator that can fail.
+///
+/// # Errors
+/// See [`write_arrow_cache`]; a generator error comes back as [`Error::Generator`].
+pub fn try_write_arrow_cache<I, E>(
+    examples: I,
+    features: &Features,
+    cache_dir: &Path,
+    opts: &ArrowWriteOptions,
+) -> Result<WrittenCache>
+where
+    I: IntoIterator<Item = std::result::Result<Example, E>>,
+    E: Into<BoxError>,
+{
+    if opts.shard_size_bytes == Some(0) {
+        return Err(Error::InvalidArgument(
+            "shard_size_bytes must be positive (None for one shard)".into(),
+        ));
+    }
+    let _lock = CacheLock::acquire(cache_dir)?;
+    let staging = StagingDir::create(cache_dir)?;
+    let features_arc = Arc::new(features.clone());
+    let build_id = crate::util::random_suffix() + &crate::util::random_suffix();
+    let mut shards = ShardWriter::new(
+        staging.path(),
+        features.arrow_schema(),
+        opts.batch_size,
+        opts.shard_size_bytes,
+        opts.compression,
+        build_id.clone(),
+    )?;
+    let rows = pipeline::run(
+        examples,
+        features_arc,
+        staging.path(),
+        PipelineOptions {
+            batch_size: opts.batch_size,
+            threads: opts.encode_threads,
+        },
+        |batch| shards.write(&batch),
+    )?;
+    let records = shards.finish()?;
+    debug_assert_eq!(rows, records.iter().map(|r| r.num_rows).sum::<u64>());
+    let metadata = ArrowShardsMetadata {
+        cache_format_version: CACHE_FORMAT_VERSION,
+        format: "arrow".into(),
+        layout: LAYOUT_ARROW_SHARDS.into(),
+        schema_fingerprint: features.fingerprint(),
+        num_rows: rows,
+        num_shards: records.len() as u64,
+        shard_row_counts: records.iter().map(|r| r.num_rows).collect(),
+        shard_filenames: records.iter().map(|r| r.filename.clone()).collect(),
+        shard_size_target_bytes: opts.shard_size_bytes,
+        compression: opts.compression.as_metadata().map(str::to_string),
+        lineage: opts.lineage.clone(),
+        shard_num_bytes: Some(records.iter().map(|r| r.num_bytes).collect()),
+        shard_xxh64: Some(records.iter().map(|r| r.xxh64.clone()).collect()),
+        batch_size: Some(opts.batch_size as u64),
+        features: Some(features_to_json(features)),
+        writer: Some(WriterInfo::current()),
+        build_id: Some(build_id),
+    };
+    write_json_durable(&staging.path().join(METADATA_FILE), &metadata)?;
+    staging.publish()?;
+    Ok(WrittenCache {
+        dir: cache_dir.to_path_buf(),
+        metadata,
+    })
+}

@@ -1,0 +1,286 @@
+//! `_metadata.json`: the reference's keys, in the reference's order, plus ours.
+//!
+//! A cache is complete exactly when its `_metadata.json` exists: the file is
+//! written last, fsynced, and published with the directory by one rename.
+
+use std::path::{Path, PathBuf};
+
+use serde::{Deserialize, Serialize};
+use serde_json::Value as J;
+
+use crate::error::{Error, Result};
+
+/// The cache format version this build reads and writes.
+pub const CACHE_FORMAT_VERSION: i64 = 1;
+/// The metadata file name.
+pub const METADATA_FILE: &str = "_metadata.json";
+/// `layout` of Arrow IPC shard caches.
+pub const LAYOUT_ARROW_SHARDS: &str = "arrow-shards";
+/// `layout` of Lance row caches.
+pub const LAYOUT_LANCE_ROWS: &str = "lance-rows";
+/// `layout` of Lance frame caches.
+pub const LAYOUT_LANCE_VIDEO_FRAMES: &str = "lance-video-frames";
+
+/// Who wrote a cache.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct WriterInfo {
+    /// Always `shardset` for caches we write.
+    pub name: String,
+    /// The crate version.
+    pub version: String,
+}
+
+impl WriterInfo {
+    /// This build.
+    pub fn current() -> Self {
+        WriterInfo {
+            name: env!("CARGO_PKG_NAME").to_string(),
+            version: env!("CARGO_PKG_VERSION").to_string(),
+        }
+    }
+}
+
+/// Metadata of an `arrow-shards` cache.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ArrowShardsMetadata {
+    /// Always 1.
+    pub cache_format_version: i64,
+    /// `arrow`.
+    pub format: String,
+    /// `arrow-shards`.
+    pub layout: String,
+    /// First 16 hex of sha256 of the features' Python repr.
+    #[serde(default)]
+    pub schema_fingerprint: String,
+    /// Total rows.
+    pub num_rows: u64,
+    /// Number of shard files.
+    pub num_shards: u64,
+    /// Rows per shard.
+    pub shard_row_counts: Vec<u64>,
+    /// `shard-NNNNN.arrow` names.
+    pub shard_filenames: Vec<String>,
+    /// The byte budget (null when unbounded).
+    #[serde(default)]
+    pub shard_size_target_bytes: Option<u64>,
+    /// `zstd` or `lz4`, absent when uncompressed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub compression: Option<String>,
+    /// Provenance of derived caches (reference key).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub lineage: Option<J>,
+    /// Ours: size in bytes of each shard file.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub shard_num_bytes: Option<Vec<u64>>,
+    /// Ours: xxh64 (16 hex chars) of each shard file.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub shard_xxh64: Option<Vec<String>>,
+    /// Ours: rows per IPC record batch when written.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub batch_size: Option<u64>,
+    /// Ours: self-describing features (see `features::describe`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub features: Option<J>,
+    /// Ours: the writer.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub writer: Option<WriterInfo>,
+    /// Ours: an id stamped into every shard's footer, so a reader can tell
+    /// shards of a replaced cache from its own.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub build_id: Option<String>,
+}
+
+/// The keys every layout shares, read first to route and give good errors.
+#[derive(Debug, Clone)]
+pub struct CommonMetadata {
+    /// Path of the metadata file.
+    pub path: PathBuf,
+    /// The whole document.
+    pub raw: J,
+    /// `format`.
+    pub format: String,
+    /// `layout`.
+    pub layout: String,
+}
+
+/// Reads and minimally checks `<dir>/_metadata.json`.
+///
+/// # Errors
+/// [`Error::Metadata`] when missing, unparsable, not an object or without
+/// `format`/`layout`; [`Error::UnsupportedVersion`] for a version other than 1.
+pub fn read_common(dir: &Path) -> Result<CommonMetadata> {
+    let path = dir.join(METADATA_FILE);
+    let text = match std::fs::read(&path) {
+        Ok(t) => t,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+            let reason = if dir.is_dir() {
+                "no _metadata.json: not a cache, or a build that never finished"
+            } else {
+                "the cache directory does not exist"
+            };
+            return Err(Error::metadata(&path, reason));
+        }
+        Err(e) => return Err(Error::io("read", &path, e)),
+    };
+    let raw: J = serde_json::from_slice(&text)
+        .map_err(|e| Error::metadata(&path, format!("not valid JSON ({e})")))?;
+    let obj = raw
+        .as_object()
+        .ok_or_else(|| Error::metadata(&path, "not a JSON object"))?;
+    let version = obj
+        .get("cache_format_version")
+        .ok_or_else(|| Error::metadata(&path, "missing required 'cache_format_version'"))?;
+    let version = version
+        .as_i64()
+        .ok_or_else(|| Error::metadata(&path, "'cache_format_version' is not an integer"))?;
+    if version != CACHE_FORMAT_VERSION {
+        return Err(Error::UnsupportedVersion {
+            path,
+            found: version,
+        });
+    }
+    let get = |k: &str| -> Result<String> {
+        obj.get(k)
+            .ok_or_else(|| {
+                Error::metadata(
+                    &path,
+                    format!("missing required '{k}'; rebuild the cache with a current writer"),
+                )
+            })?
+            .as_str()
+            .map(str::to_string)
+            .ok_or_else(|| Error::metadata(&path, format!("'{k}' is not a string")))
+    };
+    let format = get("format")?;
+    let layout = get("layout")?;
+    Ok(CommonMetadata {
+        path,
+        raw,
+        format,
+        layout,
+    })
+}
+
+/// A shard file name is a plain `*.arrow` name inside the cache: no separators, no `..`.
+fn safe_name(name: &str) -> bool {
+    !name.is_empty()
+        && name != "."
+        && name != ".."
+        && !name.contains('/')
+        && !name.contains('\\')
+        && !name.contains('\0')
+}
+
+impl ArrowShardsMetadata {
+    /// Parses and validates the metadata of an `arrow-shards` cache, and
+    /// checks that every shard file is present (and of the recorded size,
+    /// when sizes are recorded).
+    ///
+    /// # Errors
+    /// [`Error::Metadata`] for wrong keys or counts that do not add up,
+    /// [`Error::MissingShard`] for an absent file, [`Error::CorruptShard`]
+    /// for a file of the wrong size.
+    pub fn from_common(dir: &Path, common: &CommonMetadata) -> Result<Self> {
+        let path = &common.path;
+        if common.format != "arrow" || common.layout != LAYOUT_ARROW_SHARDS {
+            return Err(Error::metadata(
+                path,
+                format!(
+                    "not an Arrow sharded cache (format={}, layout={})",
+                    common.format, common.layout
+                ),
+            ));
+        }
+        let m: ArrowShardsMetadata = serde_json::from_value(common.raw.clone())
+            .map_err(|e| Error::metadata(path, format!("unexpected field value: {e}")))?;
+        m.validate(dir, path)?;
+        Ok(m)
+    }
+
+    fn validate(&self, dir: &Path, path: &Path) -> Result<()> {
+        let n = self.num_shards as usize;
+        if self.shard_filenames.len() != n || self.shard_row_counts.len() != n {
+            return Err(Error::metadata(
+                path,
+                format!(
+                    "num_shards is {n} but there are {} filenames and {} row counts",
+                    self.shard_filenames.len(),
+                    self.shard_row_counts.len()
+                ),
+            ));
+        }
+        let sum: u64 = self.shard_row_counts.iter().sum();
+        if sum != self.num_rows {
+            return Err(Error::metadata(
+                path,
+                format!(
+                    "shard row counts add up to {sum}, but num_rows is {}",
+                    self.num_rows
+                ),
+            ));
+        }
+        if let Some(sizes) = &self.shard_num_bytes {
+            if sizes.len() != n {
+                return Err(Error::metadata(path, "shard_num_bytes has the wrong length"));
+            }
+        }
+        if let Some(h) = &self.shard_xxh64 {
+            if h.len() != n {
+                return Err(Error::metadata(path, "shard_xxh64 has the wrong length"));
+            }
+        }
+        if let Some(c) = &self.compression {
+            if c != "zstd" && c != "lz4" {
+                return Err(Error::metadata(
+                    path,
+                    format!("unknown compression '{c}' (zstd or lz4)"),
+                ));
+            }
+        }
+        let mut seen = std::collections::HashSet::new();
+        for (i, name) in self.shard_filenames.iter().enumerate() {
+            if !safe_name(name) {
+                return Err(Error::metadata(
+                    path,
+                    format!("shard file name {name:?} is not a plain file name"),
+                ));
+            }
+            if !seen.insert(name) {
+                return Err(Error::metadata(path, format!("shard {name} is listed twice")));
+            }
+            let p = dir.join(name);
+            let meta = match std::fs::metadata(&p) {
+                Ok(m) => m,
+                Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+                    return Err(Error::MissingShard { path: p })
+                }
+                Err(e) => return Err(Error::io("stat", &p, e)),
+            };
+            if let Some(sizes) = &self.shard_num_bytes {
+                if meta.len() != sizes[i] {
+                    return Err(Error::corrupt(
+                        &p,
+                        format!(
+                            "file has {} bytes, metadata records {} (truncated or replaced)",
+                            meta.len(),
+                            sizes[i]
+                        ),
+                    ));
+                }
+            }
+        }
+        Ok(())
+    }
+}
+
+/// Writes JSON with the reference's `json.dumps(indent=2)` layout and fsyncs it.
+///
+/// # Errors
+/// [`Error::Io`] naming the file.
+pub fn write_json_durable(path: &Path, value: &impl Serialize) -> Result<()> {
+    let text = serde_json::to_vec_pretty(value)
+        .map_err(|e| Error::metadata(path, format!("cannot serialise: {e}")))?;
+    let mut f = std::fs::File::create(path).map_err(|e| Error::io("create", path, e))?;
+    std::io::Write::write_all(&mut f, &text).map_err(|e| Error::io("write", path, e))?;
+    f.sync_all().map_err(|e| Error::io("fsync", path, e))
+}

@@ -1,0 +1,308 @@
+//! `open_cache`: read `_metadata.json`, validate it, pick the backend by layout.
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use super::metadata::{
+    read_common, ArrowShardsMetadata, LAYOUT_ARROW_SHARDS, LAYOUT_LANCE_ROWS,
+    LAYOUT_LANCE_VIDEO_FRAMES,
+};
+use crate::backends::arrow_shards::read_footer;
+use crate::backends::{ArrowShards, Backend};
+use crate::error::{Error, Result};
+use crate::features::decode::{DecodeOptions, RowDecoder};
+use crate::features::describe::{feature_to_json, features_from_json};
+use crate::features::Features;
+
+/// Options of [`open_cache_with`].
+#[derive(Debug, Clone, Default)]
+pub struct OpenOptions {
+    /// The features the caller expects: checked against the cache's
+    /// fingerprint, and used to decode (needed for reference caches, which do
+    /// not store class names or array shapes).
+    pub features: Option<Features>,
+    /// Recompute every shard's xxh64 on open (reads every byte).
+    pub verify_checksums: bool,
+    /// Decode images to pixels in `get` (default true).
+    pub decode_images: Option<bool>,
+}
+
+impl OpenOptions {
+    /// Sets the expected features.
+    pub fn with_features(mut self, f: Features) -> Self {
+        self.features = Some(f);
+        self
+    }
+    /// Turns on checksum verification.
+    pub fn with_verify_checksums(mut self, yes: bool) -> Self {
+        self.verify_checksums = yes;
+        self
+    }
+    /// Sets whether `get` decodes images.
+    pub fn with_decode_images(mut self, yes: bool) -> Self {
+        self.decode_images = Some(yes);
+        self
+    }
+}
+
+/// How the features of an opened cache were obtained.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum FeaturesSource {
+    /// Given by the caller (and matched the fingerprint).
+    Caller,
+    /// Read from the cache's own description (and matched the fingerprint).
+    Metadata,
+    /// Inferred from the Arrow schema of a reference cache (no class names, no array shapes).
+    Inferred,
+}
+
+/// An opened cache.
+#[derive(Debug, Clone)]
+pub struct Cache {
+    /// The cache directory.
+    pub dir: PathBuf,
+    /// Its layout.
+    pub layout: String,
+    /// The whole `_metadata.json`.
+    pub metadata: serde_json::Value,
+    /// Where the features came from.
+    pub features_source: FeaturesSource,
+    /// The backend serving the rows.
+    pub backend: Arc<dyn Backend>,
+}
+
+impl Cache {
+    /// Number of rows.
+    pub fn len(&self) -> u64 {
+        self.backend.len()
+    }
+    /// True when there is no row.
+    pub fn is_empty(&self) -> bool {
+        self.backend.is_empty()
+    }
+    /// The features.
+    pub fn features(&self) -> &Arc<Features> {
+        self.backend.features()
+    }
+}
+
+/// Opens the cache at `dir`, using the features it describes (or inferring them).
+///
+/// # Errors
+/// See [`open_cache_with`].
+pub fn open_cache(dir: impl AsRef<Path>) -> Result<Cache> {
+    open_cache_with(dir, &OpenOptions::default())
+}
+
+/// Opens the cache at `dir`.
+///
+/// # Errors
+/// [`Error::Metadata`] (missing, garbled, inconsistent metadata),
+/// [`Error::UnsupportedVersion`], [`Error::UnsupportedLayout`],
+/// [`Error::MissingShard`], [`Error::CorruptShard`] (size or checksum), or
+/// [`Error::SchemaMismatch`] when the given features differ from the cache's.
+pub fn open_cache_with(dir: impl AsRef<Path>, opts: &OpenOptions) -> Result<Cache> {
+    let dir = dir.as_ref();
+    let common = read_common(dir)?;
+    match common.layout.as_str() {
+        LAYOUT_ARROW_SHARDS => {
+            let meta = ArrowShardsMetadata::from_common(dir, &common)?;
+            let (features, source) =
+                resolve_features(dir, &common.path, &meta, opts.features.as_ref())?;
+            if opts.verify_checksums {
+                verify_shards(dir, &meta)?;
+            }
+            let decoder = RowDecoder::new(
+                features.clone(),
+                DecodeOptions::default()
+                    .with_decode_images(opts.decode_images.unwrap_or(true))
+                    .with_cache_dir(dir),
+            );
+            let backend = ArrowShards::new(
+                dir,
+                &meta.shard_filenames,
+                &meta.shard_row_counts,
+                features,
+                decoder,
+                meta.build_id.clone(),
+            );
+            Ok(Cache {
+                dir: dir.to_path_buf(),
+                layout: common.layout.clone(),
+                metadata: common.raw,
+                features_source: source,
+                backend: Arc::new(backend),
+            })
+        }
+        LAYOUT_LANCE_ROWS | LAYOUT_LANCE_VIDEO_FRAMES => Err(Error::UnsupportedLayout {
+            path: dir.to_path_buf(),
+            layout: common.layout,
+            hint: "; Lance layouts are not part of this build yet".into(),
+        }),
+        other => Err(Error::UnsupportedLayout {
+            path: dir.to_path_buf(),
+            layout: other.to_string(),
+            hint: String::new(),
+        }),
+    }
+}
+
+fn describe_diff(stored: &Features, wanted: &Features) -> String {
+    let mut diffs = Vec::new();
+    for (name, f) in wanted.iter() {
+        match stored.get(name) {
+            None => diffs.push(format!("'{name}' is not in the cache")),
+            Some(s) if s != f => diffs.push(format!(
+                "'{name}' is {} in the cache, {} now",
+                feature_to_json(s),
+                feature_to_json(f)
+            )),
+            _ => {}
+        }
+    }
+    for (name, _) in stored.iter() {
+        if wanted.get(name).is_none() {
+            diffs.push(format!("'{name}' is in the cache but not in the features"));
+        }
+    }
+    let stored_names = stored.names();
+    let wanted_names = wanted.names();
+    if diffs.is_empty() && stored_names != wanted_names {
+        diffs.push(format!("column order differs: {stored_names:?} vs {wanted_names:?}"));
+    }
+    if diffs.is_empty() {
+        String::new()
+    } else {
+        format!("; {}", diffs.join("; "))
+    }
+}
+
+fn resolve_features(
+    dir: &Path,
+    meta_path: &Path,
+    meta: &ArrowShardsMetadata,
+    given: Option<&Features>,
+) -> Result<(Arc<Features>, FeaturesSource)> {
+    let described = match &meta.features {
+        Some(j) => {
+            let f = features_from_json(j)
+                .map_err(|e| Error::metadata(meta_path, format!("bad 'features' description: {e}")))?;
+            if !meta.schema_fingerprint.is_empty() && f.fingerprint() != meta.schema_fingerprint {
+                return Err(Error::metadata(
+                    meta_path,
+                    format!(
+                        "the features description hashes to {}, but schema_fingerprint is {} (edited metadata?)",
+                        f.fingerprint(),
+                        meta.schema_fingerprint
+                    ),
+                ));
+            }
+            Some(f)
+        }
+        None => None,
+    };
+    if let Some(wanted) = given {
+        let fp = wanted.fingerprint();
+        if !meta.schema_fingerprint.is_empty() && fp != meta.schema_fingerprint {
+            let detail = described
+                .as_ref()
+                .map(|s| describe_diff(s, wanted))
+                .unwrap_or_default();
+            return Err(Error::SchemaMismatch {
+                path: dir.to_path_buf(),
+                expected: fp,
+                found: meta.schema_fingerprint.clone(),
+                detail,
+            });
+        }
+        return Ok((Arc::new(wanted.clone()), FeaturesSource::Caller));
+    }
+    if let Some(f) = described {
+        return Ok((Arc::new(f), FeaturesSource::Metadata));
+    }
+    // A reference cache: read what the first shard's schema tells.
+    let Some(first) = meta.shard_filenames.first() else {
+        return Ok((Arc::new(Features::new()), FeaturesSource::Inferred));
+    };
+    let path = dir.join(first);
+    let bytes = std::fs::read(&path).map_err(|e| Error::io("read shard", &path, e))?;
+    if bytes.len() < 18 {
+        return Err(Error::corrupt(&path, "too short for an Arrow IPC file"));
+    }
+    let footer = read_footer(&path, &bytes)?;
+    let f = Features::infer_from_schema(&footer.schema)?;
+    Ok((Arc::new(f), FeaturesSource::Inferred))
+}
+
+/// A shard whose bytes do not match the recorded checksum.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ChecksumMismatch {
+    /// The shard file.
+    pub path: PathBuf,
+    /// Recorded xxh64.
+    pub expected: String,
+    /// Computed xxh64.
+    pub found: String,
+}
+
+/// Recomputes every shard's xxh64 and size; returns the mismatches.
+///
+/// # Errors
+/// [`Error::Io`] when a shard cannot be read; [`Error::Metadata`] when the
+/// cache records no checksums (written by the reference).
+pub fn verify_checksums(dir: &Path) -> Result<Vec<ChecksumMismatch>> {
+    let common = read_common(dir)?;
+    let meta = ArrowShardsMetadata::from_common(dir, &common)?;
+    let sums = meta.shard_xxh64.as_ref().ok_or_else(|| {
+        Error::metadata(&common.path, "the cache records no shard checksums (written by another tool)")
+    })?;
+    let mut bad = Vec::new();
+    for (name, want) in meta.shard_filenames.iter().zip(sums) {
+        let path = dir.join(name);
+        let got = xxh64_file(&path)?;
+        if &got != want {
+            bad.push(ChecksumMismatch {
+                path,
+                expected: want.clone(),
+                found: got,
+            });
+        }
+    }
+    Ok(bad)
+}
+
+fn verify_shards(dir: &Path, meta: &ArrowShardsMetadata) -> Result<()> {
+    let Some(sums) = &meta.shard_xxh64 else {
+        return Ok(());
+    };
+    for (name, want) in meta.shard_filenames.iter().zip(sums) {
+        let path = dir.join(name);
+        let got = xxh64_file(&path)?;
+        if &got != want {
+            return Err(Error::corrupt(
+                &path,
+                format!("xxh64 is {got}, metadata records {want}"),
+            ));
+        }
+    }
+    Ok(())
+}
+
+/// xxh64 of a file, 16 hex chars.
+///
+/// # Errors
+/// [`Error::Io`] naming the file.
+pub fn xxh64_file(path: &Path) -> Result<String> {
+    use std::io::Read;
+    let mut f = std::fs::File::open(path).map_err(|e| Error::io("open", path, e))?;
+    let mut h = xxhash_rust::xxh64::Xxh64::new(0);
+    let mut buf = vec![0u8; 1 << 20];
+    loop {
+        let n = f.read(&mut buf).map_err(|e| Error::io("read", path, e))?;
+        if n == 0 {
+            break;
+        }
+        h.update(&buf[..n]);
+    }
+    Ok(format!("{:016x}", h.digest()))
+}

@@ -1,0 +1,165 @@
+//! The encode pipeline shared by every row writer.
+//!
+//! ```text
+//! generator (caller's thread) --chunks--> rayon pool (encode) --batches--> writer thread (in order)
+//! ```
+//! The generator runs on the calling thread (it need not be `Send`), cuts
+//! examples into chunks of `batch_size`, and hands each chunk to the rayon
+//! pool. Encoded batches reach one writer thread that restores input order
+//! and calls the sink. A bounded token channel caps the chunks in flight, so a
+//! slow sink (disk) stalls the generator and peak memory is a few batches,
+//! whatever the number of rows.
+
+use std::collections::BTreeMap;
+use std::panic::{catch_unwind, AssertUnwindSafe};
+use std::path::Path;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+
+use arrow_array::RecordBatch;
+use crossbeam_channel::{bounded, unbounded};
+
+use crate::error::{BoxError, Error, Result};
+use crate::features::encode::BatchEncoder;
+use crate::features::Features;
+use crate::value::Example;
+
+/// Knobs of the encode pipeline (execution only: they never change the cache's content).
+#[derive(Debug, Clone, Copy)]
+pub struct PipelineOptions {
+    /// Examples per record batch.
+    pub batch_size: usize,
+    /// Encode threads (0 = one per core).
+    pub threads: usize,
+}
+
+/// Runs the pipeline; returns the number of rows handed to the sink.
+///
+/// # Errors
+/// The first error of the generator ([`Error::Generator`]), of encoding
+/// ([`Error::Encode`]), of the sink, or a panic of any stage ([`Error::Panic`]).
+pub fn run<I, E, S>(
+    examples: I,
+    features: Arc<Features>,
+    staging_dir: &Path,
+    opts: PipelineOptions,
+    mut sink: S,
+) -> Result<u64>
+where
+    I: IntoIterator<Item = std::result::Result<Example, E>>,
+    E: Into<BoxError>,
+    S: FnMut(RecordBatch) -> Result<()> + Send,
+{
+    if opts.batch_size == 0 {
+        return Err(Error::InvalidArgument("batch_size must be at least 1".into()));
+    }
+    let threads = if opts.threads == 0 {
+        std::thread::available_parallelism().map_or(2, |n| n.get())
+    } else {
+        opts.threads
+    };
+    let pool = rayon::ThreadPoolBuilder::new()
+        .num_threads(threads)
+        .thread_name(|i| format!("shardset-encode-{i}"))
+        .build()
+        .map_err(|e| Error::InvalidArgument(format!("cannot start encode pool: {e}")))?;
+    let max_in_flight = threads * 2 + 2;
+    let (slot_tx, slot_rx) = bounded::<()>(max_in_flight);
+    let (res_tx, res_rx) = unbounded::<(u64, Result<RecordBatch>)>();
+    let abort = Arc::new(AtomicBool::new(false));
+    let staging = Arc::new(staging_dir.to_path_buf());
+
+    std::thread::scope(|scope| {
+        let abort_w = abort.clone();
+        let writer = scope.spawn(move || -> Result<u64> {
+            let mut next = 0u64;
+            let mut rows = 0u64;
+            let mut pending: BTreeMap<u64, RecordBatch> = BTreeMap::new();
+            let result = (|| {
+                for (seq, res) in res_rx.iter() {
+                    pending.insert(seq, res?);
+                    while let Some(batch) = pending.remove(&next) {
+                        rows += batch.num_rows() as u64;
+                        sink(batch)?;
+                        next += 1;
+                        // Free one in-flight slot for the generator.
+                        let _ = slot_rx.try_recv();
+                    }
+                }
+                Ok(rows)
+            })();
+            if result.is_err() {
+                abort_w.store(true, Ordering::SeqCst);
+            }
+            // Dropping slot_rx here unblocks a generator waiting for a slot.
+            result
+        });
+
+        let gen_result = (|| -> Result<()> {
+            let mut chunk: Vec<Example> = Vec::with_capacity(opts.batch_size);
+            let mut seq = 0u64;
+            let mut rows = 0u64;
+            let mut chunk_start = 0u64;
+            let mut iter = examples.into_iter();
+            let mut dispatch = |chunk: Vec<Example>, start: u64| -> Result<bool> {
+                if slot_tx.send(()).is_err() || abort.load(Ordering::SeqCst) {
+                    return Ok(false);
+                }
+                let features = features.clone();
+                let tx = res_tx.clone();
+                let staging = staging.clone();
+                let my_seq = seq;
+                seq += 1;
+                pool.spawn(move || {
+                    let res = catch_unwind(AssertUnwindSafe(|| {
+                        let mut enc = BatchEncoder::new(features, Some(staging.as_path()));
+                        for (k, ex) in chunk.into_iter().enumerate() {
+                            enc.append(ex, start + k as u64)?;
+                        }
+                        enc.finish()
+                    }))
+                    .unwrap_or_else(|p| Err(Error::from_panic("encoder", p)));
+                    let _ = tx.send((my_seq, res));
+                });
+                Ok(true)
+            };
+            loop {
+                let next = catch_unwind(AssertUnwindSafe(|| iter.next()))
+                    .map_err(|p| Error::from_panic("generator", p))?;
+                let Some(item) = next else { break };
+                match item {
+                    Ok(ex) => chunk.push(ex),
+                    Err(e) => {
+                        return Err(Error::Generator {
+                            rows,
+                            source: e.into(),
+                        })
+                    }
+                }
+                rows += 1;
+                if chunk.len() == opts.batch_size {
+                    let full = std::mem::replace(&mut chunk, Vec::with_capacity(opts.batch_size));
+                    if !dispatch(full, chunk_start)? {
+                        return Ok(());
+                    }
+                    chunk_start = rows;
+                }
+            }
+            if !chunk.is_empty() {
+                dispatch(chunk, chunk_start)?;
+            }
+            Ok(())
+        })();
+        if gen_result.is_err() {
+            abort.store(true, Ordering::SeqCst);
+        }
+        drop(res_tx);
+        drop(slot_tx);
+        let written = writer
+            .join()
+            .unwrap_or_else(|p| Err(Error::from_panic("writer", p)));
+        // A generator error is the root cause even if the writer then failed too.
+        gen_result?;
+        written
+    })
+}

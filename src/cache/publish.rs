@@ -1,0 +1,157 @@
+//! Atomic publication of a cache directory.
+//!
+//! A build writes into `.<name>_tmp_<random>` beside the target. Publishing
+//! fsyncs the temp dir, moves an existing target aside to
+//! `.<name>_old_<random>`, renames the temp dir in, fsyncs the parent and only
+//! then deletes the old generation. At every instant the target path is
+//! either the complete old cache, absent for the width of one rename, or the
+//! complete new cache; a crash leaves at most dot-prefixed left-overs, never a
+//! half-written target. If anything fails before publication, dropping the
+//! [`StagingDir`] removes the temp dir.
+
+use std::path::{Path, PathBuf};
+
+use crate::error::{Error, Result};
+use crate::util::{fsync_dir, random_suffix};
+
+/// A temp directory that becomes a cache on [`StagingDir::publish`] and is
+/// removed if dropped unpublished (error or panic).
+#[derive(Debug)]
+pub struct StagingDir {
+    tmp: PathBuf,
+    target: PathBuf,
+    armed: bool,
+}
+
+fn file_name(target: &Path) -> Result<String> {
+    target
+        .file_name()
+        .and_then(|n| n.to_str())
+        .map(str::to_string)
+        .ok_or_else(|| {
+            Error::InvalidArgument(format!(
+                "cache directory {} has no UTF-8 file name",
+                target.display()
+            ))
+        })
+}
+
+/// The prefix of temp dirs of a target (`.<name>_tmp_`), for cleaners.
+pub fn temp_prefix(target: &Path) -> Result<String> {
+    Ok(format!(".{}_tmp_", file_name(target)?))
+}
+
+impl StagingDir {
+    /// Creates `.<name>_tmp_<random>` beside `target` (creating the parent).
+    ///
+    /// # Errors
+    /// [`Error::Io`] naming the directory that could not be created.
+    pub fn create(target: &Path) -> Result<Self> {
+        let name = file_name(target)?;
+        let parent = target
+            .parent()
+            .filter(|p| !p.as_os_str().is_empty())
+            .unwrap_or(Path::new("."));
+        std::fs::create_dir_all(parent).map_err(|e| Error::io("create directory", parent, e))?;
+        loop {
+            let tmp = parent.join(format!(".{name}_tmp_{}", random_suffix()));
+            match std::fs::create_dir(&tmp) {
+                Ok(()) => {
+                    return Ok(StagingDir {
+                        tmp,
+                        target: target.to_path_buf(),
+                        armed: true,
+                    })
+                }
+                Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => continue,
+                Err(e) => return Err(Error::io("create directory", &tmp, e)),
+            }
+        }
+    }
+
+    /// The temp directory to write into.
+    pub fn path(&self) -> &Path {
+        &self.tmp
+    }
+
+    /// The final cache directory.
+    pub fn target(&self) -> &Path {
+        &self.target
+    }
+
+    /// Makes the temp dir the cache, replacing any existing one atomically.
+    /// The caller must hold the cache lock and have fsynced every file.
+    ///
+    /// # Errors
+    /// [`Error::Io`] naming the failing rename or fsync. On error the previous
+    /// cache (if any) is back in place and the temp dir is removed.
+    pub fn publish(mut self) -> Result<()> {
+        let parent = self.tmp.parent().unwrap_or(Path::new(".")).to_path_buf();
+        fsync_dir(&self.tmp)?;
+        let old = if std::fs::symlink_metadata(&self.target).is_ok() {
+            let old = parent.join(format!(".{}_old_{}", file_name(&self.target)?, random_suffix()));
+            std::fs::rename(&self.target, &old)
+                .map_err(|e| Error::io("move aside old cache", &self.target, e))?;
+            Some(old)
+        } else {
+            None
+        };
+        if let Err(e) = std::fs::rename(&self.tmp, &self.target) {
+            if let Some(old) = &old {
+                // Put the previous generation back; the temp dir is removed on drop.
+                let _ = std::fs::rename(old, &self.target);
+            }
+            return Err(Error::io("publish (rename)", &self.target, e));
+        }
+        self.armed = false;
+        fsync_dir(&parent)?;
+        if let Some(old) = old {
+            // The new cache is durable; a failure here only leaves garbage
+            // that `gc` removes.
+            let _ = std::fs::remove_dir_all(&old);
+        }
+        Ok(())
+    }
+}
+
+impl Drop for StagingDir {
+    fn drop(&mut self) {
+        if self.armed {
+            let _ = std::fs::remove_dir_all(&self.tmp);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn dropped_staging_dir_is_removed() {
+        let d = tempfile::tempdir().unwrap();
+        let s = StagingDir::create(&d.path().join("c")).unwrap();
+        let tmp = s.path().to_path_buf();
+        std::fs::write(tmp.join("f"), b"x").unwrap();
+        drop(s);
+        assert!(!tmp.exists());
+        assert_eq!(std::fs::read_dir(d.path()).unwrap().count(), 0);
+    }
+
+    #[test]
+    fn publish_replaces_existing_and_leaves_nothing_else() {
+        let d = tempfile::tempdir().unwrap();
+        let target = d.path().join("c");
+        std::fs::create_dir(&target).unwrap();
+        std::fs::write(target.join("old"), b"1").unwrap();
+        let s = StagingDir::create(&target).unwrap();
+        std::fs::write(s.path().join("new"), b"2").unwrap();
+        s.publish().unwrap();
+        assert!(target.join("new").exists());
+        assert!(!target.join("old").exists());
+        let names: Vec<_> = std::fs::read_dir(d.path())
+            .unwrap()
+            .map(|e| e.unwrap().file_name())
+            .collect();
+        assert_eq!(names, vec![std::ffi::OsString::from("c")]);
+    }
+}

@@ -1,0 +1,262 @@
+//! Decoding Arrow cells back into typed [`Value`]s: images to pixels, arrays
+//! to tensors with their shape, class ids with their names, video cells to
+//! [`VideoRef`]s resolved inside the cache.
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use arrow_array::cast::AsArray;
+use arrow_array::types::*;
+use arrow_array::{Array, RecordBatch};
+
+use super::{image, video, Dtype, Feature, Features, VideoStorage};
+use crate::error::{Error, Result};
+use crate::value::{Label, Row, Tensor, Value, VideoRef};
+
+/// How cells are turned into values.
+#[derive(Debug, Clone)]
+pub struct DecodeOptions {
+    /// Decode images to pixels (true) or return their encoded bytes (false).
+    pub decode_images: bool,
+    /// The cache directory, to resolve staged video files.
+    pub cache_dir: Option<PathBuf>,
+}
+
+impl Default for DecodeOptions {
+    fn default() -> Self {
+        DecodeOptions {
+            decode_images: true,
+            cache_dir: None,
+        }
+    }
+}
+
+impl DecodeOptions {
+    /// Sets whether images are decoded to pixels.
+    pub fn with_decode_images(mut self, yes: bool) -> Self {
+        self.decode_images = yes;
+        self
+    }
+
+    /// Sets the cache directory used to resolve video paths.
+    pub fn with_cache_dir(mut self, dir: impl Into<PathBuf>) -> Self {
+        self.cache_dir = Some(dir.into());
+        self
+    }
+}
+
+/// Decodes rows of record batches that follow a [`Features`] schema.
+#[derive(Debug, Clone)]
+pub struct RowDecoder {
+    features: Arc<Features>,
+    names: Arc<[String]>,
+    opts: DecodeOptions,
+}
+
+impl RowDecoder {
+    /// A decoder for these features.
+    pub fn new(features: Arc<Features>, opts: DecodeOptions) -> Self {
+        let names: Arc<[String]> = features.names().into();
+        RowDecoder {
+            features,
+            names,
+            opts,
+        }
+    }
+
+    /// The features decoded.
+    pub fn features(&self) -> &Arc<Features> {
+        &self.features
+    }
+
+    /// The options in use.
+    pub fn options(&self) -> &DecodeOptions {
+        &self.opts
+    }
+
+    /// Decodes row `row` of `batch`.
+    ///
+    /// # Errors
+    /// [`Error::Decode`] naming the column (corrupt image, wrong array size, schema drift).
+    pub fn decode_row(&self, batch: &RecordBatch, row: usize) -> Result<Row> {
+        if batch.num_columns() != self.names.len() {
+            return Err(Error::decode(
+                "*",
+                format!(
+                    "batch has {} columns, features have {}",
+                    batch.num_columns(),
+                    self.names.len()
+                ),
+            ));
+        }
+        let mut values = Vec::with_capacity(self.names.len());
+        for (i, (name, f)) in self.features.iter().enumerate() {
+            let v = decode_cell(f, batch.column(i).as_ref(), row, &self.opts)
+                .map_err(|e| Error::decode(name, e))?;
+            values.push(v);
+        }
+        Ok(Row::new(self.names.clone(), values))
+    }
+
+    /// Decodes every row of `batch`.
+    ///
+    /// # Errors
+    /// See [`Self::decode_row`].
+    pub fn decode_batch(&self, batch: &RecordBatch) -> Result<Vec<Row>> {
+        (0..batch.num_rows())
+            .map(|r| self.decode_row(batch, r))
+            .collect()
+    }
+}
+
+fn type_err(f: &Feature, a: &dyn Array) -> String {
+    format!(
+        "column has Arrow type {}, feature {} needs {}",
+        a.data_type(),
+        f.class_name(),
+        f.arrow_type()
+    )
+}
+
+macro_rules! prim {
+    ($a:expr, $t:ty, $row:expr, $f:expr, $wrap:expr) => {
+        match $a.as_primitive_opt::<$t>() {
+            Some(arr) => $wrap(arr.value($row)),
+            None => return Err(type_err($f, $a)),
+        }
+    };
+}
+
+/// Decodes one cell.
+///
+/// # Errors
+/// A message saying why the cell does not decode.
+pub fn decode_cell(
+    f: &Feature,
+    a: &dyn Array,
+    row: usize,
+    opts: &DecodeOptions,
+) -> std::result::Result<Value, String> {
+    if row >= a.len() {
+        return Err(format!("row {row} beyond column length {}", a.len()));
+    }
+    if a.is_null(row) {
+        return Ok(Value::Null);
+    }
+    Ok(match f {
+        Feature::Value(d) => match d {
+            Dtype::Int8 => prim!(a, Int8Type, row, f, |x| Value::Int(x as i64)),
+            Dtype::Int16 => prim!(a, Int16Type, row, f, |x| Value::Int(x as i64)),
+            Dtype::Int32 => prim!(a, Int32Type, row, f, |x| Value::Int(x as i64)),
+            Dtype::Int64 => prim!(a, Int64Type, row, f, Value::Int),
+            Dtype::UInt8 => prim!(a, UInt8Type, row, f, |x| Value::UInt(x as u64)),
+            Dtype::UInt16 => prim!(a, UInt16Type, row, f, |x| Value::UInt(x as u64)),
+            Dtype::UInt32 => prim!(a, UInt32Type, row, f, |x| Value::UInt(x as u64)),
+            Dtype::UInt64 => prim!(a, UInt64Type, row, f, Value::UInt),
+            Dtype::Float16 => prim!(a, Float16Type, row, f, |x: half::f16| Value::Float(
+                x.to_f64()
+            )),
+            Dtype::Float32 => prim!(a, Float32Type, row, f, |x| Value::Float(x as f64)),
+            Dtype::Float64 => prim!(a, Float64Type, row, f, Value::Float),
+            Dtype::Bool => match a.as_boolean_opt() {
+                Some(b) => Value::Bool(b.value(row)),
+                None => return Err(type_err(f, a)),
+            },
+            Dtype::String => match a.as_string_opt::<i32>() {
+                Some(s) => Value::Str(s.value(row).to_string()),
+                None => return Err(type_err(f, a)),
+            },
+            Dtype::Binary => match a.as_binary_opt::<i32>() {
+                Some(b) => Value::Bytes(b.value(row).to_vec()),
+                None => return Err(type_err(f, a)),
+            },
+        },
+        Feature::ClassLabel(c) => {
+            let id = prim!(a, Int64Type, row, f, |x| x);
+            Value::Label(Label {
+                id,
+                name: c.int2str(id).cloned(),
+            })
+        }
+        Feature::Sequence(inner) => {
+            let list = a.as_list_opt::<i32>().ok_or_else(|| type_err(f, a))?;
+            let child = list.value(row);
+            let mut items = Vec::with_capacity(child.len());
+            for j in 0..child.len() {
+                items.push(decode_cell(inner, child.as_ref(), j, opts)?);
+            }
+            Value::List(items)
+        }
+        Feature::Image(_) => {
+            let b = a.as_binary_opt::<i64>().ok_or_else(|| type_err(f, a))?;
+            let bytes = b.value(row);
+            if opts.decode_images {
+                Value::Image(image::decode(bytes)?)
+            } else {
+                Value::Bytes(bytes.to_vec())
+            }
+        }
+        Feature::Array(arr) => {
+            let b = a.as_binary_opt::<i64>().ok_or_else(|| type_err(f, a))?;
+            let bytes = b.value(row);
+            if arr.shape.is_empty() {
+                // Shape never stored (reference cache opened without its features).
+                Value::Bytes(bytes.to_vec())
+            } else {
+                let want = arr.shape.iter().product::<usize>() * arr.dtype.byte_width().unwrap_or(1);
+                if bytes.len() != want {
+                    return Err(format!(
+                        "stored array has {} bytes, shape {:?} of {} needs {want}",
+                        bytes.len(),
+                        arr.shape,
+                        arr.dtype.name()
+                    ));
+                }
+                Value::Tensor(Tensor {
+                    dtype: arr.dtype,
+                    shape: arr.shape.clone(),
+                    data: bytes.to_vec(),
+                })
+            }
+        }
+        Feature::Video(_) => Value::Video(decode_video(a, row, opts.cache_dir.as_deref())?),
+    })
+}
+
+fn decode_video(
+    a: &dyn Array,
+    row: usize,
+    cache_dir: Option<&Path>,
+) -> std::result::Result<VideoRef, String> {
+    let s = a
+        .as_struct_opt()
+        .ok_or_else(|| format!("video column has Arrow type {}", a.data_type()))?;
+    let str_col = |name: &str| -> std::result::Result<Option<String>, String> {
+        let c = s
+            .column_by_name(name)
+            .ok_or_else(|| format!("video struct has no '{name}' field"))?;
+        let c = c
+            .as_string_opt::<i32>()
+            .ok_or_else(|| format!("video field '{name}' is not a string"))?;
+        Ok((!c.is_null(row)).then(|| c.value(row).to_string()))
+    };
+    let mode = str_col("mode")?.and_then(|m| VideoStorage::parse(&m));
+    let path = str_col("path")?.map(|p| video::resolve_path(&p, cache_dir));
+    let bytes = s
+        .column_by_name("bytes")
+        .and_then(|c| c.as_binary_opt::<i64>())
+        .and_then(|c| (!c.is_null(row)).then(|| c.value(row).to_vec()));
+    let size = s
+        .column_by_name("size")
+        .and_then(|c| c.as_primitive_opt::<Int64Type>())
+        .and_then(|c| (!c.is_null(row)).then(|| c.value(row)));
+    Ok(VideoRef {
+        mode,
+        path,
+        bytes,
+        extension: str_col("extension")?,
+        media_type: str_col("media_type")?,
+        size,
+        checksum: str_col("checksum")?,
+    })
+}

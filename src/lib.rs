@@ -1,0 +1,45 @@
+//! # shardset
+//!
+//! Typed, sharded, crash-safe dataset caches for training pipelines,
+//! byte-compatible with the stable-datasets (Python) cache format, version 1.
+//!
+//! A dataset author describes columns with [`Features`] and yields
+//! [`Example`]s; [`write_arrow_cache`] encodes them in parallel into Arrow IPC
+//! shards rotated by a byte budget and publishes the cache atomically.
+//! [`open_cache`] reads `_metadata.json`, validates it and returns the
+//! [`Backend`] for the cache's layout: random access, batched `take`, slices
+//! across shards and shard-ordered iteration.
+//!
+//! ```no_run
+//! use shardset::{write_arrow_cache, open_cache, ArrowWriteOptions, Dtype, Example, Feature, Features};
+//!
+//! let features = Features::new()
+//!     .with("x", Feature::value(Dtype::Int32))
+//!     .with("label", Feature::class_label(["cat", "dog"]).unwrap());
+//! let examples = (0..100).map(|i| Example::new().with("x", i).with("label", i % 2));
+//! write_arrow_cache(examples, &features, "/tmp/my_cache".as_ref(), &ArrowWriteOptions::default()).unwrap();
+//! let cache = open_cache("/tmp/my_cache").unwrap();
+//! let row = cache.backend.get(-1).unwrap();
+//! assert_eq!(row.get("x").and_then(|v| v.as_i64()), Some(99));
+//! ```
+
+#![warn(missing_docs)]
+
+pub mod backends;
+pub mod cache;
+pub mod error;
+pub mod features;
+pub mod util;
+pub mod value;
+
+pub use backends::{ArrowShards, Backend, IterOptions};
+pub use cache::arrow_writer::{
+    try_write_arrow_cache, write_arrow_cache, ArrowWriteOptions, Compression, WrittenCache,
+};
+pub use cache::metadata::ArrowShardsMetadata;
+pub use cache::naming::{cache_fingerprint, cache_root};
+pub use cache::open::{open_cache, open_cache_with, verify_checksums, Cache, FeaturesSource, OpenOptions};
+pub use error::{Error, Result};
+pub use features::decode::{DecodeOptions, RowDecoder};
+pub use features::{ClassLabel, Dtype, Feature, Features, ImageFormat, VideoStorage};
+pub use value::{Example, ImageData, Label, Row, Tensor, Value, VideoRef};

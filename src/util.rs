@@ -1,0 +1,127 @@
+//! Small shared helpers: hashing, hex, a seeded RNG, directory fsync.
+
+use std::path::Path;
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use sha2::{Digest, Sha256};
+
+use crate::error::{Error, Result};
+
+/// Lowercase hex of bytes.
+pub fn hex(bytes: &[u8]) -> String {
+    const D: &[u8; 16] = b"0123456789abcdef";
+    let mut s = String::with_capacity(bytes.len() * 2);
+    for b in bytes {
+        s.push(D[(b >> 4) as usize] as char);
+        s.push(D[(b & 15) as usize] as char);
+    }
+    s
+}
+
+/// sha256 of bytes as lowercase hex.
+pub fn sha256_hex(bytes: &[u8]) -> String {
+    hex(&Sha256::digest(bytes))
+}
+
+/// SplitMix64: a tiny, fast, well-mixed PRNG whose stream is fixed forever
+/// (no dependency upgrade can change a shuffle order a user has recorded).
+#[derive(Debug, Clone)]
+pub struct SplitMix64(u64);
+
+impl SplitMix64 {
+    /// A generator from a seed.
+    pub fn new(seed: u64) -> Self {
+        SplitMix64(seed)
+    }
+
+    /// Next 64 random bits.
+    pub fn next_u64(&mut self) -> u64 {
+        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
+        let mut z = self.0;
+        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+        z ^ (z >> 31)
+    }
+
+    /// Uniform integer in `0..n` (Lemire's multiply-shift with rejection; n > 0).
+    pub fn below(&mut self, n: u64) -> u64 {
+        debug_assert!(n > 0);
+        let mut m = (self.next_u64() as u128) * (n as u128);
+        if (m as u64) < n {
+            let t = n.wrapping_neg() % n;
+            while (m as u64) < t {
+                m = (self.next_u64() as u128) * (n as u128);
+            }
+        }
+        (m >> 64) as u64
+    }
+
+    /// Fisher–Yates shuffle in place.
+    pub fn shuffle<T>(&mut self, xs: &mut [T]) {
+        for i in (1..xs.len()).rev() {
+            let j = self.below(i as u64 + 1) as usize;
+            xs.swap(i, j);
+        }
+    }
+}
+
+/// A short random lowercase-alphanumeric suffix for temp names (unique per
+/// process and call even when the clock does not move).
+pub fn random_suffix() -> String {
+    static COUNTER: AtomicU64 = AtomicU64::new(0);
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_nanos() as u64)
+        .unwrap_or(0);
+    let mut rng = SplitMix64::new(
+        nanos ^ (std::process::id() as u64).rotate_left(32) ^ COUNTER.fetch_add(1, Ordering::Relaxed).wrapping_mul(0x2545_F491_4F6C_DD1D),
+    );
+    const A: &[u8] = b"abcdefghijklmnopqrstuvwxyz0123456789";
+    (0..8)
+        .map(|_| A[rng.below(A.len() as u64) as usize] as char)
+        .collect()
+}
+
+/// fsyncs a directory so that renames and creations inside it are durable.
+///
+/// # Errors
+/// [`Error::Io`] naming the directory.
+pub fn fsync_dir(dir: &Path) -> Result<()> {
+    let f = std::fs::File::open(dir).map_err(|e| Error::io("open directory", dir, e))?;
+    f.sync_all().map_err(|e| Error::io("fsync directory", dir, e))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn shuffle_is_a_deterministic_permutation() {
+        let mut a: Vec<u32> = (0..100).collect();
+        SplitMix64::new(7).shuffle(&mut a);
+        let mut b: Vec<u32> = (0..100).collect();
+        SplitMix64::new(7).shuffle(&mut b);
+        assert_eq!(a, b);
+        assert_ne!(a, (0..100).collect::<Vec<_>>());
+        a.sort();
+        assert_eq!(a, (0..100).collect::<Vec<_>>());
+    }
+
+    #[test]
+    fn below_stays_in_range() {
+        let mut r = SplitMix64::new(1);
+        for n in [1u64, 2, 3, 10, 1 << 40] {
+            for _ in 0..1000 {
+                assert!(r.below(n) < n);
+            }
+        }
+    }
+
+    #[test]
+    fn hex_and_suffix() {
+        assert_eq!(hex(&[0, 15, 255]), "000fff");
+        let a = random_suffix();
+        assert_eq!(a.len(), 8);
+        assert_ne!(a, random_suffix());
+    }
+}
