@@ -504,6 +504,10 @@ impl Backend for ArrowShards {
         Ok(Box::new(iter))
     }
 
+    fn as_any(&self) -> &dyn std::any::Any {
+        self
+    }
+
     fn reopened(&self) -> Box<dyn Backend> {
         let i = &self.inner;
         let names: Vec<String> = i

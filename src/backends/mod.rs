@@ -109,6 +109,9 @@ pub trait Backend: Send + Sync + std::fmt::Debug {
 
     /// A copy of this backend with nothing opened yet.
     fn reopened(&self) -> Box<dyn Backend>;
+
+    /// The concrete backend, for layout-specific calls (`downcast_ref::<ArrowShards>()`).
+    fn as_any(&self) -> &dyn std::any::Any;
 }
 
 /// Normalises a possibly negative index against `len`.

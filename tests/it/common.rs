@@ -1,0 +1,122 @@
+//! Shared fixtures of the integration tests.
+
+use std::path::{Path, PathBuf};
+
+use shardset::{Dtype, Example, Feature, Features, ImageData, Tensor, Value, VideoStorage};
+
+/// The caches written by the Python reference (copied from the project's shared fixtures).
+pub fn golden() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/golden")
+}
+
+/// Copies a golden cache into a temp dir (tests never touch the originals).
+pub fn golden_copy(name: &str) -> (tempfile::TempDir, PathBuf) {
+    let tmp = tempfile::tempdir().unwrap();
+    let dst = tmp.path().join(name);
+    copy_dir(&golden().join(name), &dst);
+    (tmp, dst)
+}
+
+pub fn copy_dir(src: &Path, dst: &Path) {
+    std::fs::create_dir_all(dst).unwrap();
+    for e in std::fs::read_dir(src).unwrap() {
+        let e = e.unwrap();
+        let to = dst.join(e.file_name());
+        if e.file_type().unwrap().is_dir() {
+            copy_dir(&e.path(), &to);
+        } else {
+            std::fs::copy(e.path(), &to).unwrap();
+            let mut p = std::fs::metadata(&to).unwrap().permissions();
+            #[allow(clippy::permissions_set_readonly_false)]
+            p.set_readonly(false);
+            std::fs::set_permissions(&to, p).unwrap();
+        }
+    }
+}
+
+/// The reference's feature set `F` (golden README).
+pub fn features_f() -> Features {
+    Features::new()
+        .with("x", Feature::value(Dtype::Int32))
+        .with("f", Feature::value(Dtype::Float32))
+        .with("name", Feature::value(Dtype::String))
+        .with("flag", Feature::value(Dtype::Bool))
+        .with("label", Feature::class_label(["cat", "dog", "bird"]).unwrap())
+        .with("img", Feature::image())
+        .with("arr", Feature::array(vec![2, 3, 4], Dtype::Float32).unwrap())
+        .with("seq", Feature::sequence(Feature::value(Dtype::Int64)))
+}
+
+/// `{x: int32, label: ClassLabel(names=[a, b])}` — the reference's `F2`.
+pub fn features_f2() -> Features {
+    Features::new()
+        .with("x", Feature::value(Dtype::Int32))
+        .with("label", Feature::class_label(["a", "b"]).unwrap())
+}
+
+pub fn f2_rows(n: usize) -> impl Iterator<Item = Example> {
+    (0..n).map(|i| Example::new().with("x", i as i32).with("label", (i % 2) as i64))
+}
+
+/// Row i of the golden `F` dataset, with pixels for the image.
+pub fn f_row(i: usize) -> Example {
+    let (h, w) = (6u32, 5u32);
+    let mut px = Vec::with_capacity(90);
+    for _y in 0..h {
+        for x in 0..w {
+            px.extend_from_slice(&[i as u8, (x * 10) as u8, 255 - i as u8]);
+        }
+    }
+    let arr: Vec<f32> = (0..24).map(|k| k as f32 + i as f32).collect();
+    let label: Value = if i % 2 == 1 {
+        ["cat", "dog", "bird"][i % 3].into()
+    } else {
+        ((i % 3) as i64).into()
+    };
+    Example::new()
+        .with("x", i as i32)
+        .with("f", i as f32 * 0.5)
+        .with("name", if i % 7 == 0 { Value::Null } else { format!("row-{i}").into() })
+        .with("flag", i % 3 == 0)
+        .with("label", label)
+        .with("img", ImageData::new(h, w, 3, px).unwrap())
+        .with("arr", Tensor::from_vec(vec![2, 3, 4], arr).unwrap())
+        .with("seq", (0..(i % 5) as i64).collect::<Vec<i64>>())
+}
+
+pub fn video_features(storage: VideoStorage) -> Features {
+    Features::new()
+        .with("video", Feature::video(storage))
+        .with("label", Feature::value(Dtype::Int64))
+}
+
+pub fn sha256(b: &[u8]) -> String {
+    shardset::util::sha256_hex(b)
+}
+
+/// Every entry of a directory whose name starts with a dot (temp/old left-overs).
+pub fn dot_entries(dir: &Path) -> Vec<String> {
+    std::fs::read_dir(dir)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .filter(|n| n.starts_with('.'))
+        .collect()
+}
+
+/// A map of every file under `dir` to its bytes (for "nothing changed" checks).
+pub fn snapshot(dir: &Path) -> Vec<(PathBuf, Vec<u8>)> {
+    let mut out = Vec::new();
+    fn walk(d: &Path, out: &mut Vec<(PathBuf, Vec<u8>)>) {
+        let mut es: Vec<_> = std::fs::read_dir(d).unwrap().map(|e| e.unwrap().path()).collect();
+        es.sort();
+        for p in es {
+            if p.is_dir() {
+                walk(&p, out);
+            } else {
+                out.push((p.clone(), std::fs::read(&p).unwrap()));
+            }
+        }
+    }
+    walk(dir, &mut out);
+    out
+}
