@@ -3,7 +3,7 @@
 use serde_json::Value as J;
 use shardset::features::repr::features_repr;
 use shardset::{
-    cache_fingerprint, open_cache, open_cache_with, write_arrow_cache, ArrowWriteOptions, Backend,
+    cache_fingerprint, open_cache, open_cache_with, write_arrow_cache, ArrowWriteOptions,
     Dtype, Example, Feature, Features, FeaturesSource, OpenOptions, Row, Value, VideoStorage,
 };
 

@@ -1,0 +1,387 @@
+//! Write-then-read behaviour of the Arrow shard path.
+
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+
+use arrow_array::cast::AsArray;
+use arrow_array::types::Int32Type;
+use arrow_array::RecordBatch;
+use proptest::prelude::*;
+use shardset::cache::pipeline::{self, PipelineOptions};
+use shardset::{
+    open_cache, write_arrow_cache, ArrowWriteOptions, Backend, Compression, Dtype, Example, Feature,
+    Features, ImageData, ImageFormat, IterOptions, Tensor, Value, VideoStorage,
+};
+
+use crate::common::*;
+
+fn x_col(b: &RecordBatch) -> Vec<i32> {
+    b.column(0).as_primitive::<Int32Type>().values().to_vec()
+}
+
+fn multi_shard(n: usize, batch: usize, budget: u64) -> (tempfile::TempDir, shardset::Cache) {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("c");
+    write_arrow_cache(
+        f2_rows(n),
+        &features_f2(),
+        &dir,
+        &ArrowWriteOptions::default()
+            .with_batch_size(batch)
+            .with_shard_size_bytes(Some(budget)),
+    )
+    .unwrap();
+    let c = open_cache(&dir).unwrap();
+    (tmp, c)
+}
+
+#[test]
+fn every_feature_kind_roundtrips() {
+    let tmp = tempfile::tempdir().unwrap();
+    let video = golden().join("sources/clip_a.mp4");
+    let mut features = Features::new();
+    for d in Dtype::ALL {
+        features.insert(format!("v_{}", d.name()), Feature::value(d));
+    }
+    let features = features
+        .with("label", Feature::class_label_n(7).unwrap())
+        .with("seq2", Feature::sequence(Feature::sequence(Feature::value(Dtype::Float32))))
+        .with("seq_label", Feature::sequence(Feature::class_label(["a", "b"]).unwrap()))
+        .with("png", Feature::image())
+        .with("jpeg", Feature::image_with(ImageFormat::Jpeg))
+        .with("a2", Feature::array(vec![2, 2], Dtype::UInt8).unwrap())
+        .with("a5", Feature::array(vec![1, 2, 1, 2, 1], Dtype::Int64).unwrap())
+        .with("vp", Feature::video(VideoStorage::Path))
+        .with("vb", Feature::video(VideoStorage::Bytes));
+    let gray = ImageData::new(3, 4, 1, (0..12).collect()).unwrap();
+    let rgb = ImageData::new(8, 8, 3, vec![128; 192]).unwrap();
+    let ex = |i: i64| {
+        let mut e = Example::new();
+        for d in Dtype::ALL {
+            let v: Value = match d {
+                Dtype::Bool => (i % 2 == 0).into(),
+                Dtype::String => format!("s{i}").into(),
+                Dtype::Binary => vec![i as u8, 0, 255].into(),
+                Dtype::Float16 | Dtype::Float32 | Dtype::Float64 => (i as f64 + 0.5).into(),
+                Dtype::UInt64 => (u64::MAX - i as u64).into(),
+                Dtype::Int64 => (i64::MIN + i).into(),
+                _ => i.into(),
+            };
+            e.set(format!("v_{}", d.name()), v);
+        }
+        e.with("label", i % 7)
+            .with("seq2", vec![vec![1.5f32, 2.5], vec![]])
+            .with("seq_label", vec![Value::from("b"), Value::from(0i64)])
+            .with("png", gray.clone())
+            .with("jpeg", rgb.clone())
+            .with("a2", Tensor::from_vec(vec![2, 2], vec![1u8, 2, 3, i as u8]).unwrap())
+            .with("a5", Tensor::from_vec(vec![1, 2, 1, 2, 1], vec![-1i64, 2, -3, i]).unwrap())
+            .with("vp", video.clone())
+            .with("vb", video.clone())
+    };
+    let dir = tmp.path().join("all");
+    write_arrow_cache((0..5).map(ex), &features, &dir, &ArrowWriteOptions::default()).unwrap();
+    let c = open_cache(&dir).unwrap();
+    assert_eq!(c.features().as_ref(), &features);
+    let r = c.backend.get(3).unwrap();
+    assert_eq!(r.get("v_int8"), Some(&Value::Int(3)));
+    assert_eq!(r.get("v_uint64"), Some(&Value::UInt(u64::MAX - 3)));
+    assert_eq!(r.get("v_int64"), Some(&Value::Int(i64::MIN + 3)));
+    assert_eq!(r.get("v_float16"), Some(&Value::Float(3.5)));
+    assert_eq!(r.get("v_bool"), Some(&Value::Bool(false)));
+    assert_eq!(r.get("v_string"), Some(&Value::Str("s3".into())));
+    assert_eq!(r.get("v_binary"), Some(&Value::Bytes(vec![3, 0, 255])));
+    let Value::Label(l) = r.get("label").unwrap() else { panic!() };
+    assert_eq!((l.id, l.name.as_deref()), (3, Some("3")));
+    assert_eq!(
+        r.get("seq2"),
+        Some(&Value::List(vec![
+            Value::List(vec![Value::Float(1.5), Value::Float(2.5)]),
+            Value::List(vec![])
+        ]))
+    );
+    let Value::List(sl) = r.get("seq_label").unwrap() else { panic!() };
+    assert_eq!(sl.iter().map(|v| v.as_i64().unwrap()).collect::<Vec<_>>(), vec![1, 0]);
+    assert_eq!(r.get("png"), Some(&Value::Image(gray.clone())));
+    let Value::Image(j) = r.get("jpeg").unwrap() else { panic!() };
+    assert_eq!(j.shape(), vec![8, 8, 3]);
+    assert!(j.data.iter().all(|&p| p.abs_diff(128) <= 2), "JPEG of flat gray stays gray");
+    let Value::Tensor(t) = r.get("a5").unwrap() else { panic!() };
+    assert_eq!((t.shape.clone(), t.to_vec::<i64>().unwrap()), (vec![1, 2, 1, 2, 1], vec![-1, 2, -3, 3]));
+    let want = std::fs::read(&video).unwrap();
+    for col in ["vp", "vb"] {
+        let Value::Video(v) = r.get(col).unwrap() else { panic!() };
+        assert_eq!(v.read_bytes().unwrap().as_ref(), want.as_slice(), "{col}");
+        assert_eq!(v.checksum.as_deref(), Some(sha256(&want).as_str()));
+    }
+    // The staged file lives inside the published cache, once (dedup by content).
+    let assets: Vec<_> = std::fs::read_dir(dir.join("_assets/video")).unwrap().collect();
+    assert_eq!(assets.len(), 1);
+    // Raw cells are available without decoding.
+    let raw = c.backend.get_raw(-1).unwrap();
+    assert_eq!(raw.num_rows(), 1);
+}
+
+#[test]
+fn nulls_roundtrip_in_every_column() {
+    let features = features_f();
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("n");
+    let mut ex = Example::new();
+    for name in features.names() {
+        ex.set(name, Value::Null);
+    }
+    write_arrow_cache(vec![ex], &features, &dir, &ArrowWriteOptions::default()).unwrap();
+    let r = open_cache(&dir).unwrap().backend.get(0).unwrap();
+    assert!(r.values().iter().all(|v| *v == Value::Null));
+}
+
+#[test]
+fn take_preserves_order_and_duplicates_across_shards() {
+    let (_t, c) = multi_shard(40, 4, 40);
+    let b = &c.backend;
+    assert!(b.num_shards() >= 4, "{:?}", b.shard_row_counts());
+    for idx in [vec![8i64, 1, 8, 5, 0, 11], vec![6, 2, 6, 1], vec![39, 0, -1, 20, 20, 20], vec![3]] {
+        let got = x_col(&b.take(&idx).unwrap());
+        let want: Vec<i32> = idx.iter().map(|&i| if i < 0 { 40 + i as i32 } else { i as i32 }).collect();
+        assert_eq!(got, want);
+    }
+    assert_eq!(b.take(&[]).unwrap().num_rows(), 0);
+    assert_eq!(x_col(&b.take(&[4, 5, 6]).unwrap()), x_col(&b.slice(4, 3).unwrap()));
+    assert!(b.take(&[0, 40]).is_err());
+}
+
+#[test]
+fn slice_crosses_shard_boundaries() {
+    let (_t, c) = multi_shard(100, 7, 100);
+    let b = &c.backend;
+    assert!(b.num_shards() > 3);
+    for (s, n) in [(0u64, 100u64), (5, 30), (13, 1), (99, 5), (100, 3), (50, 0)] {
+        let got = x_col(&b.slice(s, n).unwrap());
+        let end = (s + n).min(100) as i32;
+        assert_eq!(got, (s as i32..end).collect::<Vec<_>>(), "slice({s},{n})");
+    }
+    assert!(b.slice(101, 1).is_err());
+}
+
+#[test]
+fn get_with_negative_indices_and_bounds() {
+    let (_t, c) = multi_shard(20, 3, 30);
+    let b = &c.backend;
+    assert_eq!(b.get(-1).unwrap().get("x").unwrap().as_i64(), Some(19));
+    assert_eq!(b.get(-20).unwrap().get("x").unwrap().as_i64(), Some(0));
+    assert!(matches!(b.get(20), Err(shardset::Error::IndexOutOfRange { index: 20, len: 20 })));
+    assert!(b.get(-21).is_err());
+}
+
+#[test]
+fn iter_batches_all_some_and_shuffled_shards() {
+    let (_t, c) = multi_shard(200, 10, 100);
+    let b = &c.backend;
+    let s = b.num_shards();
+    assert!(s > 4);
+    let all: Vec<i32> = b
+        .iter_batches(&IterOptions::default())
+        .unwrap()
+        .flat_map(|r| x_col(&r.unwrap()))
+        .collect();
+    assert_eq!(all, (0..200).collect::<Vec<_>>());
+    let some: Vec<i32> = b
+        .iter_batches(&IterOptions::default().with_shards(vec![1, 0]))
+        .unwrap()
+        .flat_map(|r| x_col(&r.unwrap()))
+        .collect();
+    let counts = b.shard_row_counts();
+    let (c0, c1) = (counts[0] as i32, counts[1] as i32);
+    assert_eq!(some, (c0..c0 + c1).chain(0..c0).collect::<Vec<_>>());
+    let shuffled = |seed| -> Vec<i32> {
+        b.iter_batches(&IterOptions::default().with_shuffle_seed(seed))
+            .unwrap()
+            .flat_map(|r| x_col(&r.unwrap()))
+            .collect()
+    };
+    let a = shuffled(1);
+    assert_eq!(a, shuffled(1), "same seed, same order");
+    assert_ne!(a, all);
+    assert_ne!(a, shuffled(2));
+    let mut sorted = a.clone();
+    sorted.sort();
+    assert_eq!(sorted, all);
+}
+
+#[test]
+fn compression_roundtrips_and_is_recorded() {
+    for comp in [Compression::Lz4, Compression::Zstd] {
+        let tmp = tempfile::tempdir().unwrap();
+        let dir = tmp.path().join("z");
+        write_arrow_cache(
+            (0..50).map(f_row),
+            &features_f(),
+            &dir,
+            &ArrowWriteOptions::default().with_batch_size(16).with_compression(comp),
+        )
+        .unwrap();
+        let c = open_cache(&dir).unwrap();
+        assert_eq!(c.metadata["compression"], comp.as_metadata().unwrap());
+        let r = c.backend.get(33).unwrap();
+        assert_eq!(r.get("name"), Some(&Value::Str("row-33".into())));
+        assert_eq!(x_col(&c.backend.take(&[49, 0, 17]).unwrap()), vec![49, 0, 17]);
+    }
+    let (_t, c) = multi_shard(10, 5, 1000);
+    assert!(c.metadata.get("compression").is_none());
+}
+
+#[test]
+fn parallel_encode_matches_serial_byte_for_byte_in_content() {
+    let mut outs = Vec::new();
+    let tmp = tempfile::tempdir().unwrap();
+    for threads in [1usize, 2, 4] {
+        let dir = tmp.path().join(format!("t{threads}"));
+        let w = write_arrow_cache(
+            (0..300).map(|i| f_row(i % 40)),
+            &features_f(),
+            &dir,
+            &ArrowWriteOptions::default()
+                .with_batch_size(7)
+                .with_shard_size_bytes(Some(5000))
+                .with_encode_threads(threads),
+        )
+        .unwrap();
+        outs.push((w.metadata.shard_row_counts.clone(), w.metadata.shard_xxh64.clone().unwrap(), dir));
+    }
+    // Shards carry a per-build id in their footer, so compare rows, not files.
+    assert_eq!(outs[0].0, outs[1].0);
+    assert_eq!(outs[1].0, outs[2].0);
+    let read = |d: &std::path::Path| {
+        let c = open_cache(d).unwrap();
+        (0..300).map(|i| c.backend.get(i).unwrap()).collect::<Vec<_>>()
+    };
+    let a = read(&outs[0].2);
+    assert_eq!(a, read(&outs[1].2));
+    assert_eq!(a, read(&outs[2].2));
+}
+
+#[test]
+fn empty_generator_gives_a_usable_empty_cache() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("e");
+    let w = write_arrow_cache(std::iter::empty(), &features_f2(), &dir, &ArrowWriteOptions::default()).unwrap();
+    assert_eq!((w.metadata.num_rows, w.metadata.num_shards), (0, 0));
+    let c = open_cache(&dir).unwrap();
+    assert_eq!(c.len(), 0);
+    assert!(c.backend.get(0).is_err());
+    assert!(dot_entries(tmp.path()).is_empty());
+}
+
+#[test]
+fn rebuild_replaces_atomically_and_leaves_no_temp_dirs() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("c");
+    write_arrow_cache(f2_rows(10), &features_f2(), &dir, &ArrowWriteOptions::default()).unwrap();
+    write_arrow_cache(f2_rows(25), &features_f2(), &dir, &ArrowWriteOptions::default()).unwrap();
+    assert_eq!(open_cache(&dir).unwrap().len(), 25);
+    assert!(dot_entries(tmp.path()).is_empty(), "{:?}", dot_entries(tmp.path()));
+    // A reader that opened the old generation sees its own rows or a clear
+    // error, never rows of another build.
+    let old = open_cache(&dir).unwrap();
+    write_arrow_cache(f2_rows(7), &features_f2(), &dir, &ArrowWriteOptions::default()).unwrap();
+    match old.backend.get(20) {
+        Err(shardset::Error::CorruptShard { reason, .. }) => assert!(reason.contains("another build"), "{reason}"),
+        other => panic!("expected a generation error, got {other:?}"),
+    }
+    assert_eq!(open_cache(&dir).unwrap().len(), 7);
+}
+
+#[test]
+fn metadata_is_self_describing_and_has_our_keys() {
+    let (_t, c) = multi_shard(100, 10, 300);
+    let m = &c.metadata;
+    let n = m["num_shards"].as_u64().unwrap() as usize;
+    assert_eq!(m["shard_num_bytes"].as_array().unwrap().len(), n);
+    assert_eq!(m["shard_xxh64"].as_array().unwrap().len(), n);
+    assert_eq!(m["writer"]["name"], "shardset");
+    assert_eq!(m["features"]["label"]["names"], serde_json::json!(["a", "b"]));
+    assert!(shardset::verify_checksums(&c.dir).unwrap().is_empty());
+    for (i, p) in c.backend.as_any().downcast_ref::<shardset::ArrowShards>().unwrap().shard_paths().iter().enumerate() {
+        assert_eq!(std::fs::metadata(p).unwrap().len(), m["shard_num_bytes"][i].as_u64().unwrap());
+    }
+}
+
+#[test]
+fn reopened_backend_reads_the_same_rows_from_threads() {
+    let (_t, c) = multi_shard(500, 10, 400);
+    let b: Arc<dyn Backend> = c.backend.clone();
+    let handles: Vec<_> = (0..4)
+        .map(|t| {
+            let b = b.reopened();
+            std::thread::spawn(move || {
+                (0..500).rev().step_by(t + 1).all(|i| b.get(i).unwrap().get("x").unwrap().as_i64() == Some(i))
+            })
+        })
+        .collect();
+    assert!(handles.into_iter().all(|h| h.join().unwrap()));
+}
+
+#[test]
+fn slow_sink_back_pressures_the_generator() {
+    // The generator may run ahead of the sink by a bounded number of batches,
+    // whatever the number of rows: memory stays a few batches.
+    let produced = Arc::new(AtomicU64::new(0));
+    let consumed = Arc::new(AtomicU64::new(0));
+    let max_ahead = Arc::new(AtomicU64::new(0));
+    let batch = 10u64;
+    let threads = 2usize;
+    let p2 = produced.clone();
+    let gen = (0..2000u64).map(move |i| {
+        p2.fetch_add(1, Ordering::SeqCst);
+        Ok::<_, std::convert::Infallible>(Example::new().with("x", i as i32).with("label", 0i64))
+    });
+    let tmp = tempfile::tempdir().unwrap();
+    let (c2, m2, p3) = (consumed.clone(), max_ahead.clone(), produced.clone());
+    let rows = pipeline::run(
+        gen,
+        Arc::new(features_f2()),
+        tmp.path(),
+        PipelineOptions { batch_size: batch as usize, threads },
+        move |b| {
+            std::thread::sleep(std::time::Duration::from_micros(300));
+            let c = c2.fetch_add(b.num_rows() as u64, Ordering::SeqCst) + b.num_rows() as u64;
+            let ahead = p3.load(Ordering::SeqCst).saturating_sub(c);
+            m2.fetch_max(ahead, Ordering::SeqCst);
+            Ok(())
+        },
+    )
+    .unwrap();
+    assert_eq!(rows, 2000);
+    let bound = (threads as u64 * 2 + 2 + 2) * batch;
+    let ahead = max_ahead.load(Ordering::SeqCst);
+    assert!(ahead <= bound, "generator ran {ahead} rows ahead of the sink (bound {bound})");
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(24))]
+    #[test]
+    fn any_layout_reads_back_in_order(n in 0usize..300, batch in 1usize..40, budget in 1u64..2000, threads in 1usize..4) {
+        let tmp = tempfile::tempdir().unwrap();
+        let dir = tmp.path().join("p");
+        let w = write_arrow_cache(
+            f2_rows(n), &features_f2(), &dir,
+            &ArrowWriteOptions::default().with_batch_size(batch).with_shard_size_bytes(Some(budget)).with_encode_threads(threads),
+        ).unwrap();
+        // No empty shard, no shard but the last one ends on a partial batch.
+        let counts = &w.metadata.shard_row_counts;
+        prop_assert!(counts.iter().all(|&c| c > 0));
+        for c in &counts[..counts.len().saturating_sub(1)] {
+            prop_assert_eq!(*c % batch as u64, 0);
+        }
+        let c = open_cache(&dir).unwrap();
+        prop_assert_eq!(c.len(), n as u64);
+        let all: Vec<i32> = c.backend.iter_batches(&IterOptions::default()).unwrap().flat_map(|r| x_col(&r.unwrap())).collect();
+        prop_assert_eq!(all, (0..n as i32).collect::<Vec<_>>());
+        if n > 0 {
+            let idx: Vec<i64> = (0..n as i64).rev().step_by(3).collect();
+            let got = x_col(&c.backend.take(&idx).unwrap());
+            prop_assert_eq!(got, idx.iter().map(|&i| i as i32).collect::<Vec<_>>());
+        }
+    }
+}
