@@ -38,7 +38,9 @@ pub use cache::arrow_writer::{
 };
 pub use cache::metadata::ArrowShardsMetadata;
 pub use cache::naming::{cache_fingerprint, cache_root};
-pub use cache::open::{open_cache, open_cache_with, verify_checksums, Cache, FeaturesSource, OpenOptions};
+pub use cache::open::{
+    open_cache, open_cache_with, verify_checksums, Cache, FeaturesSource, OpenOptions,
+};
 pub use error::{Error, Result};
 pub use features::decode::{DecodeOptions, RowDecoder};
 pub use features::{ClassLabel, Dtype, Feature, Features, ImageFormat, VideoStorage};

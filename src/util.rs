@@ -74,7 +74,11 @@ pub fn random_suffix() -> String {
         .map(|d| d.as_nanos() as u64)
         .unwrap_or(0);
     let mut rng = SplitMix64::new(
-        nanos ^ (std::process::id() as u64).rotate_left(32) ^ COUNTER.fetch_add(1, Ordering::Relaxed).wrapping_mul(0x2545_F491_4F6C_DD1D),
+        nanos
+            ^ (std::process::id() as u64).rotate_left(32)
+            ^ COUNTER
+                .fetch_add(1, Ordering::Relaxed)
+                .wrapping_mul(0x2545_F491_4F6C_DD1D),
     );
     const A: &[u8] = b"abcdefghijklmnopqrstuvwxyz0123456789";
     (0..8)
@@ -88,7 +92,8 @@ pub fn random_suffix() -> String {
 /// [`Error::Io`] naming the directory.
 pub fn fsync_dir(dir: &Path) -> Result<()> {
     let f = std::fs::File::open(dir).map_err(|e| Error::io("open directory", dir, e))?;
-    f.sync_all().map_err(|e| Error::io("fsync directory", dir, e))
+    f.sync_all()
+        .map_err(|e| Error::io("fsync directory", dir, e))
 }
 
 #[cfg(test)]

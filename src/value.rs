@@ -375,7 +375,25 @@ where
 /// Marker that keeps `Vec<u8>` meaning bytes rather than a list of integers.
 pub trait NotU8 {}
 macro_rules! not_u8 { ($($t:ty),*) => { $(impl NotU8 for $t {})* } }
-not_u8!(i8, i16, i32, i64, u16, u32, u64, f32, f64, bool, String, &str, Value, Vec<f32>, Vec<f64>, Vec<i64>, Vec<i32>);
+not_u8!(
+    i8,
+    i16,
+    i32,
+    i64,
+    u16,
+    u32,
+    u64,
+    f32,
+    f64,
+    bool,
+    String,
+    &str,
+    Value,
+    Vec<f32>,
+    Vec<f64>,
+    Vec<i64>,
+    Vec<i32>
+);
 
 impl Value {
     /// A short name of the variant, for error messages.

@@ -104,7 +104,8 @@ fn map_file(path: &Path) -> Result<Buffer> {
     // (a rebuild writes new files in a new directory and renames). A file
     // truncated underneath the map by a third party could fault; that is the
     // standard caveat of every memory-mapped reader (pyarrow included).
-    let mmap = unsafe { memmap2::Mmap::map(&file) }.map_err(|e| Error::io("mmap shard", path, e))?;
+    let mmap =
+        unsafe { memmap2::Mmap::map(&file) }.map_err(|e| Error::io("mmap shard", path, e))?;
     let ptr = NonNull::new(mmap.as_ptr() as *mut u8)
         .ok_or_else(|| Error::corrupt(path, "empty mapping"))?;
     let len = mmap.len();
@@ -115,14 +116,23 @@ fn map_file(path: &Path) -> Result<Buffer> {
 pub(crate) fn read_footer(path: &Path, buf: &[u8]) -> Result<Footer> {
     let n = buf.len();
     if &buf[..6] != MAGIC {
-        return Err(Error::corrupt(path, "does not start with the Arrow IPC magic"));
+        return Err(Error::corrupt(
+            path,
+            "does not start with the Arrow IPC magic",
+        ));
     }
     let tail: [u8; 10] = buf[n - 10..].try_into().expect("10 bytes");
     let footer_len = read_footer_length(tail).map_err(|e| {
-        Error::corrupt(path, format!("bad footer ({e}); the file is truncated or not an Arrow IPC file"))
+        Error::corrupt(
+            path,
+            format!("bad footer ({e}); the file is truncated or not an Arrow IPC file"),
+        )
     })?;
     if footer_len + 10 + 8 > n {
-        return Err(Error::corrupt(path, format!("footer length {footer_len} exceeds the file")));
+        return Err(Error::corrupt(
+            path,
+            format!("footer length {footer_len} exceeds the file"),
+        ));
     }
     let fb = &buf[n - 10 - footer_len..n - 10];
     let footer = arrow_ipc::root_as_footer(fb)
@@ -130,8 +140,10 @@ pub(crate) fn read_footer(path: &Path, buf: &[u8]) -> Result<Footer> {
     let ipc_schema = footer
         .schema()
         .ok_or_else(|| Error::corrupt(path, "footer has no schema"))?;
-    let schema = catch_unwind(AssertUnwindSafe(|| arrow_ipc::convert::fb_to_schema(ipc_schema)))
-        .map_err(|_| Error::corrupt(path, "unreadable schema in footer"))?;
+    let schema = catch_unwind(AssertUnwindSafe(|| {
+        arrow_ipc::convert::fb_to_schema(ipc_schema)
+    }))
+    .map_err(|_| Error::corrupt(path, "unreadable schema in footer"))?;
     let blocks: Vec<Block> = footer
         .recordBatches()
         .map(|b| b.iter().copied().collect())
@@ -160,7 +172,8 @@ pub(crate) fn read_footer(path: &Path, buf: &[u8]) -> Result<Footer> {
 
 /// Rows of the record batch in `block`, read from its message header only.
 fn block_rows(path: &Path, buf: &[u8], block: &Block, file_len: usize) -> Result<u64> {
-    let start = usize::try_from(block.offset()).map_err(|_| Error::corrupt(path, "negative block offset"))?;
+    let start = usize::try_from(block.offset())
+        .map_err(|_| Error::corrupt(path, "negative block offset"))?;
     let meta_len = usize::try_from(block.metaDataLength())
         .map_err(|_| Error::corrupt(path, "negative block metadata length"))?;
     let body_len = usize::try_from(block.bodyLength())
@@ -169,18 +182,31 @@ fn block_rows(path: &Path, buf: &[u8], block: &Block, file_len: usize) -> Result
         .checked_add(meta_len)
         .and_then(|e| e.checked_add(body_len))
         .filter(|&e| e <= file_len)
-        .ok_or_else(|| Error::corrupt(path, "record batch extends past the end of the file (truncated?)"))?;
+        .ok_or_else(|| {
+            Error::corrupt(
+                path,
+                "record batch extends past the end of the file (truncated?)",
+            )
+        })?;
     let _ = end;
     let meta = &buf[start..start + meta_len];
     // Messages start with an optional 0xFFFFFFFF continuation, then an i32 length.
-    let (len_at, skip) = if meta.len() >= 8 && meta[..4] == [0xff; 4] { (4, 8) } else { (0, 4) };
+    let (len_at, skip) = if meta.len() >= 8 && meta[..4] == [0xff; 4] {
+        (4, 8)
+    } else {
+        (0, 4)
+    };
     if meta.len() < skip {
         return Err(Error::corrupt(path, "record batch message too short"));
     }
     let msg_len = i32::from_le_bytes(meta[len_at..len_at + 4].try_into().expect("4 bytes"));
-    let msg_len = usize::try_from(msg_len).map_err(|_| Error::corrupt(path, "negative message length"))?;
+    let msg_len =
+        usize::try_from(msg_len).map_err(|_| Error::corrupt(path, "negative message length"))?;
     if skip + msg_len > meta.len() {
-        return Err(Error::corrupt(path, "record batch message exceeds its block"));
+        return Err(Error::corrupt(
+            path,
+            "record batch message exceeds its block",
+        ));
     }
     let msg = arrow_ipc::root_as_message(&meta[skip..skip + msg_len])
         .map_err(|e| Error::corrupt(path, format!("unreadable record batch message: {e}")))?;
@@ -271,15 +297,20 @@ impl ShardData {
         let block = &self.blocks[j];
         let len = block.metaDataLength() as usize + block.bodyLength() as usize;
         let data = self.buf.slice_with_length(block.offset() as usize, len);
-        let batch = catch_unwind(AssertUnwindSafe(|| self.decoder.read_record_batch(block, &data)))
-            .map_err(|_| Error::corrupt(&self.path, format!("record batch {j} is malformed")))?
-            .map_err(|e| Error::corrupt(&self.path, format!("record batch {j}: {e}")))?
-            .ok_or_else(|| Error::corrupt(&self.path, format!("record batch {j} is empty")))?;
+        let batch = catch_unwind(AssertUnwindSafe(|| {
+            self.decoder.read_record_batch(block, &data)
+        }))
+        .map_err(|_| Error::corrupt(&self.path, format!("record batch {j} is malformed")))?
+        .map_err(|e| Error::corrupt(&self.path, format!("record batch {j}: {e}")))?
+        .ok_or_else(|| Error::corrupt(&self.path, format!("record batch {j} is empty")))?;
         let want = (self.batch_starts[j + 1] - self.batch_starts[j]) as usize;
         if batch.num_rows() != want {
             return Err(Error::corrupt(
                 &self.path,
-                format!("record batch {j} has {} rows, its header says {want}", batch.num_rows()),
+                format!(
+                    "record batch {j} has {} rows, its header says {want}",
+                    batch.num_rows()
+                ),
             ));
         }
         let _ = self.batches[j].set(batch);
@@ -345,7 +376,12 @@ impl ArrowShards {
         if let Some(d) = slot.data.get() {
             return Ok(d);
         }
-        let d = ShardData::open(&slot.path, &self.inner.schema, slot.rows, self.inner.build_id.as_deref())?;
+        let d = ShardData::open(
+            &slot.path,
+            &self.inner.schema,
+            slot.rows,
+            self.inner.build_id.as_deref(),
+        )?;
         let _ = slot.data.set(Arc::new(d));
         Ok(slot.data.get().expect("just set"))
     }
@@ -513,7 +549,12 @@ impl Backend for ArrowShards {
         let names: Vec<String> = i
             .shards
             .iter()
-            .map(|s| s.path.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default())
+            .map(|s| {
+                s.path
+                    .file_name()
+                    .map(|n| n.to_string_lossy().into_owned())
+                    .unwrap_or_default()
+            })
             .collect();
         Box::new(ArrowShards::new(
             &i.dir,

@@ -19,8 +19,8 @@ use xxhash_rust::xxh64::Xxh64;
 
 use super::lock::CacheLock;
 use super::metadata::{
-    write_json_durable, ArrowShardsMetadata, WriterInfo, CACHE_FORMAT_VERSION,
-    LAYOUT_ARROW_SHARDS, METADATA_FILE,
+    write_json_durable, ArrowShardsMetadata, WriterInfo, CACHE_FORMAT_VERSION, LAYOUT_ARROW_SHARDS,
+    METADATA_FILE,
 };
 use super::pipeline::{self, PipelineOptions};
 use super::publish::StagingDir;
@@ -139,7 +139,11 @@ pub fn pyarrow_nbytes(batch: &RecordBatch) -> u64 {
 fn array_nbytes(a: &dyn Array) -> u64 {
     use arrow_array::cast::AsArray;
     let len = a.len() as u64;
-    let validity = if a.nulls().is_some() { len.div_ceil(8) } else { 0 };
+    let validity = if a.nulls().is_some() {
+        len.div_ceil(8)
+    } else {
+        0
+    };
     let body = match a.data_type() {
         DataType::Boolean => len.div_ceil(8),
         DataType::Utf8 => {

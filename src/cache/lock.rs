@@ -34,7 +34,8 @@ impl CacheLock {
     pub fn acquire(cache_dir: &Path) -> Result<Self> {
         let path = lock_path(cache_dir);
         if let Some(parent) = path.parent() {
-            std::fs::create_dir_all(parent).map_err(|e| Error::io("create directory", parent, e))?;
+            std::fs::create_dir_all(parent)
+                .map_err(|e| Error::io("create directory", parent, e))?;
         }
         let file = OpenOptions::new()
             .create(true)
@@ -53,7 +54,8 @@ impl CacheLock {
     pub fn try_acquire(cache_dir: &Path) -> Result<Option<Self>> {
         let path = lock_path(cache_dir);
         if let Some(parent) = path.parent() {
-            std::fs::create_dir_all(parent).map_err(|e| Error::io("create directory", parent, e))?;
+            std::fs::create_dir_all(parent)
+                .map_err(|e| Error::io("create directory", parent, e))?;
         }
         let file = OpenOptions::new()
             .create(true)

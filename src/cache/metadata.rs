@@ -221,7 +221,10 @@ impl ArrowShardsMetadata {
         }
         if let Some(sizes) = &self.shard_num_bytes {
             if sizes.len() != n {
-                return Err(Error::metadata(path, "shard_num_bytes has the wrong length"));
+                return Err(Error::metadata(
+                    path,
+                    "shard_num_bytes has the wrong length",
+                ));
             }
         }
         if let Some(h) = &self.shard_xxh64 {
@@ -246,7 +249,10 @@ impl ArrowShardsMetadata {
                 ));
             }
             if !seen.insert(name) {
-                return Err(Error::metadata(path, format!("shard {name} is listed twice")));
+                return Err(Error::metadata(
+                    path,
+                    format!("shard {name} is listed twice"),
+                ));
             }
             let p = dir.join(name);
             let meta = match std::fs::metadata(&p) {

@@ -168,7 +168,9 @@ fn describe_diff(stored: &Features, wanted: &Features) -> String {
     let stored_names = stored.names();
     let wanted_names = wanted.names();
     if diffs.is_empty() && stored_names != wanted_names {
-        diffs.push(format!("column order differs: {stored_names:?} vs {wanted_names:?}"));
+        diffs.push(format!(
+            "column order differs: {stored_names:?} vs {wanted_names:?}"
+        ));
     }
     if diffs.is_empty() {
         String::new()
@@ -185,8 +187,9 @@ fn resolve_features(
 ) -> Result<(Arc<Features>, FeaturesSource)> {
     let described = match &meta.features {
         Some(j) => {
-            let f = features_from_json(j)
-                .map_err(|e| Error::metadata(meta_path, format!("bad 'features' description: {e}")))?;
+            let f = features_from_json(j).map_err(|e| {
+                Error::metadata(meta_path, format!("bad 'features' description: {e}"))
+            })?;
             if !meta.schema_fingerprint.is_empty() && f.fingerprint() != meta.schema_fingerprint {
                 return Err(Error::metadata(
                     meta_path,
@@ -254,7 +257,10 @@ pub fn verify_checksums(dir: &Path) -> Result<Vec<ChecksumMismatch>> {
     let common = read_common(dir)?;
     let meta = ArrowShardsMetadata::from_common(dir, &common)?;
     let sums = meta.shard_xxh64.as_ref().ok_or_else(|| {
-        Error::metadata(&common.path, "the cache records no shard checksums (written by another tool)")
+        Error::metadata(
+            &common.path,
+            "the cache records no shard checksums (written by another tool)",
+        )
     })?;
     let mut bad = Vec::new();
     for (name, want) in meta.shard_filenames.iter().zip(sums) {

@@ -51,7 +51,9 @@ where
     S: FnMut(RecordBatch) -> Result<()> + Send,
 {
     if opts.batch_size == 0 {
-        return Err(Error::InvalidArgument("batch_size must be at least 1".into()));
+        return Err(Error::InvalidArgument(
+            "batch_size must be at least 1".into(),
+        ));
     }
     let threads = if opts.threads == 0 {
         std::thread::available_parallelism().map_or(2, |n| n.get())

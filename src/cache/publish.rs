@@ -89,7 +89,11 @@ impl StagingDir {
         let parent = self.tmp.parent().unwrap_or(Path::new(".")).to_path_buf();
         fsync_dir(&self.tmp)?;
         let old = if std::fs::symlink_metadata(&self.target).is_ok() {
-            let old = parent.join(format!(".{}_old_{}", file_name(&self.target)?, random_suffix()));
+            let old = parent.join(format!(
+                ".{}_old_{}",
+                file_name(&self.target)?,
+                random_suffix()
+            ));
             std::fs::rename(&self.target, &old)
                 .map_err(|e| Error::io("move aside old cache", &self.target, e))?;
             Some(old)

@@ -203,7 +203,8 @@ pub fn decode_cell(
                 // Shape never stored (reference cache opened without its features).
                 Value::Bytes(bytes.to_vec())
             } else {
-                let want = arr.shape.iter().product::<usize>() * arr.dtype.byte_width().unwrap_or(1);
+                let want =
+                    arr.shape.iter().product::<usize>() * arr.dtype.byte_width().unwrap_or(1);
                 if bytes.len() != want {
                     return Err(format!(
                         "stored array has {} bytes, shape {:?} of {} needs {want}",

@@ -97,13 +97,19 @@ pub fn feature_from_json(j: &J) -> std::result::Result<Feature, String> {
     Ok(match ty {
         "Value" => Feature::Value(Dtype::parse(str_field(o, "dtype")?).map_err(e2s)?),
         "ClassLabel" => match o.get("names") {
-            Some(_) => Feature::ClassLabel(ClassLabel::from_names(str_list(o, "names")?).map_err(e2s)?),
+            Some(_) => {
+                Feature::ClassLabel(ClassLabel::from_names(str_list(o, "names")?).map_err(e2s)?)
+            }
             None => match o.get("num_classes").and_then(J::as_u64) {
-                Some(n) => Feature::ClassLabel(ClassLabel::with_num_classes(n as usize).map_err(e2s)?),
+                Some(n) => {
+                    Feature::ClassLabel(ClassLabel::with_num_classes(n as usize).map_err(e2s)?)
+                }
                 None => Feature::ClassLabel(ClassLabel::unknown()),
             },
         },
-        "Sequence" => Feature::sequence(feature_from_json(o.get("feature").ok_or("missing 'feature'")?)?),
+        "Sequence" => Feature::sequence(feature_from_json(
+            o.get("feature").ok_or("missing 'feature'")?,
+        )?),
         "Image" => Feature::Image(match o.get("encode_format") {
             Some(_) => ImageFormat::parse(str_field(o, "encode_format")?).map_err(e2s)?,
             None => ImageFormat::Png,
@@ -112,19 +118,27 @@ pub fn feature_from_json(j: &J) -> std::result::Result<Feature, String> {
             let storage = VideoStorage::parse(str_field(o, "storage")?)
                 .ok_or("storage must be path, bytes or frames")?;
             match o.get("allowed_extensions") {
-                Some(_) => Feature::video_with_extensions(storage, str_list(o, "allowed_extensions")?)
-                    .map_err(e2s)?,
+                Some(_) => {
+                    Feature::video_with_extensions(storage, str_list(o, "allowed_extensions")?)
+                        .map_err(e2s)?
+                }
                 None => Feature::video(storage),
             }
         }
         t if t.starts_with("Array") && t.ends_with('D') => {
-            let ndim: usize = t[5..t.len() - 1].parse().map_err(|_| format!("unknown type '{t}'"))?;
+            let ndim: usize = t[5..t.len() - 1]
+                .parse()
+                .map_err(|_| format!("unknown type '{t}'"))?;
             let shape: Vec<usize> = o
                 .get("shape")
                 .and_then(J::as_array)
                 .ok_or("missing list 'shape'")?
                 .iter()
-                .map(|d| d.as_u64().map(|d| d as usize).ok_or("shape must hold integers"))
+                .map(|d| {
+                    d.as_u64()
+                        .map(|d| d as usize)
+                        .ok_or("shape must hold integers")
+                })
                 .collect::<std::result::Result<_, _>>()?;
             let dtype = Dtype::parse(str_field(o, "dtype")?).map_err(e2s)?;
             if shape.len() != ndim {
@@ -148,10 +162,19 @@ mod tests {
         let f = Features::new()
             .with("x", Feature::value(Dtype::Float16))
             .with("label", Feature::class_label(["a", "b"]).unwrap())
-            .with("seq", Feature::sequence(Feature::sequence(Feature::value(Dtype::Float32))))
+            .with(
+                "seq",
+                Feature::sequence(Feature::sequence(Feature::value(Dtype::Float32))),
+            )
             .with("img", Feature::image_with(ImageFormat::Jpeg))
-            .with("arr", Feature::array(vec![2, 3, 4, 5], Dtype::UInt16).unwrap())
-            .with("v", Feature::video_with_extensions(VideoStorage::Bytes, ["MP4", ".avi"]).unwrap());
+            .with(
+                "arr",
+                Feature::array(vec![2, 3, 4, 5], Dtype::UInt16).unwrap(),
+            )
+            .with(
+                "v",
+                Feature::video_with_extensions(VideoStorage::Bytes, ["MP4", ".avi"]).unwrap(),
+            );
         let back = features_from_json(&features_to_json(&f)).unwrap();
         assert_eq!(back, f);
         assert_eq!(back.fingerprint(), f.fingerprint());
@@ -161,7 +184,10 @@ mod tests {
     fn rejects_garbage() {
         assert!(features_from_json(&json!([1])).is_err());
         assert!(features_from_json(&json!({"x": {"type": "Nope"}})).is_err());
-        assert!(features_from_json(&json!({"x": {"type": "Array3D", "shape": [1, 2], "dtype": "uint8"}})).is_err());
+        assert!(features_from_json(
+            &json!({"x": {"type": "Array3D", "shape": [1, 2], "dtype": "uint8"}})
+        )
+        .is_err());
         assert!(features_from_json(&json!({"x": {"type": "Value", "dtype": "int7"}})).is_err());
     }
 }

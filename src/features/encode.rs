@@ -14,7 +14,9 @@ use arrow_array::{ArrayRef, ListArray, RecordBatch, StructArray};
 use arrow_buffer::{NullBufferBuilder, OffsetBuffer, ScalarBuffer};
 use arrow_schema::{Field, SchemaRef};
 
-use super::{image, video, ArrayFeature, ClassLabel, Dtype, Feature, Features, ImageFormat, VideoFeature};
+use super::{
+    image, video, ArrayFeature, ClassLabel, Dtype, Feature, Features, ImageFormat, VideoFeature,
+};
 use crate::error::{Error, Result};
 use crate::value::{Example, Value};
 
@@ -268,7 +270,8 @@ fn encode_image(v: Value, fmt: ImageFormat) -> R<Vec<u8>> {
             Ok(b)
         }
         Value::Path(p) => {
-            let b = std::fs::read(&p).map_err(|e| format!("cannot read image {}: {e}", p.display()))?;
+            let b =
+                std::fs::read(&p).map_err(|e| format!("cannot read image {}: {e}", p.display()))?;
             if image::sniff(&b).is_none() {
                 return Err(format!("{} is not a recognised image file", p.display()));
             }

@@ -535,9 +535,7 @@ impl Features {
         Arc::new(Schema::new(
             self.fields
                 .iter()
-                .map(|(n, f)| {
-                    Field::new(n, f.arrow_type(), true).with_metadata(f.arrow_metadata())
-                })
+                .map(|(n, f)| Field::new(n, f.arrow_type(), true).with_metadata(f.arrow_metadata()))
                 .collect::<Vec<_>>(),
         ))
     }

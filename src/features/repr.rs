@@ -25,7 +25,10 @@ pub fn feature_repr(f: &Feature) -> String {
     match f {
         Feature::Value(d) => format!("Value({})", py_str(d.name())),
         Feature::ClassLabel(c) => {
-            if c.num_classes() <= 5 && c.is_known() {
+            if !c.is_known() {
+                // Inferred from a reference cache: the names were never stored.
+                "ClassLabel(num_classes=?)".to_string()
+            } else if c.num_classes() <= 5 {
                 let names: Vec<String> = c.names().iter().map(|n| py_str(n)).collect();
                 format!("ClassLabel(names=[{}])", names.join(", "))
             } else {
@@ -34,6 +37,7 @@ pub fn feature_repr(f: &Feature) -> String {
         }
         Feature::Sequence(inner) => format!("Sequence({})", feature_repr(inner)),
         Feature::Image(fmt) => format!("Image(encode_format={})", py_str(fmt.as_str())),
+        Feature::Array(a) if a.shape.is_empty() => format!("Array{}D(shape=?, dtype=?)", a.ndim),
         Feature::Array(a) => {
             let dims: Vec<String> = a.shape.iter().map(|d| d.to_string()).collect();
             let shape = if dims.len() == 1 {

@@ -41,9 +41,15 @@ pub fn features_f() -> Features {
         .with("f", Feature::value(Dtype::Float32))
         .with("name", Feature::value(Dtype::String))
         .with("flag", Feature::value(Dtype::Bool))
-        .with("label", Feature::class_label(["cat", "dog", "bird"]).unwrap())
+        .with(
+            "label",
+            Feature::class_label(["cat", "dog", "bird"]).unwrap(),
+        )
         .with("img", Feature::image())
-        .with("arr", Feature::array(vec![2, 3, 4], Dtype::Float32).unwrap())
+        .with(
+            "arr",
+            Feature::array(vec![2, 3, 4], Dtype::Float32).unwrap(),
+        )
         .with("seq", Feature::sequence(Feature::value(Dtype::Int64)))
 }
 
@@ -55,7 +61,11 @@ pub fn features_f2() -> Features {
 }
 
 pub fn f2_rows(n: usize) -> impl Iterator<Item = Example> {
-    (0..n).map(|i| Example::new().with("x", i as i32).with("label", (i % 2) as i64))
+    (0..n).map(|i| {
+        Example::new()
+            .with("x", i as i32)
+            .with("label", (i % 2) as i64)
+    })
 }
 
 /// Row i of the golden `F` dataset, with pixels for the image.
@@ -76,8 +86,15 @@ pub fn f_row(i: usize) -> Example {
     Example::new()
         .with("x", i as i32)
         .with("f", i as f32 * 0.5)
-        .with("name", if i % 7 == 0 { Value::Null } else { format!("row-{i}").into() })
-        .with("flag", i % 3 == 0)
+        .with(
+            "name",
+            if i.is_multiple_of(7) {
+                Value::Null
+            } else {
+                format!("row-{i}").into()
+            },
+        )
+        .with("flag", i.is_multiple_of(3))
         .with("label", label)
         .with("img", ImageData::new(h, w, 3, px).unwrap())
         .with("arr", Tensor::from_vec(vec![2, 3, 4], arr).unwrap())
@@ -107,7 +124,10 @@ pub fn dot_entries(dir: &Path) -> Vec<String> {
 pub fn snapshot(dir: &Path) -> Vec<(PathBuf, Vec<u8>)> {
     let mut out = Vec::new();
     fn walk(d: &Path, out: &mut Vec<(PathBuf, Vec<u8>)>) {
-        let mut es: Vec<_> = std::fs::read_dir(d).unwrap().map(|e| e.unwrap().path()).collect();
+        let mut es: Vec<_> = std::fs::read_dir(d)
+            .unwrap()
+            .map(|e| e.unwrap().path())
+            .collect();
         es.sort();
         for p in es {
             if p.is_dir() {

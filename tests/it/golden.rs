@@ -3,8 +3,8 @@
 use serde_json::Value as J;
 use shardset::features::repr::features_repr;
 use shardset::{
-    cache_fingerprint, open_cache, open_cache_with, write_arrow_cache, ArrowWriteOptions,
-    Dtype, Example, Feature, Features, FeaturesSource, OpenOptions, Row, Value, VideoStorage,
+    cache_fingerprint, open_cache, open_cache_with, write_arrow_cache, ArrowWriteOptions, Dtype,
+    Example, Feature, Features, FeaturesSource, OpenOptions, Row, Value, VideoStorage,
 };
 
 use crate::common::*;
@@ -36,7 +36,11 @@ fn every_fingerprint_vector_matches() {
             fp[key]["fingerprint_data"].as_str().unwrap(),
             "repr of {key}"
         );
-        assert_eq!(f.fingerprint(), fp[key]["schema_fingerprint"].as_str().unwrap(), "{key}");
+        assert_eq!(
+            f.fingerprint(),
+            fp[key]["schema_fingerprint"].as_str().unwrap(),
+            "{key}"
+        );
     }
     // The spec's other vectors.
     let f = Features::new()
@@ -57,7 +61,10 @@ fn every_fingerprint_vector_matches() {
     let f = Features::new()
         .with("b", Feature::value(Dtype::Int32))
         .with("a", Feature::value(Dtype::Int32));
-    assert_eq!(features_repr(&f), "{'b': Value('int32'), 'a': Value('int32')}");
+    assert_eq!(
+        features_repr(&f),
+        "{'b': Value('int32'), 'a': Value('int32')}"
+    );
 }
 
 #[test]
@@ -65,7 +72,10 @@ fn cache_directory_names_match() {
     let fp = fingerprints();
     for (key, want) in fp["cache_fingerprint_examples"].as_object().unwrap() {
         let p: Vec<&str> = key.split(':').collect();
-        assert_eq!(&cache_fingerprint(p[0], p[1], p[2], p[3], p[4]), want.as_str().unwrap());
+        assert_eq!(
+            &cache_fingerprint(p[0], p[1], p[2], p[3], p[4]),
+            want.as_str().unwrap()
+        );
     }
 }
 
@@ -100,22 +110,62 @@ fn check_f_row(row: &Row, e: &J) {
         (J::String(s), Value::Str(t)) => assert_eq!(s, t),
         other => panic!("row {i} name: {other:?}"),
     }
-    assert_eq!(row.get("flag"), Some(&Value::Bool(e["flag"].as_bool().unwrap())));
-    let Value::Label(l) = row.get("label").unwrap() else { panic!("label") };
+    assert_eq!(
+        row.get("flag"),
+        Some(&Value::Bool(e["flag"].as_bool().unwrap()))
+    );
+    let Value::Label(l) = row.get("label").unwrap() else {
+        panic!("label")
+    };
     assert_eq!(l.id, e["label"].as_i64().unwrap());
-    let Value::Image(img) = row.get("img").unwrap() else { panic!("img") };
-    let shape: Vec<usize> = e["img_shape"].as_array().unwrap().iter().map(|v| v.as_u64().unwrap() as usize).collect();
+    let Value::Image(img) = row.get("img").unwrap() else {
+        panic!("img")
+    };
+    let shape: Vec<usize> = e["img_shape"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|v| v.as_u64().unwrap() as usize)
+        .collect();
     assert_eq!(img.shape(), shape);
-    assert_eq!(sha256(&img.data), e["img_rgb_pixels_sha256"].as_str().unwrap(), "row {i} pixels");
-    let Value::Tensor(t) = row.get("arr").unwrap() else { panic!("arr") };
-    let shape: Vec<usize> = e["arr_shape"].as_array().unwrap().iter().map(|v| v.as_u64().unwrap() as usize).collect();
+    assert_eq!(
+        sha256(&img.data),
+        e["img_rgb_pixels_sha256"].as_str().unwrap(),
+        "row {i} pixels"
+    );
+    let Value::Tensor(t) = row.get("arr").unwrap() else {
+        panic!("arr")
+    };
+    let shape: Vec<usize> = e["arr_shape"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|v| v.as_u64().unwrap() as usize)
+        .collect();
     assert_eq!(t.shape, shape);
-    let vals: Vec<f64> = t.to_vec::<f32>().unwrap().into_iter().map(f64::from).collect();
-    let want: Vec<f64> = e["arr"].as_array().unwrap().iter().map(|v| v.as_f64().unwrap()).collect();
+    let vals: Vec<f64> = t
+        .to_vec::<f32>()
+        .unwrap()
+        .into_iter()
+        .map(f64::from)
+        .collect();
+    let want: Vec<f64> = e["arr"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|v| v.as_f64().unwrap())
+        .collect();
     assert_eq!(vals, want);
-    let Value::List(seq) = row.get("seq").unwrap() else { panic!("seq") };
+    let Value::List(seq) = row.get("seq").unwrap() else {
+        panic!("seq")
+    };
     let seq: Vec<i64> = seq.iter().map(|v| v.as_i64().unwrap()).collect();
-    let want: Vec<i64> = e["seq"].as_array().unwrap().iter().map(|v| v.as_i64().unwrap()).collect();
+    let want: Vec<i64> = e["seq"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|v| v.as_i64().unwrap())
+        .collect();
     assert_eq!(seq, want);
 }
 
@@ -135,7 +185,9 @@ fn reference_arrow_caches_read_back_exactly() {
             check_f_row(&b.get(i as i64).unwrap(), e);
         }
         // Class names come from the features the caller gave.
-        let Value::Label(l) = b.get(1).unwrap().get("label").unwrap().clone() else { panic!() };
+        let Value::Label(l) = b.get(1).unwrap().get("label").unwrap().clone() else {
+            panic!()
+        };
         assert_eq!(l.name.as_deref(), Some("dog"));
         // Same rows through iteration and take.
         let mut n = 0;
@@ -163,20 +215,35 @@ fn reference_cache_opens_without_features_by_inference() {
     assert_eq!(cache.features_source, FeaturesSource::Inferred);
     let row = cache.backend.get(4).unwrap();
     assert_eq!(row.get("x").unwrap().as_i64(), Some(4));
-    let Value::Label(l) = row.get("label").unwrap() else { panic!() };
+    let Value::Label(l) = row.get("label").unwrap() else {
+        panic!()
+    };
     assert_eq!((l.id, l.name.clone()), (1, None));
     // Array shape was never stored by the reference: raw bytes come back.
-    let Value::Bytes(b) = row.get("arr").unwrap() else { panic!() };
+    let Value::Bytes(b) = row.get("arr").unwrap() else {
+        panic!()
+    };
     assert_eq!(b.len(), 24 * 4);
 }
 
 #[test]
 fn reference_empty_cache() {
     let e = Features::new().with("x", Feature::value(Dtype::Int32));
-    let cache = open_cache_with(golden().join("arrow_empty"), &OpenOptions::default().with_features(e)).unwrap();
+    let cache = open_cache_with(
+        golden().join("arrow_empty"),
+        &OpenOptions::default().with_features(e),
+    )
+    .unwrap();
     assert_eq!(cache.len(), 0);
     assert!(cache.backend.get(0).is_err());
-    assert_eq!(cache.backend.iter_batches(&Default::default()).unwrap().count(), 0);
+    assert_eq!(
+        cache
+            .backend
+            .iter_batches(&Default::default())
+            .unwrap()
+            .count(),
+        0
+    );
     assert_eq!(cache.backend.take(&[]).unwrap().num_rows(), 0);
     assert_eq!(cache.backend.slice(0, 10).unwrap().num_rows(), 0);
 }
@@ -185,7 +252,11 @@ fn reference_empty_cache() {
 fn reference_video_caches_read_back() {
     let sources = ["clip_a.mp4", "clip_b.mp4", "clip_c.avi"];
     for storage in [VideoStorage::Path, VideoStorage::Bytes] {
-        let name = if storage == VideoStorage::Path { "arrow_video_path" } else { "arrow_video_bytes" };
+        let name = if storage == VideoStorage::Path {
+            "arrow_video_path"
+        } else {
+            "arrow_video_bytes"
+        };
         let cache = open_cache_with(
             golden().join(name),
             &OpenOptions::default().with_features(video_features(storage)),
@@ -196,17 +267,30 @@ fn reference_video_caches_read_back() {
             let want = std::fs::read(golden().join("sources").join(src)).unwrap();
             let row = cache.backend.get(i as i64).unwrap();
             assert_eq!(row.get("label").unwrap().as_i64(), Some(i as i64));
-            let Value::Video(v) = row.get("video").unwrap() else { panic!() };
+            let Value::Video(v) = row.get("video").unwrap() else {
+                panic!()
+            };
             assert_eq!(v.mode, Some(storage));
             assert_eq!(v.size, Some(want.len() as i64));
             assert_eq!(v.checksum.as_deref(), Some(sha256(&want).as_str()));
-            let ext = if src.ends_with(".avi") { ".avi" } else { ".mp4" };
+            let ext = if src.ends_with(".avi") {
+                ".avi"
+            } else {
+                ".mp4"
+            };
             assert_eq!(v.extension.as_deref(), Some(ext));
-            let mt = if ext == ".avi" { "video/x-msvideo" } else { "video/mp4" };
+            let mt = if ext == ".avi" {
+                "video/x-msvideo"
+            } else {
+                "video/mp4"
+            };
             assert_eq!(v.media_type.as_deref(), Some(mt));
             if storage == VideoStorage::Path {
                 let p = v.path.clone().unwrap();
-                assert!(p.starts_with(golden().join(name).join("_assets/video")), "{p:?}");
+                assert!(
+                    p.starts_with(golden().join(name).join("_assets/video")),
+                    "{p:?}"
+                );
                 assert!(v.bytes.is_none());
             } else {
                 assert!(v.path.is_none());
@@ -222,13 +306,22 @@ fn writing_the_golden_rows_gives_the_same_shards() {
     // column, under the same budget and batch size.
     let src = open_cache_with(
         golden().join("arrow_multi_shard"),
-        &OpenOptions::default().with_features(features_f()).with_decode_images(false),
+        &OpenOptions::default()
+            .with_features(features_f())
+            .with_decode_images(false),
     )
     .unwrap();
     let rows: Vec<Example> = (0..40)
         .map(|i| {
             let mut ex = f_row(i);
-            let Value::Bytes(png) = src.backend.get(i as i64).unwrap().get("img").unwrap().clone() else {
+            let Value::Bytes(png) = src
+                .backend
+                .get(i as i64)
+                .unwrap()
+                .get("img")
+                .unwrap()
+                .clone()
+            else {
                 panic!()
             };
             ex.set("img", png);
@@ -247,9 +340,12 @@ fn writing_the_golden_rows_gives_the_same_shards() {
             .with_encode_threads(2),
     )
     .unwrap();
-    let golden_meta: J =
-        serde_json::from_slice(&std::fs::read(golden().join("arrow_multi_shard/_metadata.json")).unwrap()).unwrap();
-    let ours: J = serde_json::from_slice(&std::fs::read(out.join("_metadata.json")).unwrap()).unwrap();
+    let golden_meta: J = serde_json::from_slice(
+        &std::fs::read(golden().join("arrow_multi_shard/_metadata.json")).unwrap(),
+    )
+    .unwrap();
+    let ours: J =
+        serde_json::from_slice(&std::fs::read(out.join("_metadata.json")).unwrap()).unwrap();
     for key in [
         "cache_format_version",
         "format",
@@ -271,7 +367,13 @@ fn writing_the_golden_rows_gives_the_same_shards() {
     // And the pixels we wrote from scratch decode to the reference's.
     let tmp2 = tempfile::tempdir().unwrap();
     let fresh = tmp2.path().join("fresh");
-    write_arrow_cache((0..40).map(f_row), &features_f(), &fresh, &ArrowWriteOptions::default()).unwrap();
+    write_arrow_cache(
+        (0..40).map(f_row),
+        &features_f(),
+        &fresh,
+        &ArrowWriteOptions::default(),
+    )
+    .unwrap();
     let c = open_cache(&fresh).unwrap();
     assert_eq!(c.features_source, FeaturesSource::Metadata);
     for (i, e) in expected_rows().iter().enumerate() {
@@ -302,6 +404,9 @@ fn reference_rotation_vectors() {
                 .with_shard_size_bytes(Some(budget)),
         )
         .unwrap();
-        assert_eq!(w.metadata.shard_row_counts, want, "n={n} batch={batch} budget={budget}");
+        assert_eq!(
+            w.metadata.shard_row_counts, want,
+            "n={n} batch={batch} budget={budget}"
+        );
     }
 }

@@ -58,17 +58,33 @@ fn pyarrow_reads_our_shards_identically() {
                 .with_compression(comp),
         )
         .unwrap();
-        let out = Command::new("python3").arg("-c").arg(SCRIPT).arg(&dir).output().unwrap();
-        assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+        let out = Command::new("python3")
+            .arg("-c")
+            .arg(SCRIPT)
+            .arg(&dir)
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
         let j: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
         assert_eq!(j["fields"]["x"][0], "int32");
-        assert_eq!(j["fields"]["label"][1]["stable_datasets.feature"], "ClassLabel");
+        assert_eq!(
+            j["fields"]["label"][1]["stable_datasets.feature"],
+            "ClassLabel"
+        );
         assert_eq!(j["fields"]["arr"][1]["stable_datasets.feature"], "Array3D");
         assert_eq!(j["fields"]["seq"][0], "list<item: int64>");
         assert_eq!(j["fields"]["img"][0], "large_binary");
         let rows = j["rows"].as_array().unwrap();
         assert_eq!(rows.len(), 40);
-        let c = shardset::open_cache_with(&dir, &shardset::OpenOptions::default().with_decode_images(false)).unwrap();
+        let c = shardset::open_cache_with(
+            &dir,
+            &shardset::OpenOptions::default().with_decode_images(false),
+        )
+        .unwrap();
         for (i, pr) in rows.iter().enumerate() {
             let r = c.backend.get(i as i64).unwrap();
             assert_eq!(pr["x"], i as i64);
@@ -80,9 +96,13 @@ fn pyarrow_reads_our_shards_identically() {
                 Value::Str(s) => assert_eq!(pr["name"], s.as_str()),
                 v => panic!("{v:?}"),
             }
-            let Value::Bytes(img) = r.get("img").unwrap() else { panic!() };
+            let Value::Bytes(img) = r.get("img").unwrap() else {
+                panic!()
+            };
             assert_eq!(pr["img"], sha256(img));
-            let Value::Tensor(t) = r.get("arr").unwrap() else { panic!() };
+            let Value::Tensor(t) = r.get("arr").unwrap() else {
+                panic!()
+            };
             assert_eq!(pr["arr"], sha256(&t.data));
             let want: Vec<i64> = (0..(i % 5) as i64).collect();
             assert_eq!(pr["seq"], serde_json::json!(want));
@@ -100,14 +120,25 @@ fn pyarrow_reads_our_video_cells() {
     let src = golden().join("sources/clip_c.avi");
     let features = video_features(shardset::VideoStorage::Path);
     write_arrow_cache(
-        vec![shardset::Example::new().with("video", src.clone()).with("label", 7)],
+        vec![shardset::Example::new()
+            .with("video", src.clone())
+            .with("label", 7)],
         &features,
         &dir,
         &ArrowWriteOptions::default(),
     )
     .unwrap();
-    let out = Command::new("python3").arg("-c").arg(SCRIPT).arg(&dir).output().unwrap();
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let out = Command::new("python3")
+        .arg("-c")
+        .arg(SCRIPT)
+        .arg(&dir)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     let j: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
     let v = &j["rows"][0]["video"];
     let digest = sha256(&std::fs::read(&src).unwrap());
@@ -115,6 +146,12 @@ fn pyarrow_reads_our_video_cells() {
     assert_eq!(v["path"], format!("{digest}.avi"));
     assert_eq!(v["media_type"], "video/x-msvideo");
     assert_eq!(v["checksum"], digest);
-    assert_eq!(j["fields"]["video"][1]["stable_datasets.video.storage"], "path");
-    assert!(dir.join("_assets/video").join(format!("{digest}.avi")).exists());
+    assert_eq!(
+        j["fields"]["video"][1]["stable_datasets.video.storage"],
+        "path"
+    );
+    assert!(dir
+        .join("_assets/video")
+        .join(format!("{digest}.avi"))
+        .exists());
 }

@@ -9,8 +9,8 @@ use arrow_array::RecordBatch;
 use proptest::prelude::*;
 use shardset::cache::pipeline::{self, PipelineOptions};
 use shardset::{
-    open_cache, write_arrow_cache, ArrowWriteOptions, Backend, Compression, Dtype, Example, Feature,
-    Features, ImageData, ImageFormat, IterOptions, Tensor, Value, VideoStorage,
+    open_cache, write_arrow_cache, ArrowWriteOptions, Backend, Compression, Dtype, Example,
+    Feature, Features, ImageData, ImageFormat, IterOptions, Tensor, Value, VideoStorage,
 };
 
 use crate::common::*;
@@ -45,12 +45,21 @@ fn every_feature_kind_roundtrips() {
     }
     let features = features
         .with("label", Feature::class_label_n(7).unwrap())
-        .with("seq2", Feature::sequence(Feature::sequence(Feature::value(Dtype::Float32))))
-        .with("seq_label", Feature::sequence(Feature::class_label(["a", "b"]).unwrap()))
+        .with(
+            "seq2",
+            Feature::sequence(Feature::sequence(Feature::value(Dtype::Float32))),
+        )
+        .with(
+            "seq_label",
+            Feature::sequence(Feature::class_label(["a", "b"]).unwrap()),
+        )
         .with("png", Feature::image())
         .with("jpeg", Feature::image_with(ImageFormat::Jpeg))
         .with("a2", Feature::array(vec![2, 2], Dtype::UInt8).unwrap())
-        .with("a5", Feature::array(vec![1, 2, 1, 2, 1], Dtype::Int64).unwrap())
+        .with(
+            "a5",
+            Feature::array(vec![1, 2, 1, 2, 1], Dtype::Int64).unwrap(),
+        )
         .with("vp", Feature::video(VideoStorage::Path))
         .with("vb", Feature::video(VideoStorage::Bytes));
     let gray = ImageData::new(3, 4, 1, (0..12).collect()).unwrap();
@@ -74,13 +83,25 @@ fn every_feature_kind_roundtrips() {
             .with("seq_label", vec![Value::from("b"), Value::from(0i64)])
             .with("png", gray.clone())
             .with("jpeg", rgb.clone())
-            .with("a2", Tensor::from_vec(vec![2, 2], vec![1u8, 2, 3, i as u8]).unwrap())
-            .with("a5", Tensor::from_vec(vec![1, 2, 1, 2, 1], vec![-1i64, 2, -3, i]).unwrap())
+            .with(
+                "a2",
+                Tensor::from_vec(vec![2, 2], vec![1u8, 2, 3, i as u8]).unwrap(),
+            )
+            .with(
+                "a5",
+                Tensor::from_vec(vec![1, 2, 1, 2, 1], vec![-1i64, 2, -3, i]).unwrap(),
+            )
             .with("vp", video.clone())
             .with("vb", video.clone())
     };
     let dir = tmp.path().join("all");
-    write_arrow_cache((0..5).map(ex), &features, &dir, &ArrowWriteOptions::default()).unwrap();
+    write_arrow_cache(
+        (0..5).map(ex),
+        &features,
+        &dir,
+        &ArrowWriteOptions::default(),
+    )
+    .unwrap();
     let c = open_cache(&dir).unwrap();
     assert_eq!(c.features().as_ref(), &features);
     let r = c.backend.get(3).unwrap();
@@ -91,7 +112,9 @@ fn every_feature_kind_roundtrips() {
     assert_eq!(r.get("v_bool"), Some(&Value::Bool(false)));
     assert_eq!(r.get("v_string"), Some(&Value::Str("s3".into())));
     assert_eq!(r.get("v_binary"), Some(&Value::Bytes(vec![3, 0, 255])));
-    let Value::Label(l) = r.get("label").unwrap() else { panic!() };
+    let Value::Label(l) = r.get("label").unwrap() else {
+        panic!()
+    };
     assert_eq!((l.id, l.name.as_deref()), (3, Some("3")));
     assert_eq!(
         r.get("seq2"),
@@ -100,22 +123,41 @@ fn every_feature_kind_roundtrips() {
             Value::List(vec![])
         ]))
     );
-    let Value::List(sl) = r.get("seq_label").unwrap() else { panic!() };
-    assert_eq!(sl.iter().map(|v| v.as_i64().unwrap()).collect::<Vec<_>>(), vec![1, 0]);
+    let Value::List(sl) = r.get("seq_label").unwrap() else {
+        panic!()
+    };
+    assert_eq!(
+        sl.iter().map(|v| v.as_i64().unwrap()).collect::<Vec<_>>(),
+        vec![1, 0]
+    );
     assert_eq!(r.get("png"), Some(&Value::Image(gray.clone())));
-    let Value::Image(j) = r.get("jpeg").unwrap() else { panic!() };
+    let Value::Image(j) = r.get("jpeg").unwrap() else {
+        panic!()
+    };
     assert_eq!(j.shape(), vec![8, 8, 3]);
-    assert!(j.data.iter().all(|&p| p.abs_diff(128) <= 2), "JPEG of flat gray stays gray");
-    let Value::Tensor(t) = r.get("a5").unwrap() else { panic!() };
-    assert_eq!((t.shape.clone(), t.to_vec::<i64>().unwrap()), (vec![1, 2, 1, 2, 1], vec![-1, 2, -3, 3]));
+    assert!(
+        j.data.iter().all(|&p| p.abs_diff(128) <= 2),
+        "JPEG of flat gray stays gray"
+    );
+    let Value::Tensor(t) = r.get("a5").unwrap() else {
+        panic!()
+    };
+    assert_eq!(
+        (t.shape.clone(), t.to_vec::<i64>().unwrap()),
+        (vec![1, 2, 1, 2, 1], vec![-1, 2, -3, 3])
+    );
     let want = std::fs::read(&video).unwrap();
     for col in ["vp", "vb"] {
-        let Value::Video(v) = r.get(col).unwrap() else { panic!() };
+        let Value::Video(v) = r.get(col).unwrap() else {
+            panic!()
+        };
         assert_eq!(v.read_bytes().unwrap().as_ref(), want.as_slice(), "{col}");
         assert_eq!(v.checksum.as_deref(), Some(sha256(&want).as_str()));
     }
     // The staged file lives inside the published cache, once (dedup by content).
-    let assets: Vec<_> = std::fs::read_dir(dir.join("_assets/video")).unwrap().collect();
+    let assets: Vec<_> = std::fs::read_dir(dir.join("_assets/video"))
+        .unwrap()
+        .collect();
     assert_eq!(assets.len(), 1);
     // Raw cells are available without decoding.
     let raw = c.backend.get_raw(-1).unwrap();
@@ -141,13 +183,24 @@ fn take_preserves_order_and_duplicates_across_shards() {
     let (_t, c) = multi_shard(40, 4, 40);
     let b = &c.backend;
     assert!(b.num_shards() >= 4, "{:?}", b.shard_row_counts());
-    for idx in [vec![8i64, 1, 8, 5, 0, 11], vec![6, 2, 6, 1], vec![39, 0, -1, 20, 20, 20], vec![3]] {
+    for idx in [
+        vec![8i64, 1, 8, 5, 0, 11],
+        vec![6, 2, 6, 1],
+        vec![39, 0, -1, 20, 20, 20],
+        vec![3],
+    ] {
         let got = x_col(&b.take(&idx).unwrap());
-        let want: Vec<i32> = idx.iter().map(|&i| if i < 0 { 40 + i as i32 } else { i as i32 }).collect();
+        let want: Vec<i32> = idx
+            .iter()
+            .map(|&i| if i < 0 { 40 + i as i32 } else { i as i32 })
+            .collect();
         assert_eq!(got, want);
     }
     assert_eq!(b.take(&[]).unwrap().num_rows(), 0);
-    assert_eq!(x_col(&b.take(&[4, 5, 6]).unwrap()), x_col(&b.slice(4, 3).unwrap()));
+    assert_eq!(
+        x_col(&b.take(&[4, 5, 6]).unwrap()),
+        x_col(&b.slice(4, 3).unwrap())
+    );
     assert!(b.take(&[0, 40]).is_err());
 }
 
@@ -170,7 +223,10 @@ fn get_with_negative_indices_and_bounds() {
     let b = &c.backend;
     assert_eq!(b.get(-1).unwrap().get("x").unwrap().as_i64(), Some(19));
     assert_eq!(b.get(-20).unwrap().get("x").unwrap().as_i64(), Some(0));
-    assert!(matches!(b.get(20), Err(shardset::Error::IndexOutOfRange { index: 20, len: 20 })));
+    assert!(matches!(
+        b.get(20),
+        Err(shardset::Error::IndexOutOfRange { index: 20, len: 20 })
+    ));
     assert!(b.get(-21).is_err());
 }
 
@@ -218,14 +274,19 @@ fn compression_roundtrips_and_is_recorded() {
             (0..50).map(f_row),
             &features_f(),
             &dir,
-            &ArrowWriteOptions::default().with_batch_size(16).with_compression(comp),
+            &ArrowWriteOptions::default()
+                .with_batch_size(16)
+                .with_compression(comp),
         )
         .unwrap();
         let c = open_cache(&dir).unwrap();
         assert_eq!(c.metadata["compression"], comp.as_metadata().unwrap());
         let r = c.backend.get(33).unwrap();
         assert_eq!(r.get("name"), Some(&Value::Str("row-33".into())));
-        assert_eq!(x_col(&c.backend.take(&[49, 0, 17]).unwrap()), vec![49, 0, 17]);
+        assert_eq!(
+            x_col(&c.backend.take(&[49, 0, 17]).unwrap()),
+            vec![49, 0, 17]
+        );
     }
     let (_t, c) = multi_shard(10, 5, 1000);
     assert!(c.metadata.get("compression").is_none());
@@ -247,14 +308,20 @@ fn parallel_encode_matches_serial_byte_for_byte_in_content() {
                 .with_encode_threads(threads),
         )
         .unwrap();
-        outs.push((w.metadata.shard_row_counts.clone(), w.metadata.shard_xxh64.clone().unwrap(), dir));
+        outs.push((
+            w.metadata.shard_row_counts.clone(),
+            w.metadata.shard_xxh64.clone().unwrap(),
+            dir,
+        ));
     }
     // Shards carry a per-build id in their footer, so compare rows, not files.
     assert_eq!(outs[0].0, outs[1].0);
     assert_eq!(outs[1].0, outs[2].0);
     let read = |d: &std::path::Path| {
         let c = open_cache(d).unwrap();
-        (0..300).map(|i| c.backend.get(i).unwrap()).collect::<Vec<_>>()
+        (0..300)
+            .map(|i| c.backend.get(i).unwrap())
+            .collect::<Vec<_>>()
     };
     let a = read(&outs[0].2);
     assert_eq!(a, read(&outs[1].2));
@@ -265,7 +332,13 @@ fn parallel_encode_matches_serial_byte_for_byte_in_content() {
 fn empty_generator_gives_a_usable_empty_cache() {
     let tmp = tempfile::tempdir().unwrap();
     let dir = tmp.path().join("e");
-    let w = write_arrow_cache(std::iter::empty(), &features_f2(), &dir, &ArrowWriteOptions::default()).unwrap();
+    let w = write_arrow_cache(
+        std::iter::empty(),
+        &features_f2(),
+        &dir,
+        &ArrowWriteOptions::default(),
+    )
+    .unwrap();
     assert_eq!((w.metadata.num_rows, w.metadata.num_shards), (0, 0));
     let c = open_cache(&dir).unwrap();
     assert_eq!(c.len(), 0);
@@ -277,16 +350,40 @@ fn empty_generator_gives_a_usable_empty_cache() {
 fn rebuild_replaces_atomically_and_leaves_no_temp_dirs() {
     let tmp = tempfile::tempdir().unwrap();
     let dir = tmp.path().join("c");
-    write_arrow_cache(f2_rows(10), &features_f2(), &dir, &ArrowWriteOptions::default()).unwrap();
-    write_arrow_cache(f2_rows(25), &features_f2(), &dir, &ArrowWriteOptions::default()).unwrap();
+    write_arrow_cache(
+        f2_rows(10),
+        &features_f2(),
+        &dir,
+        &ArrowWriteOptions::default(),
+    )
+    .unwrap();
+    write_arrow_cache(
+        f2_rows(25),
+        &features_f2(),
+        &dir,
+        &ArrowWriteOptions::default(),
+    )
+    .unwrap();
     assert_eq!(open_cache(&dir).unwrap().len(), 25);
-    assert!(dot_entries(tmp.path()).is_empty(), "{:?}", dot_entries(tmp.path()));
+    assert!(
+        dot_entries(tmp.path()).is_empty(),
+        "{:?}",
+        dot_entries(tmp.path())
+    );
     // A reader that opened the old generation sees its own rows or a clear
     // error, never rows of another build.
     let old = open_cache(&dir).unwrap();
-    write_arrow_cache(f2_rows(7), &features_f2(), &dir, &ArrowWriteOptions::default()).unwrap();
+    write_arrow_cache(
+        f2_rows(7),
+        &features_f2(),
+        &dir,
+        &ArrowWriteOptions::default(),
+    )
+    .unwrap();
     match old.backend.get(20) {
-        Err(shardset::Error::CorruptShard { reason, .. }) => assert!(reason.contains("another build"), "{reason}"),
+        Err(shardset::Error::CorruptShard { reason, .. }) => {
+            assert!(reason.contains("another build"), "{reason}")
+        }
         other => panic!("expected a generation error, got {other:?}"),
     }
     assert_eq!(open_cache(&dir).unwrap().len(), 7);
@@ -300,10 +397,24 @@ fn metadata_is_self_describing_and_has_our_keys() {
     assert_eq!(m["shard_num_bytes"].as_array().unwrap().len(), n);
     assert_eq!(m["shard_xxh64"].as_array().unwrap().len(), n);
     assert_eq!(m["writer"]["name"], "shardset");
-    assert_eq!(m["features"]["label"]["names"], serde_json::json!(["a", "b"]));
+    assert_eq!(
+        m["features"]["label"]["names"],
+        serde_json::json!(["a", "b"])
+    );
     assert!(shardset::verify_checksums(&c.dir).unwrap().is_empty());
-    for (i, p) in c.backend.as_any().downcast_ref::<shardset::ArrowShards>().unwrap().shard_paths().iter().enumerate() {
-        assert_eq!(std::fs::metadata(p).unwrap().len(), m["shard_num_bytes"][i].as_u64().unwrap());
+    for (i, p) in c
+        .backend
+        .as_any()
+        .downcast_ref::<shardset::ArrowShards>()
+        .unwrap()
+        .shard_paths()
+        .iter()
+        .enumerate()
+    {
+        assert_eq!(
+            std::fs::metadata(p).unwrap().len(),
+            m["shard_num_bytes"][i].as_u64().unwrap()
+        );
     }
 }
 
@@ -315,7 +426,10 @@ fn reopened_backend_reads_the_same_rows_from_threads() {
         .map(|t| {
             let b = b.reopened();
             std::thread::spawn(move || {
-                (0..500).rev().step_by(t + 1).all(|i| b.get(i).unwrap().get("x").unwrap().as_i64() == Some(i))
+                (0..500)
+                    .rev()
+                    .step_by(t + 1)
+                    .all(|i| b.get(i).unwrap().get("x").unwrap().as_i64() == Some(i))
             })
         })
         .collect();
@@ -342,7 +456,10 @@ fn slow_sink_back_pressures_the_generator() {
         gen,
         Arc::new(features_f2()),
         tmp.path(),
-        PipelineOptions { batch_size: batch as usize, threads },
+        PipelineOptions {
+            batch_size: batch as usize,
+            threads,
+        },
         move |b| {
             std::thread::sleep(std::time::Duration::from_micros(300));
             let c = c2.fetch_add(b.num_rows() as u64, Ordering::SeqCst) + b.num_rows() as u64;
@@ -355,7 +472,10 @@ fn slow_sink_back_pressures_the_generator() {
     assert_eq!(rows, 2000);
     let bound = (threads as u64 * 2 + 2 + 2) * batch;
     let ahead = max_ahead.load(Ordering::SeqCst);
-    assert!(ahead <= bound, "generator ran {ahead} rows ahead of the sink (bound {bound})");
+    assert!(
+        ahead <= bound,
+        "generator ran {ahead} rows ahead of the sink (bound {bound})"
+    );
 }
 
 proptest! {
