@@ -1,0 +1,143 @@
+//! The benchmark workloads, timed once each, printed as JSON lines.
+//!
+//! `cargo bench --bench workloads` runs everything; `-- --only scalar` one
+//! workload; `-- rss --rows N` writes N scalar rows and prints the process's
+//! peak RSS (run it at 1 M and 4 M rows to see memory stay flat).
+//! `benches/compare.py` runs this and the pyarrow equivalents and prints ratios.
+
+#[path = "common/mod.rs"]
+mod common;
+
+use std::hint::black_box;
+use std::path::Path;
+use std::time::Instant;
+
+use arrow_array::cast::AsArray;
+use common::*;
+use shardset::{open_cache, write_arrow_cache, ArrowWriteOptions, Compression, Example, Features, IterOptions};
+
+fn emit(workload: &str, op: &str, rows: u64, secs: f64) {
+    println!(
+        "{{\"side\": \"shardset\", \"workload\": \"{workload}\", \"op\": \"{op}\", \"rows\": {rows}, \"seconds\": {secs:.6}, \"rows_per_s\": {:.1}}}",
+        rows as f64 / secs
+    );
+}
+
+fn write<I: IntoIterator<Item = Example>>(name: &str, rows: I, n: u64, f: &Features, dir: &Path, opts: ArrowWriteOptions) {
+    let t = Instant::now();
+    write_arrow_cache(rows, f, dir, &opts).unwrap();
+    emit(name, "write", n, t.elapsed().as_secs_f64());
+}
+
+/// get, take-128 and iteration on an opened cache.
+fn reads(name: &str, dir: &Path, n: usize, gets: usize, takes: usize) {
+    let cache = open_cache(dir).unwrap();
+    let b = cache.backend.clone();
+    // Warm the page cache and the batch index the way a second epoch would be.
+    for r in b.iter_batches(&IterOptions::default()).unwrap() {
+        black_box(r.unwrap());
+    }
+    let idx = random_indices(n, gets, 1);
+    let t = Instant::now();
+    for &i in &idx {
+        black_box(b.get(i).unwrap());
+    }
+    emit(name, "get", gets as u64, t.elapsed().as_secs_f64());
+
+    let idx = random_indices(n, 128 * takes, 2);
+    let t = Instant::now();
+    for chunk in idx.chunks(128) {
+        let batch = b.take(chunk).unwrap();
+        black_box(b.decoder().decode_batch(&batch).unwrap());
+    }
+    emit(name, "take128", (128 * takes) as u64, t.elapsed().as_secs_f64());
+    let t = Instant::now();
+    for chunk in idx.chunks(128) {
+        black_box(b.take(chunk).unwrap());
+    }
+    emit(name, "take128_arrow", (128 * takes) as u64, t.elapsed().as_secs_f64());
+
+    let t = Instant::now();
+    let mut rows = 0u64;
+    for r in b.iter_batches(&IterOptions::default()).unwrap() {
+        let batch = r.unwrap();
+        rows += b.decoder().decode_batch(&batch).unwrap().len() as u64;
+    }
+    emit(name, "iterate", rows, t.elapsed().as_secs_f64());
+    let t = Instant::now();
+    let mut rows = 0u64;
+    for r in b.iter_batches(&IterOptions::default()).unwrap() {
+        let batch = r.unwrap();
+        rows += black_box(batch.num_rows()) as u64;
+        black_box(batch.column(0).to_data().len());
+    }
+    emit(name, "iterate_arrow", rows, t.elapsed().as_secs_f64());
+}
+
+fn first_row(name: &str, dir: &Path) {
+    let reps = 20;
+    let mut best = f64::MAX;
+    for _ in 0..reps {
+        let t = Instant::now();
+        let c = open_cache(dir).unwrap();
+        black_box(c.backend.get(0).unwrap());
+        best = best.min(t.elapsed().as_secs_f64());
+    }
+    // Reported as seconds to the first row (rows = 1).
+    emit(name, "first_row", 1, best);
+}
+
+fn peak_rss_kb() -> u64 {
+    let s = std::fs::read_to_string("/proc/self/status").unwrap_or_default();
+    s.lines()
+        .find(|l| l.starts_with("VmHWM:"))
+        .and_then(|l| l.split_whitespace().nth(1))
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(0)
+}
+
+fn main() {
+    let args: Vec<String> = std::env::args().skip(1).filter(|a| a != "--bench").collect();
+    let tmp = tempfile::tempdir().unwrap();
+    if args.first().map(String::as_str) == Some("rss") {
+        let n: usize = args.iter().position(|a| a == "--rows").and_then(|i| args.get(i + 1)).and_then(|v| v.parse().ok()).unwrap_or(1_000_000);
+        let dir = tmp.path().join("rss");
+        let t = Instant::now();
+        write_arrow_cache(scalar_rows(n), &scalar_features(), &dir, &ArrowWriteOptions::default().with_shard_size_bytes(Some(64 << 20))).unwrap();
+        let secs = t.elapsed().as_secs_f64();
+        println!("{{\"side\": \"shardset\", \"workload\": \"rss\", \"rows\": {n}, \"seconds\": {secs:.3}, \"peak_rss_kb\": {}}}", peak_rss_kb());
+        return;
+    }
+    let only = args.iter().position(|a| a == "--only").and_then(|i| args.get(i + 1)).cloned();
+    let scale: f64 = args.iter().position(|a| a == "--scale").and_then(|i| args.get(i + 1)).and_then(|v| v.parse().ok()).unwrap_or(1.0);
+    let run = |w: &str| only.as_deref().is_none_or(|o| o == w);
+    let sz = |n: usize| ((n as f64 * scale) as usize).max(1000);
+
+    if run("scalar") {
+        let n = sz(1_000_000);
+        let dir = tmp.path().join("scalar");
+        write("scalar", scalar_rows(n), n as u64, &scalar_features(), &dir, ArrowWriteOptions::default());
+        reads("scalar", &dir, n, 500_000, 2_000);
+    }
+    if run("binary") {
+        let n = sz(100_000);
+        let dir = tmp.path().join("binary");
+        write("binary", binary_rows(n), n as u64, &binary_features(), &dir, ArrowWriteOptions::default());
+        reads("binary", &dir, n, 300_000, 2_000);
+        let dir = tmp.path().join("binary_8m");
+        write("binary_8mib_shards", binary_rows(n), n as u64, &binary_features(), &dir, ArrowWriteOptions::default().with_shard_size_bytes(Some(8 << 20)));
+        reads("binary_8mib_shards", &dir, n, 300_000, 2_000);
+        let dir = tmp.path().join("binary_zstd");
+        write("binary_zstd", binary_rows(n), n as u64, &binary_features(), &dir, ArrowWriteOptions::default().with_compression(Compression::Zstd));
+        first_row("binary_zstd", &dir);
+        reads("binary_zstd", &dir, n, 300_000, 2_000);
+    }
+    if run("image") {
+        let n = sz(20_000);
+        let dir = tmp.path().join("image");
+        write("image", image_rows(n), n as u64, &image_features(), &dir, ArrowWriteOptions::default().with_encode_threads(2));
+        reads("image", &dir, n, 50_000, 200);
+    }
+    // Keep the row-type import used in every configuration.
+    let _ = |b: &arrow_array::RecordBatch| b.column(0).as_primitive_opt::<arrow_array::types::Int32Type>().is_some();
+}
