@@ -26,21 +26,26 @@ pub enum Value {
     Float(f64),
     /// A UTF-8 string.
     Str(String),
-    /// Raw bytes (binary values, encoded images, inline videos).
-    Bytes(Vec<u8>),
+    /// Raw bytes (binary values, encoded images, inline videos). An Arrow
+    /// buffer: decoded cells are zero-copy slices of the mapped shard, and a
+    /// `Vec<u8>` converts into one without copying.
+    Bytes(Bytes),
     /// A file path (images read raw, videos staged or inlined).
     Path(PathBuf),
     /// A list (for `Sequence`).
     List(Vec<Value>),
     /// Decoded or raw image pixels.
-    Image(ImageData),
+    Image(Box<ImageData>),
     /// An N-dimensional array.
-    Tensor(Tensor),
+    Tensor(Box<Tensor>),
     /// A decoded class label: its id and, when the cache knows them, its name.
     Label(Label),
     /// A video reference (input with options, or decoded cell).
-    Video(VideoRef),
+    Video(Box<VideoRef>),
 }
+
+/// Shared, immutable bytes (an Arrow buffer; derefs to `[u8]`).
+pub type Bytes = arrow_buffer::Buffer;
 
 /// Pixels of an image, row-major, interleaved channels, `u8`.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -325,12 +330,17 @@ impl From<String> for Value {
 }
 impl From<Vec<u8>> for Value {
     fn from(x: Vec<u8>) -> Self {
-        Value::Bytes(x)
+        Value::Bytes(Bytes::from_vec(x))
     }
 }
 impl From<&[u8]> for Value {
     fn from(x: &[u8]) -> Self {
-        Value::Bytes(x.to_vec())
+        Value::Bytes(Bytes::from_slice_ref(x))
+    }
+}
+impl From<Bytes> for Value {
+    fn from(x: Bytes) -> Self {
+        Value::Bytes(x)
     }
 }
 impl From<PathBuf> for Value {
@@ -345,17 +355,17 @@ impl From<&std::path::Path> for Value {
 }
 impl From<ImageData> for Value {
     fn from(x: ImageData) -> Self {
-        Value::Image(x)
+        Value::Image(Box::new(x))
     }
 }
 impl From<Tensor> for Value {
     fn from(x: Tensor) -> Self {
-        Value::Tensor(x)
+        Value::Tensor(Box::new(x))
     }
 }
 impl From<VideoRef> for Value {
     fn from(x: VideoRef) -> Self {
-        Value::Video(x)
+        Value::Video(Box::new(x))
     }
 }
 impl<T: Into<Value>> From<Option<T>> for Value {

@@ -167,7 +167,7 @@ pub fn decode_cell(
                 None => return Err(type_err(f, a)),
             },
             Dtype::Binary => match a.as_binary_opt::<i32>() {
-                Some(b) => Value::Bytes(b.value(row).to_vec()),
+                Some(b) => Value::Bytes(shared_slice(b, row)),
                 None => return Err(type_err(f, a)),
             },
         },
@@ -189,11 +189,10 @@ pub fn decode_cell(
         }
         Feature::Image(_) => {
             let b = a.as_binary_opt::<i64>().ok_or_else(|| type_err(f, a))?;
-            let bytes = b.value(row);
             if opts.decode_images {
-                Value::Image(image::decode(bytes)?)
+                Value::Image(Box::new(image::decode(b.value(row))?))
             } else {
-                Value::Bytes(bytes.to_vec())
+                Value::Bytes(shared_slice(b, row))
             }
         }
         Feature::Array(arr) => {
@@ -201,7 +200,7 @@ pub fn decode_cell(
             let bytes = b.value(row);
             if arr.shape.is_empty() {
                 // Shape never stored (reference cache opened without its features).
-                Value::Bytes(bytes.to_vec())
+                Value::Bytes(shared_slice(b, row))
             } else {
                 let want =
                     arr.shape.iter().product::<usize>() * arr.dtype.byte_width().unwrap_or(1);
@@ -213,15 +212,27 @@ pub fn decode_cell(
                         arr.dtype.name()
                     ));
                 }
-                Value::Tensor(Tensor {
+                Value::Tensor(Box::new(Tensor {
                     dtype: arr.dtype,
                     shape: arr.shape.clone(),
                     data: bytes.to_vec(),
-                })
+                }))
             }
         }
-        Feature::Video(_) => Value::Video(decode_video(a, row, opts.cache_dir.as_deref())?),
+        Feature::Video(_) => {
+            Value::Video(Box::new(decode_video(a, row, opts.cache_dir.as_deref())?))
+        }
     })
+}
+
+/// A zero-copy view of one binary cell.
+fn shared_slice<O: arrow_array::OffsetSizeTrait>(
+    b: &arrow_array::GenericBinaryArray<O>,
+    row: usize,
+) -> crate::value::Bytes {
+    let o = b.value_offsets();
+    let (start, end) = (o[row].as_usize(), o[row + 1].as_usize());
+    b.values().slice_with_length(start, end - start)
 }
 
 fn decode_video(

@@ -120,7 +120,7 @@ macro_rules! encoders {
                         other => return Err(format!("expected a string, got {}", other.kind())),
                     },
                     Enc::Bin(b) => match v {
-                        Value::Bytes(x) => b.append_value(x),
+                        Value::Bytes(x) => b.append_value(x.as_slice()),
                         other => return Err(format!("expected bytes, got {}", other.kind())),
                     },
                     Enc::Label(b, c) => b.append_value(encode_label(c, &v)?),
@@ -142,8 +142,8 @@ macro_rules! encoders {
                         offsets.push(next);
                         nulls.append_non_null();
                     }
-                    Enc::Image(b, fmt) => b.append_value(encode_image(v, *fmt)?),
-                    Enc::Array(b, a) => b.append_value(encode_array(v, a)?),
+                    Enc::Image(b, fmt) => b.append_value(encode_image(v, *fmt)?.as_slice()),
+                    Enc::Array(b, a) => b.append_value(encode_array(v, a)?.as_slice()),
                     Enc::Video(b, feat) => match video::encode(v, feat, cache_dir)? {
                         Some(cell) => b.append(cell),
                         None => b.append_null(),
@@ -258,7 +258,22 @@ fn encode_label(c: &ClassLabel, v: &Value) -> R<i64> {
     Ok(id)
 }
 
-fn encode_image(v: Value, fmt: ImageFormat) -> R<Vec<u8>> {
+/// Bytes to append: shared with the input when possible.
+enum Blob {
+    Shared(crate::value::Bytes),
+    Owned(Vec<u8>),
+}
+
+impl Blob {
+    fn as_slice(&self) -> &[u8] {
+        match self {
+            Blob::Shared(b) => b.as_slice(),
+            Blob::Owned(v) => v,
+        }
+    }
+}
+
+fn encode_image(v: Value, fmt: ImageFormat) -> R<Blob> {
     match v {
         Value::Bytes(b) => {
             if image::sniff(&b).is_none() {
@@ -267,7 +282,7 @@ fn encode_image(v: Value, fmt: ImageFormat) -> R<Vec<u8>> {
                     b.len()
                 ));
             }
-            Ok(b)
+            Ok(Blob::Shared(b))
         }
         Value::Path(p) => {
             let b =
@@ -275,9 +290,9 @@ fn encode_image(v: Value, fmt: ImageFormat) -> R<Vec<u8>> {
             if image::sniff(&b).is_none() {
                 return Err(format!("{} is not a recognised image file", p.display()));
             }
-            Ok(b)
+            Ok(Blob::Owned(b))
         }
-        Value::Image(img) => image::encode(&img, fmt),
+        Value::Image(img) => image::encode(&img, fmt).map(Blob::Owned),
         other => Err(format!(
             "an Image takes encoded bytes, a file path or pixels, got {}",
             other.kind()
@@ -285,7 +300,7 @@ fn encode_image(v: Value, fmt: ImageFormat) -> R<Vec<u8>> {
     }
 }
 
-fn encode_array(v: Value, a: &ArrayFeature) -> R<Vec<u8>> {
+fn encode_array(v: Value, a: &ArrayFeature) -> R<Blob> {
     match v {
         Value::Tensor(t) => {
             if t.dtype != a.dtype {
@@ -310,7 +325,7 @@ fn encode_array(v: Value, a: &ArrayFeature) -> R<Vec<u8>> {
                     a.dtype.name()
                 ));
             }
-            Ok(t.data)
+            Ok(Blob::Owned(t.data))
         }
         Value::Bytes(b) => {
             let want = a.shape.iter().product::<usize>() * a.dtype.byte_width().unwrap_or(1);
@@ -322,7 +337,7 @@ fn encode_array(v: Value, a: &ArrayFeature) -> R<Vec<u8>> {
                     a.dtype.name()
                 ));
             }
-            Ok(b)
+            Ok(Blob::Shared(b))
         }
         other => Err(format!("an array takes a Tensor, got {}", other.kind())),
     }

@@ -111,7 +111,7 @@ fn every_feature_kind_roundtrips() {
     assert_eq!(r.get("v_float16"), Some(&Value::Float(3.5)));
     assert_eq!(r.get("v_bool"), Some(&Value::Bool(false)));
     assert_eq!(r.get("v_string"), Some(&Value::Str("s3".into())));
-    assert_eq!(r.get("v_binary"), Some(&Value::Bytes(vec![3, 0, 255])));
+    assert_eq!(r.get("v_binary"), Some(&Value::from(vec![3u8, 0, 255])));
     let Value::Label(l) = r.get("label").unwrap() else {
         panic!()
     };
@@ -130,7 +130,7 @@ fn every_feature_kind_roundtrips() {
         sl.iter().map(|v| v.as_i64().unwrap()).collect::<Vec<_>>(),
         vec![1, 0]
     );
-    assert_eq!(r.get("png"), Some(&Value::Image(gray.clone())));
+    assert_eq!(r.get("png"), Some(&Value::from(gray.clone())));
     let Value::Image(j) = r.get("jpeg").unwrap() else {
         panic!()
     };
