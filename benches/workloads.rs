@@ -23,10 +23,15 @@ fn emit(workload: &str, op: &str, rows: u64, secs: f64) {
     );
 }
 
-fn write<I: IntoIterator<Item = Example>>(name: &str, rows: I, n: u64, f: &Features, dir: &Path, opts: ArrowWriteOptions) {
-    let t = Instant::now();
-    write_arrow_cache(rows, f, dir, &opts).unwrap();
-    emit(name, "write", n, t.elapsed().as_secs_f64());
+/// Best of three full writes (each replaces the cache atomically).
+fn write<I: IntoIterator<Item = Example>>(name: &str, rows: impl Fn() -> I, n: u64, f: &Features, dir: &Path, opts: ArrowWriteOptions) {
+    let mut best = f64::MAX;
+    for _ in 0..3 {
+        let t = Instant::now();
+        write_arrow_cache(rows(), f, dir, &opts).unwrap();
+        best = best.min(t.elapsed().as_secs_f64());
+    }
+    emit(name, "write", n, best);
 }
 
 /// get, take-128 and iteration on an opened cache.
@@ -116,26 +121,26 @@ fn main() {
     if run("scalar") {
         let n = sz(1_000_000);
         let dir = tmp.path().join("scalar");
-        write("scalar", scalar_rows(n), n as u64, &scalar_features(), &dir, ArrowWriteOptions::default());
+        write("scalar", || scalar_rows(n), n as u64, &scalar_features(), &dir, ArrowWriteOptions::default());
         reads("scalar", &dir, n, 500_000, 2_000);
     }
     if run("binary") {
         let n = sz(100_000);
         let dir = tmp.path().join("binary");
-        write("binary", binary_rows(n), n as u64, &binary_features(), &dir, ArrowWriteOptions::default());
+        write("binary", || binary_rows(n), n as u64, &binary_features(), &dir, ArrowWriteOptions::default());
         reads("binary", &dir, n, 300_000, 2_000);
         let dir = tmp.path().join("binary_8m");
-        write("binary_8mib_shards", binary_rows(n), n as u64, &binary_features(), &dir, ArrowWriteOptions::default().with_shard_size_bytes(Some(8 << 20)));
+        write("binary_8mib_shards", || binary_rows(n), n as u64, &binary_features(), &dir, ArrowWriteOptions::default().with_shard_size_bytes(Some(8 << 20)));
         reads("binary_8mib_shards", &dir, n, 300_000, 2_000);
         let dir = tmp.path().join("binary_zstd");
-        write("binary_zstd", binary_rows(n), n as u64, &binary_features(), &dir, ArrowWriteOptions::default().with_compression(Compression::Zstd));
+        write("binary_zstd", || binary_rows(n), n as u64, &binary_features(), &dir, ArrowWriteOptions::default().with_compression(Compression::Zstd));
         first_row("binary_zstd", &dir);
         reads("binary_zstd", &dir, n, 300_000, 2_000);
     }
     if run("image") {
         let n = sz(20_000);
         let dir = tmp.path().join("image");
-        write("image", image_rows(n), n as u64, &image_features(), &dir, ArrowWriteOptions::default().with_encode_threads(2));
+        write("image", || image_rows(n), n as u64, &image_features(), &dir, ArrowWriteOptions::default().with_encode_threads(2));
         reads("image", &dir, n, 50_000, 200);
     }
     // Keep the row-type import used in every configuration.

@@ -305,6 +305,7 @@ impl VideoRef {
 macro_rules! value_from {
     ($($t:ty => $v:ident as $c:ty),* $(,)?) => {
         $(impl From<$t> for Value {
+            #[inline]
             fn from(x: $t) -> Self { Value::$v(x as $c) }
         })*
     };
@@ -457,32 +458,45 @@ impl Value {
 /// Field name of an example: free for literals, owned for computed names.
 pub type Key = Cow<'static, str>;
 
+/// Fields kept inline (no heap allocation) in an [`Example`].
+const INLINE_FIELDS: usize = 4;
+
 /// One example as a dataset author yields it: named values, in any order.
+///
+/// Up to four fields live inline, so yielding small examples allocates
+/// nothing per example (allocation and cross-thread frees dominated the
+/// write path before).
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct Example {
-    fields: Vec<(Key, Value)>,
+    fields: smallvec::SmallVec<[(Key, Value); INLINE_FIELDS]>,
 }
 
 impl Example {
     /// An empty example.
+    #[inline]
     pub fn new() -> Self {
-        Example { fields: Vec::new() }
+        Example {
+            fields: smallvec::SmallVec::new(),
+        }
     }
 
     /// An empty example with room for `n` fields.
+    #[inline]
     pub fn with_capacity(n: usize) -> Self {
         Example {
-            fields: Vec::with_capacity(n),
+            fields: smallvec::SmallVec::with_capacity(n),
         }
     }
 
     /// Adds (or replaces) a field, builder style.
+    #[inline]
     pub fn with(mut self, key: impl Into<Key>, value: impl Into<Value>) -> Self {
         self.set(key, value);
         self
     }
 
     /// Adds or replaces a field.
+    #[inline]
     pub fn set(&mut self, key: impl Into<Key>, value: impl Into<Value>) {
         let key = key.into();
         let value = value.into();
@@ -499,6 +513,7 @@ impl Example {
     }
 
     /// Field names and values in insertion order.
+    #[inline]
     pub fn fields(&self) -> &[(Key, Value)] {
         &self.fields
     }
@@ -514,6 +529,7 @@ impl Example {
     }
 
     /// Takes the value at position `i` (used by the encoder, which owns the example).
+    #[inline]
     pub(crate) fn take_at(&mut self, i: usize) -> Value {
         std::mem::replace(&mut self.fields[i].1, Value::Null)
     }

@@ -97,15 +97,16 @@ where
             result
         });
 
-        let gen_result = (|| -> Result<()> {
+        // One catch_unwind around the whole loop: a panicking generator
+        // becomes an error, and items move straight into the chunk.
+        let gen_result = catch_unwind(AssertUnwindSafe(|| -> Result<()> {
             let mut chunk: Vec<Example> = Vec::with_capacity(opts.batch_size);
             let mut seq = 0u64;
             let mut rows = 0u64;
             let mut chunk_start = 0u64;
-            let mut iter = examples.into_iter();
-            let mut dispatch = |chunk: Vec<Example>, start: u64| -> Result<bool> {
+            let mut dispatch = |chunk: Vec<Example>, start: u64| -> bool {
                 if slot_tx.send(()).is_err() || abort.load(Ordering::SeqCst) {
-                    return Ok(false);
+                    return false;
                 }
                 let features = features.clone();
                 let tx = res_tx.clone();
@@ -123,12 +124,9 @@ where
                     .unwrap_or_else(|p| Err(Error::from_panic("encoder", p)));
                     let _ = tx.send((my_seq, res));
                 });
-                Ok(true)
+                true
             };
-            loop {
-                let next = catch_unwind(AssertUnwindSafe(|| iter.next()))
-                    .map_err(|p| Error::from_panic("generator", p))?;
-                let Some(item) = next else { break };
+            for item in examples {
                 match item {
                     Ok(ex) => chunk.push(ex),
                     Err(e) => {
@@ -141,17 +139,18 @@ where
                 rows += 1;
                 if chunk.len() == opts.batch_size {
                     let full = std::mem::replace(&mut chunk, Vec::with_capacity(opts.batch_size));
-                    if !dispatch(full, chunk_start)? {
+                    if !dispatch(full, chunk_start) {
                         return Ok(());
                     }
                     chunk_start = rows;
                 }
             }
             if !chunk.is_empty() {
-                dispatch(chunk, chunk_start)?;
+                dispatch(chunk, chunk_start);
             }
             Ok(())
-        })();
+        }))
+        .unwrap_or_else(|p| Err(Error::from_panic("generator", p)));
         if gen_result.is_err() {
             abort.store(true, Ordering::SeqCst);
         }

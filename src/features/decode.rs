@@ -98,14 +98,102 @@ impl RowDecoder {
         Ok(Row::new(self.names.clone(), values))
     }
 
-    /// Decodes every row of `batch`.
+    /// Decodes every row of `batch`, column by column (one downcast per
+    /// column, not per cell).
     ///
     /// # Errors
     /// See [`Self::decode_row`].
     pub fn decode_batch(&self, batch: &RecordBatch) -> Result<Vec<Row>> {
-        (0..batch.num_rows())
-            .map(|r| self.decode_row(batch, r))
-            .collect()
+        let ncols = self.names.len();
+        if batch.num_columns() != ncols {
+            return Err(Error::decode(
+                "*",
+                format!(
+                    "batch has {} columns, features have {}",
+                    batch.num_columns(),
+                    ncols
+                ),
+            ));
+        }
+        let n = batch.num_rows();
+        let mut rows: Vec<Vec<Value>> = (0..n).map(|_| Vec::with_capacity(ncols)).collect();
+        for (i, (name, f)) in self.features.iter().enumerate() {
+            decode_column_into(f, batch.column(i).as_ref(), &mut rows, &self.opts)
+                .map_err(|e| Error::decode(name, e))?;
+        }
+        Ok(rows
+            .into_iter()
+            .map(|v| Row::new(self.names.clone(), v))
+            .collect())
+    }
+}
+
+macro_rules! prim_col {
+    ($a:expr, $t:ty, $rows:expr, $f:expr, $wrap:expr) => {{
+        let arr = $a.as_primitive_opt::<$t>().ok_or_else(|| type_err($f, $a))?;
+        let vals = arr.values();
+        match arr.nulls() {
+            None => {
+                for (row, &x) in $rows.iter_mut().zip(vals.iter()) {
+                    row.push($wrap(x));
+                }
+            }
+            Some(nulls) => {
+                for (r, row) in $rows.iter_mut().enumerate() {
+                    row.push(if nulls.is_null(r) {
+                        Value::Null
+                    } else {
+                        $wrap(vals[r])
+                    });
+                }
+            }
+        }
+        Ok(())
+    }};
+}
+
+/// Appends the decoded cells of one column to each row.
+fn decode_column_into(
+    f: &Feature,
+    a: &dyn Array,
+    rows: &mut [Vec<Value>],
+    opts: &DecodeOptions,
+) -> std::result::Result<(), String> {
+    if a.len() != rows.len() {
+        return Err(format!("column has {} cells for {} rows", a.len(), rows.len()));
+    }
+    match f {
+        Feature::Value(Dtype::Int32) => {
+            prim_col!(a, Int32Type, rows, f, |x: i32| Value::Int(x as i64))
+        }
+        Feature::Value(Dtype::Int64) => prim_col!(a, Int64Type, rows, f, Value::Int),
+        Feature::Value(Dtype::Float32) => {
+            prim_col!(a, Float32Type, rows, f, |x: f32| Value::Float(x as f64))
+        }
+        Feature::Value(Dtype::Float64) => prim_col!(a, Float64Type, rows, f, Value::Float),
+        Feature::ClassLabel(c) => prim_col!(a, Int64Type, rows, f, |id: i64| Value::Label(
+            Label {
+                id,
+                name: c.int2str(id).cloned(),
+            }
+        )),
+        Feature::Value(Dtype::Binary) => {
+            let b = a.as_binary_opt::<i32>().ok_or_else(|| type_err(f, a))?;
+            for (r, row) in rows.iter_mut().enumerate() {
+                row.push(if b.is_null(r) {
+                    Value::Null
+                } else {
+                    Value::Bytes(shared_slice(b, r))
+                });
+            }
+            Ok(())
+        }
+        _ => {
+            for (r, row) in rows.iter_mut().enumerate() {
+                row.push(decode_cell(f, a, r, opts)?);
+            }
+            Ok(())
+        }
     }
 }
 

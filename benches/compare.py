@@ -1,0 +1,383 @@
+#!/usr/bin/env python3
+"""Side-by-side: shardset vs the stable-datasets reference way, with pyarrow.
+
+Runs `cargo bench --bench workloads` (release build) and the same workloads
+done the way the Python reference does them (reference-spec sections 3-4):
+
+* write: examples are Python dicts; each is encoded by its features (int
+  passthrough, ClassLabel, PIL PNG for images, on a thread pool for images);
+  columns accumulate and every `batch_size` rows become one RecordBatch of
+  `pa.array(col, type)`, written with `ipc.new_file`; rotation by
+  `batch.nbytes` after each full batch.
+* get: `table.slice(i, 1).to_pydict()` on the memory-mapped shard (images:
+  then `np.asarray(PIL.Image.open(...))` to get pixels).
+* take-128: indices grouped per shard in a Python loop, one 1-row slice per
+  index, concatenated, reordered, then formatted with `to_pylist` per column.
+* iterate: every record batch of every shard, formatted to row dicts.
+* first row of a zstd shard: `ipc.open_file(memory_map).read_all()` then row 0.
+
+Each operation is timed once per side in this one run (writes: best of 3);
+ratios are shardset / Python. Usage: python3 benches/compare.py [--scale 0.1]
+"""
+
+import argparse
+import bisect
+import io
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from concurrent.futures import ThreadPoolExecutor
+
+
+def ensure(mod, pkg):
+    try:
+        __import__(mod)
+    except ImportError:
+        subprocess.check_call([sys.executable, "-m", "pip", "install", "-q", pkg])
+
+
+ensure("pyarrow", "pyarrow")
+ensure("numpy", "numpy")
+ensure("PIL", "pillow")
+
+import numpy as np  # noqa: E402
+import pyarrow as pa  # noqa: E402
+import pyarrow.ipc as ipc  # noqa: E402
+from PIL import Image  # noqa: E402
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+# Targets from the issue: shardset / Python ratio at least this (first_row: at most 5 ms).
+TARGETS = {
+    ("scalar", "write"): 10,
+    ("scalar", "get"): 20,
+    ("scalar", "take128"): 10,
+    ("scalar", "iterate"): 10,
+    ("binary", "get"): 20,
+    ("binary", "take128"): 10,
+    ("binary", "iterate"): 10,
+    ("binary_8mib_shards", "get"): 20,
+    ("binary_8mib_shards", "take128"): 10,
+    ("binary_8mib_shards", "iterate"): 10,
+    ("binary_zstd", "get"): 20,
+    ("binary_zstd", "take128"): 10,
+    ("binary_zstd", "iterate"): 10,
+    ("image", "write"): 2,
+    ("image", "get"): 5,
+}
+
+
+# ---------------------------------------------------------------- features ---
+def enc_value(v):
+    return v.item() if hasattr(v, "item") else v
+
+
+def enc_image(v):
+    buf = io.BytesIO()
+    Image.fromarray(v).save(buf, format="PNG")
+    return buf.getvalue()
+
+
+def scalar_dataset(n):
+    schema = pa.schema([
+        pa.field("x", pa.int32(), metadata={"stable_datasets.feature": "Value"}),
+        pa.field("label", pa.int64(), metadata={"stable_datasets.feature": "ClassLabel"}),
+    ])
+    return schema, {"x": enc_value, "label": enc_value}, ({"x": i, "label": i % 10} for i in range(n))
+
+
+def binary_dataset(n):
+    schema = pa.schema([
+        pa.field("data", pa.binary(), metadata={"stable_datasets.feature": "Value"}),
+        pa.field("idx", pa.int64(), metadata={"stable_datasets.feature": "Value"}),
+    ])
+    rng = np.random.default_rng(42)
+    return schema, {"data": enc_value, "idx": enc_value}, (
+        {"data": rng.bytes(1024), "idx": i} for i in range(n))
+
+
+_Y, _X, _C = np.meshgrid(np.arange(32), np.arange(32), np.arange(3), indexing="ij")
+_BASE = _X * 8 + _Y * 3 + _C * 50
+
+
+def image_pixels(i):
+    # Same formula as benches/common/mod.rs.
+    return ((_BASE + i) % 256).astype(np.uint8)
+
+
+def image_dataset(n):
+    schema = pa.schema([
+        pa.field("image", pa.large_binary(), metadata={"stable_datasets.feature": "Image"}),
+        pa.field("label", pa.int64(), metadata={"stable_datasets.feature": "ClassLabel"}),
+    ])
+    return schema, {"image": enc_image, "label": enc_value}, (
+        {"image": image_pixels(i), "label": i % 10} for i in range(n))
+
+
+# ----------------------------------------------------------------- writer ---
+def write_sharded(gen, schema, encoders, cache_dir, shard_size_bytes=float("inf"),
+                  batch_size=1000, compression=None, num_encode_workers=0):
+    os.makedirs(cache_dir, exist_ok=True)
+    names = schema.names
+    types = [f.type for f in schema]
+    opts = ipc.IpcWriteOptions(compression=compression) if compression else None
+
+    def encode_example(ex):
+        return {k: encoders[k](v) if k in encoders else v for k, v in ex.items()}
+
+    def encoded_stream():
+        if num_encode_workers <= 0:
+            for ex in gen:
+                yield encode_example(ex)
+            return
+        with ThreadPoolExecutor(num_encode_workers) as pool:
+            chunk = []
+            for ex in gen:
+                chunk.append(ex)
+                if len(chunk) == batch_size:
+                    yield from pool.map(encode_example, chunk)
+                    chunk = []
+            yield from pool.map(encode_example, chunk)
+
+    shard_idx, shard_bytes, writer, counts, cur_rows = 0, 0, None, [], 0
+    cols = {k: [] for k in names}
+
+    def flush(final):
+        nonlocal writer, shard_idx, shard_bytes, cur_rows
+        if not cols[names[0]]:
+            return
+        batch = pa.RecordBatch.from_arrays(
+            [pa.array(cols[k], type=t) for k, t in zip(names, types)], schema=schema)
+        for k in names:
+            cols[k] = []
+        if writer is None:
+            path = os.path.join(cache_dir, f"shard-{shard_idx:05d}.arrow")
+            writer = ipc.new_file(path, schema, options=opts)
+        writer.write_batch(batch)
+        cur_rows += batch.num_rows
+        shard_bytes += batch.nbytes
+        if not final and shard_bytes >= shard_size_bytes:
+            writer.close()
+            counts.append(cur_rows)
+            writer, shard_idx, shard_bytes, cur_rows = None, shard_idx + 1, 0, 0
+
+    n = 0
+    for enc in encoded_stream():
+        for k in names:
+            cols[k].append(enc.get(k))
+        n += 1
+        if n % batch_size == 0:
+            flush(False)
+    flush(True)
+    if writer is not None:
+        writer.close()
+        counts.append(cur_rows)
+    meta = {"cache_format_version": 1, "format": "arrow", "layout": "arrow-shards",
+            "num_rows": n, "num_shards": len(counts), "shard_row_counts": counts,
+            "shard_filenames": [f"shard-{i:05d}.arrow" for i in range(len(counts))]}
+    with open(os.path.join(cache_dir, "_metadata.json"), "w") as f:
+        json.dump(meta, f, indent=2)
+    return meta
+
+
+# ----------------------------------------------------------------- reader ---
+class ArrowBackend:
+    def __init__(self, cache_dir):
+        meta = json.load(open(os.path.join(cache_dir, "_metadata.json")))
+        self.paths = [os.path.join(cache_dir, f) for f in meta["shard_filenames"]]
+        self.counts = meta["shard_row_counts"]
+        self.cum = [0]
+        for c in self.counts:
+            self.cum.append(self.cum[-1] + c)
+        self._tables = {}
+
+    def shard(self, i):
+        t = self._tables.get(i)
+        if t is None:
+            t = ipc.open_file(pa.memory_map(self.paths[i])).read_all()
+            self._tables[i] = t
+        return t
+
+    def get_row(self, i):
+        if len(self.paths) == 1:
+            return self.shard(0).slice(i, 1).to_pydict()
+        s = bisect.bisect_right(self.cum, i) - 1
+        return self.shard(s).slice(i - self.cum[s], 1).to_pydict()
+
+    def take(self, idx):
+        groups = {}
+        for pos, i in enumerate(idx):
+            s = bisect.bisect_right(self.cum, i) - 1
+            groups.setdefault(s, []).append((pos, i - self.cum[s]))
+        parts, order = [], []
+        for s, items in groups.items():
+            t = self.shard(s)
+            parts.append(pa.Table.from_batches(
+                [b for _, loc in items for b in t.slice(loc, 1).to_batches()], schema=t.schema))
+            order.extend(p for p, _ in items)
+        tbl = pa.concat_tables(parts)
+        if order != sorted(order):
+            inv = np.argsort(np.asarray(order))
+            tbl = pa.Table.from_batches(
+                [b for j in inv for b in tbl.slice(int(j), 1).to_batches()], schema=tbl.schema)
+        return tbl
+
+    def iter_batches(self):
+        for p in self.paths:
+            yield from ipc.open_file(pa.memory_map(p)).read_all().to_batches()
+
+
+def format_batch(batch):
+    cols = {name: batch.column(name).to_pylist() for name in batch.schema.names}
+    names = list(cols)
+    return [dict(zip(names, vals)) for vals in zip(*cols.values())]
+
+
+# ----------------------------------------------------------------- runner ---
+def emit(results, workload, op, rows, secs):
+    r = {"side": "python", "workload": workload, "op": op, "rows": rows,
+         "seconds": secs, "rows_per_s": rows / secs}
+    results.append(r)
+    print(json.dumps(r), flush=True)
+
+
+def timed_write(results, name, make, n, d, reps=3, **kw):
+    best = float("inf")
+    for _ in range(reps):
+        schema, encs, gen = make(n)
+        t = time.perf_counter()
+        write_sharded(gen, schema, encs, d, **kw)
+        best = min(best, time.perf_counter() - t)
+        for f in os.listdir(d):
+            if f.startswith("shard-") and reps > 1:
+                pass
+    emit(results, name, "write", n, best)
+
+
+def reads(results, name, d, n, gets, takes, image=False):
+    be = ArrowBackend(d)
+    for _ in be.iter_batches():
+        pass
+    rng = np.random.default_rng(1)
+    idx = rng.integers(0, n, gets).tolist()
+    t = time.perf_counter()
+    if image:
+        for i in idx:
+            row = be.get_row(i)
+            np.asarray(Image.open(io.BytesIO(row["image"][0])))
+    else:
+        for i in idx:
+            be.get_row(i)
+    emit(results, name, "get", gets, time.perf_counter() - t)
+    rng = np.random.default_rng(2)
+    idx = rng.integers(0, n, 128 * takes).tolist()
+    t = time.perf_counter()
+    for k in range(takes):
+        rows = format_batch(be.take(idx[k * 128:(k + 1) * 128]).combine_chunks().to_batches()[0])
+        if image:
+            for r in rows:
+                np.asarray(Image.open(io.BytesIO(r["image"])))
+    emit(results, name, "take128", 128 * takes, time.perf_counter() - t)
+    t = time.perf_counter()
+    rows = 0
+    for b in be.iter_batches():
+        rs = format_batch(b)
+        if image:
+            for r in rs:
+                np.asarray(Image.open(io.BytesIO(r["image"])))
+        rows += len(rs)
+    emit(results, name, "iterate", rows, time.perf_counter() - t)
+
+
+def python_side(scale, tmp):
+    res = []
+    sz = lambda n: max(1000, int(n * scale))  # noqa: E731
+    n = sz(1_000_000)
+    d = os.path.join(tmp, "scalar")
+    timed_write(res, "scalar", scalar_dataset, n, d)
+    reads(res, "scalar", d, n, min(200_000, n), 500)
+    n = sz(100_000)
+    d = os.path.join(tmp, "binary")
+    timed_write(res, "binary", binary_dataset, n, d)
+    reads(res, "binary", d, n, min(100_000, n), 500)
+    d = os.path.join(tmp, "binary_8m")
+    timed_write(res, "binary_8mib_shards", binary_dataset, n, d, shard_size_bytes=8 << 20)
+    reads(res, "binary_8mib_shards", d, n, min(100_000, n), 500)
+    d = os.path.join(tmp, "binary_zstd")
+    timed_write(res, "binary_zstd", binary_dataset, n, d, compression="zstd")
+    best = float("inf")
+    for _ in range(5):
+        t = time.perf_counter()
+        ArrowBackend(d).get_row(0)
+        best = min(best, time.perf_counter() - t)
+    emit(res, "binary_zstd", "first_row", 1, best)
+    reads(res, "binary_zstd", d, n, min(100_000, n), 500)
+    n = sz(20_000)
+    d = os.path.join(tmp, "image")
+    timed_write(res, "image", image_dataset, n, d, num_encode_workers=2)
+    reads(res, "image", d, n, min(20_000, n), 50, image=True)
+    return res
+
+
+def rust_side(scale):
+    cmd = ["cargo", "bench", "--bench", "workloads", "--", "--scale", str(scale)]
+    out = subprocess.run(cmd, cwd=ROOT, check=True, stdout=subprocess.PIPE, text=True).stdout
+    res = [json.loads(l) for l in out.splitlines() if l.startswith("{")]
+    rss = []
+    for rows in (int(1_000_000 * scale), int(4_000_000 * scale)):
+        out = subprocess.run(["cargo", "bench", "--bench", "workloads", "--", "rss", "--rows", str(rows)],
+                             cwd=ROOT, check=True, stdout=subprocess.PIPE, text=True).stdout
+        rss += [json.loads(l) for l in out.splitlines() if l.startswith("{")]
+    for r in res + rss:
+        print(json.dumps(r), flush=True)
+    return res, rss
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--scale", type=float, default=1.0, help="row-count multiplier (0.1 for a quick run)")
+    ap.add_argument("--json", help="also write all results to this file")
+    args = ap.parse_args()
+    print("== shardset (cargo bench --bench workloads, release) ==", flush=True)
+    rust, rss = rust_side(args.scale)
+    print("== python reference way (pyarrow %s, numpy %s) ==" % (pa.__version__, np.__version__), flush=True)
+    with tempfile.TemporaryDirectory() as tmp:
+        py = python_side(args.scale, tmp)
+    pyd = {(r["workload"], r["op"]): r for r in py}
+    print()
+    print(f"{'workload':20} {'op':14} {'shardset/s':>14} {'python/s':>12} {'ratio':>8} {'target':>8}")
+    ok_all = True
+    for r in rust:
+        key = (r["workload"], r["op"])
+        p = pyd.get(key)
+        if r["op"] == "first_row":
+            ms = r["seconds"] * 1e3
+            pms = p["seconds"] * 1e3 if p else float("nan")
+            ok = ms <= 5
+            ok_all &= ok
+            print(f"{key[0]:20} {'first_row ms':14} {ms:14.3f} {pms:12.3f} {pms / ms:8.1f} {'<=5 ms':>8} {'ok' if ok else 'MISS'}")
+            continue
+        if p is None:
+            print(f"{key[0]:20} {key[1]:14} {r['rows_per_s']:14,.0f} {'-':>12}")
+            continue
+        ratio = r["rows_per_s"] / p["rows_per_s"]
+        tgt = TARGETS.get(key)
+        mark = ""
+        if tgt is not None:
+            mark = "ok" if ratio >= tgt else "MISS"
+            ok_all &= ratio >= tgt
+        print(f"{key[0]:20} {key[1]:14} {r['rows_per_s']:14,.0f} {p['rows_per_s']:12,.0f} {ratio:8.1f} "
+              f"{('>=' + str(tgt)) if tgt else '':>8} {mark}")
+    for r in rss:
+        print(f"peak RSS writing {r['rows']:>9,} scalar rows: {r['peak_rss_kb'] / 1024:.1f} MiB ({r['seconds']:.2f} s)")
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump({"shardset": rust, "python": py, "rss": rss}, f, indent=1)
+    print("all targets met" if ok_all else "some targets missed")
+
+
+if __name__ == "__main__":
+    main()
