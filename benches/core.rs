@@ -14,7 +14,13 @@ fn read_path(c: &mut Criterion) {
     let tmp = tempfile::tempdir().unwrap();
     let n = 200_000;
     let dir = tmp.path().join("scalar");
-    write_arrow_cache(scalar_rows(n), &scalar_features(), &dir, &ArrowWriteOptions::default()).unwrap();
+    write_arrow_cache(
+        scalar_rows(n),
+        &scalar_features(),
+        &dir,
+        &ArrowWriteOptions::default(),
+    )
+    .unwrap();
     let cache = open_cache(&dir).unwrap();
     let b = cache.backend.clone();
     let idx = random_indices(n, 4096, 7);
@@ -51,13 +57,25 @@ fn read_path(c: &mut Criterion) {
     g.bench_function("write_100k", |bench| {
         bench.iter(|| {
             let d = tmp.path().join("w");
-            write_arrow_cache(scalar_rows(100_000), &scalar_features(), &d, &ArrowWriteOptions::default()).unwrap()
+            write_arrow_cache(
+                scalar_rows(100_000),
+                &scalar_features(),
+                &d,
+                &ArrowWriteOptions::default(),
+            )
+            .unwrap()
         })
     });
     g.finish();
 
     let dir = tmp.path().join("image");
-    write_arrow_cache(image_rows(5_000), &image_features(), &dir, &ArrowWriteOptions::default()).unwrap();
+    write_arrow_cache(
+        image_rows(5_000),
+        &image_features(),
+        &dir,
+        &ArrowWriteOptions::default(),
+    )
+    .unwrap();
     let cache = open_cache(&dir).unwrap();
     let b = cache.backend.clone();
     let idx = random_indices(5_000, 4096, 9);

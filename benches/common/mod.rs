@@ -12,7 +12,11 @@ pub fn scalar_features() -> Features {
 }
 
 pub fn scalar_rows(n: usize) -> impl Iterator<Item = Example> {
-    (0..n).map(|i| Example::with_capacity(2).with("x", i as i32).with("label", (i % 10) as i64))
+    (0..n).map(|i| {
+        Example::with_capacity(2)
+            .with("x", i as i32)
+            .with("label", (i % 10) as i64)
+    })
 }
 
 /// 100 k rows {data: 1 KB of random bytes, idx: int64}.
@@ -29,7 +33,9 @@ pub fn binary_rows(n: usize) -> impl Iterator<Item = Example> {
         for c in b.chunks_exact_mut(8) {
             c.copy_from_slice(&rng.next_u64().to_le_bytes());
         }
-        Example::with_capacity(2).with("data", b).with("idx", i as i64)
+        Example::with_capacity(2)
+            .with("data", b)
+            .with("idx", i as i64)
     })
 }
 
@@ -55,7 +61,11 @@ pub fn image_pixels(i: usize) -> ImageData {
 }
 
 pub fn image_rows(n: usize) -> impl Iterator<Item = Example> {
-    (0..n).map(|i| Example::with_capacity(2).with("image", image_pixels(i)).with("label", (i % 10) as i64))
+    (0..n).map(|i| {
+        Example::with_capacity(2)
+            .with("image", image_pixels(i))
+            .with("label", (i % 10) as i64)
+    })
 }
 
 /// `k` uniform random row indices below `n`.

@@ -89,7 +89,7 @@ impl RowDecoder {
                 ),
             ));
         }
-        let mut values = Vec::with_capacity(self.names.len());
+        let mut values = crate::value::RowValues::with_capacity(self.names.len());
         for (i, (name, f)) in self.features.iter().enumerate() {
             let v = decode_cell(f, batch.column(i).as_ref(), row, &self.opts)
                 .map_err(|e| Error::decode(name, e))?;
@@ -116,84 +116,75 @@ impl RowDecoder {
             ));
         }
         let n = batch.num_rows();
-        let mut rows: Vec<Vec<Value>> = (0..n).map(|_| Vec::with_capacity(ncols)).collect();
-        for (i, (name, f)) in self.features.iter().enumerate() {
-            decode_column_into(f, batch.column(i).as_ref(), &mut rows, &self.opts)
-                .map_err(|e| Error::decode(name, e))?;
+        let decs: Vec<ColDecoder> = self
+            .features
+            .iter()
+            .enumerate()
+            .map(|(i, (name, f))| {
+                ColDecoder::new(f, batch.column(i).as_ref(), n).map_err(|e| Error::decode(name, e))
+            })
+            .collect::<Result<_>>()?;
+        let mut rows: Vec<Row> = Vec::with_capacity(n);
+        for r in 0..n {
+            let mut values = crate::value::RowValues::new();
+            for (c, d) in decs.iter().enumerate() {
+                match d.get(r, &self.opts) {
+                    Ok(v) => values.push(v),
+                    Err(e) => return Err(Error::decode(&self.names[c], e)),
+                }
+            }
+            rows.push(Row::new(self.names.clone(), values));
         }
-        Ok(rows
-            .into_iter()
-            .map(|v| Row::new(self.names.clone(), v))
-            .collect())
+        Ok(rows)
     }
 }
 
-macro_rules! prim_col {
-    ($a:expr, $t:ty, $rows:expr, $f:expr, $wrap:expr) => {{
-        let arr = $a.as_primitive_opt::<$t>().ok_or_else(|| type_err($f, $a))?;
-        let vals = arr.values();
-        match arr.nulls() {
-            None => {
-                for (row, &x) in $rows.iter_mut().zip(vals.iter()) {
-                    row.push($wrap(x));
-                }
-            }
-            Some(nulls) => {
-                for (r, row) in $rows.iter_mut().enumerate() {
-                    row.push(if nulls.is_null(r) {
-                        Value::Null
-                    } else {
-                        $wrap(vals[r])
-                    });
-                }
-            }
-        }
-        Ok(())
-    }};
+/// One column of a batch, downcast once, decoding cell by cell.
+enum ColDecoder<'a> {
+    I32(&'a arrow_array::Int32Array),
+    I64(&'a arrow_array::Int64Array),
+    F32(&'a arrow_array::Float32Array),
+    F64(&'a arrow_array::Float64Array),
+    Label(&'a arrow_array::Int64Array, &'a super::ClassLabel),
+    Bin(&'a arrow_array::BinaryArray),
+    Other(&'a Feature, &'a dyn Array),
 }
 
-/// Appends the decoded cells of one column to each row.
-fn decode_column_into(
-    f: &Feature,
-    a: &dyn Array,
-    rows: &mut [Vec<Value>],
-    opts: &DecodeOptions,
-) -> std::result::Result<(), String> {
-    if a.len() != rows.len() {
-        return Err(format!("column has {} cells for {} rows", a.len(), rows.len()));
+impl<'a> ColDecoder<'a> {
+    fn new(f: &'a Feature, a: &'a dyn Array, rows: usize) -> std::result::Result<Self, String> {
+        if a.len() != rows {
+            return Err(format!("column has {} cells for {rows} rows", a.len()));
+        }
+        let t = || type_err(f, a);
+        Ok(match f {
+            Feature::Value(Dtype::Int32) => ColDecoder::I32(a.as_primitive_opt().ok_or_else(t)?),
+            Feature::Value(Dtype::Int64) => ColDecoder::I64(a.as_primitive_opt().ok_or_else(t)?),
+            Feature::Value(Dtype::Float32) => ColDecoder::F32(a.as_primitive_opt().ok_or_else(t)?),
+            Feature::Value(Dtype::Float64) => ColDecoder::F64(a.as_primitive_opt().ok_or_else(t)?),
+            Feature::ClassLabel(c) => ColDecoder::Label(a.as_primitive_opt().ok_or_else(t)?, c),
+            Feature::Value(Dtype::Binary) => ColDecoder::Bin(a.as_binary_opt().ok_or_else(t)?),
+            _ => ColDecoder::Other(f, a),
+        })
     }
-    match f {
-        Feature::Value(Dtype::Int32) => {
-            prim_col!(a, Int32Type, rows, f, |x: i32| Value::Int(x as i64))
-        }
-        Feature::Value(Dtype::Int64) => prim_col!(a, Int64Type, rows, f, Value::Int),
-        Feature::Value(Dtype::Float32) => {
-            prim_col!(a, Float32Type, rows, f, |x: f32| Value::Float(x as f64))
-        }
-        Feature::Value(Dtype::Float64) => prim_col!(a, Float64Type, rows, f, Value::Float),
-        Feature::ClassLabel(c) => prim_col!(a, Int64Type, rows, f, |id: i64| Value::Label(
-            Label {
-                id,
-                name: c.int2str(id).cloned(),
+
+    #[inline]
+    fn get(&self, r: usize, opts: &DecodeOptions) -> std::result::Result<Value, String> {
+        Ok(match self {
+            ColDecoder::I32(a) if !a.is_null(r) => Value::Int(a.values()[r] as i64),
+            ColDecoder::I64(a) if !a.is_null(r) => Value::Int(a.values()[r]),
+            ColDecoder::F32(a) if !a.is_null(r) => Value::Float(a.values()[r] as f64),
+            ColDecoder::F64(a) if !a.is_null(r) => Value::Float(a.values()[r]),
+            ColDecoder::Label(a, c) if !a.is_null(r) => {
+                let id = a.values()[r];
+                Value::Label(Label {
+                    id,
+                    name: c.int2str(id).cloned(),
+                })
             }
-        )),
-        Feature::Value(Dtype::Binary) => {
-            let b = a.as_binary_opt::<i32>().ok_or_else(|| type_err(f, a))?;
-            for (r, row) in rows.iter_mut().enumerate() {
-                row.push(if b.is_null(r) {
-                    Value::Null
-                } else {
-                    Value::Bytes(shared_slice(b, r))
-                });
-            }
-            Ok(())
-        }
-        _ => {
-            for (r, row) in rows.iter_mut().enumerate() {
-                row.push(decode_cell(f, a, r, opts)?);
-            }
-            Ok(())
-        }
+            ColDecoder::Bin(b) if !b.is_null(r) => Value::Bytes(shared_slice(*b, r)),
+            ColDecoder::Other(f, a) => return decode_cell(f, *a, r, opts),
+            _ => Value::Null,
+        })
     }
 }
 

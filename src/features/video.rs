@@ -121,7 +121,9 @@ pub fn encode(
         Value::Null => return Ok(None),
         Value::Path(p) => VideoRef::from_path(p),
         Value::Str(s) if feat.storage == VideoStorage::Path => VideoRef::from_path(s),
-        Value::Bytes(b) if feat.storage == VideoStorage::Bytes => VideoRef::from_bytes(b.to_vec(), None),
+        Value::Bytes(b) if feat.storage == VideoStorage::Bytes => {
+            VideoRef::from_bytes(b.to_vec(), None)
+        }
         Value::Video(r) => *r,
         other => {
             return Err(format!(
