@@ -26,13 +26,22 @@
 #![warn(missing_docs)]
 
 pub mod backends;
+pub mod builder;
 pub mod cache;
+pub mod dataset;
 pub mod error;
 pub mod features;
+pub mod sampler;
 pub mod util;
 pub mod value;
 
 pub use backends::{ArrowShards, Backend, IterOptions};
+pub use builder::{
+    load, load_with_report, BuilderConfig, DatasetBuilder, DatasetInfo, ExampleStream, LoadOptions,
+    LoadReport, StorageFormat, Version, WorkUnit,
+};
+pub use dataset::{Dataset, Format, TestSize};
+pub use sampler::{Loader, LoaderOptions, LoaderState, Order, Partition, Remainder, Sampler, WithinShard};
 pub use cache::arrow_writer::{
     try_write_arrow_cache, write_arrow_cache, ArrowWriteOptions, Compression, WrittenCache,
 };

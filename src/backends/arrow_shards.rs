@@ -461,6 +461,12 @@ impl Backend for ArrowShards {
         self.inner.decoder.decode_row(batch, r)
     }
 
+    fn get_with(&self, index: i64, decoder: &RowDecoder) -> Result<Row> {
+        let row = normalize_index(index, self.len())?;
+        let (batch, r) = self.row_batch(row)?;
+        decoder.decode_row(batch, r)
+    }
+
     fn take(&self, indices: &[i64]) -> Result<RecordBatch> {
         let n = self.len();
         if indices.is_empty() {

@@ -89,6 +89,15 @@ pub trait Backend: Send + Sync + std::fmt::Debug {
     /// [`Error::IndexOutOfRange`], a read error naming the shard, or [`Error::Decode`].
     fn get(&self, index: i64) -> Result<Row>;
 
+    /// One row decoded with a caller's decoder (other columns or options).
+    ///
+    /// # Errors
+    /// As [`Backend::get`].
+    fn get_with(&self, index: i64, decoder: &RowDecoder) -> Result<Row> {
+        let batch = self.get_raw(index)?;
+        decoder.decode_row(&batch, 0)
+    }
+
     /// Rows at `indices`, in that order, duplicates allowed, across shards.
     ///
     /// # Errors

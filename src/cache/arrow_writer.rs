@@ -406,12 +406,34 @@ where
     I: IntoIterator<Item = std::result::Result<Example, E>>,
     E: Into<BoxError>,
 {
+    let lock = CacheLock::acquire(cache_dir)?;
+    write_arrow_cache_locked(examples, features, cache_dir, opts, &lock)
+}
+
+/// The writer proper, for callers that already hold the cache's lock (the
+/// builder takes it once to check, build and publish).
+///
+/// # Errors
+/// See [`try_write_arrow_cache`].
+pub fn write_arrow_cache_locked<I, E>(
+    examples: I,
+    features: &Features,
+    cache_dir: &Path,
+    opts: &ArrowWriteOptions,
+    _lock: &CacheLock,
+) -> Result<WrittenCache>
+where
+    I: IntoIterator<Item = std::result::Result<Example, E>>,
+    E: Into<BoxError>,
+{
     if opts.shard_size_bytes == Some(0) {
         return Err(Error::InvalidArgument(
             "shard_size_bytes must be positive (None for one shard)".into(),
         ));
     }
-    let _lock = CacheLock::acquire(cache_dir)?;
+    // Under the lock nobody else is building this cache: temp or replaced
+    // directories beside it are left-overs of a killed process.
+    super::publish::remove_leftovers(cache_dir);
     let staging = StagingDir::create(cache_dir)?;
     let features_arc = Arc::new(features.clone());
     let build_id = crate::util::random_suffix() + &crate::util::random_suffix();

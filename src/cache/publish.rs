@@ -41,6 +41,34 @@ pub fn temp_prefix(target: &Path) -> Result<String> {
     Ok(format!(".{}_tmp_", file_name(target)?))
 }
 
+/// Removes `.<name>_tmp_*` and `.<name>_old_*` beside `target`: what a killed
+/// build or publish leaves. Call only while holding the cache's lock.
+/// Returns the paths removed.
+pub fn remove_leftovers(target: &Path) -> Vec<PathBuf> {
+    let Ok(name) = file_name(target) else {
+        return Vec::new();
+    };
+    let parent = target
+        .parent()
+        .filter(|p| !p.as_os_str().is_empty())
+        .unwrap_or(Path::new("."));
+    let (tmp, old) = (format!(".{name}_tmp_"), format!(".{name}_old_"));
+    let mut removed = Vec::new();
+    if let Ok(entries) = std::fs::read_dir(parent) {
+        for e in entries.flatten() {
+            let n = e.file_name();
+            let n = n.to_string_lossy();
+            if n.starts_with(&tmp) || n.starts_with(&old) {
+                let p = e.path();
+                if std::fs::remove_dir_all(&p).is_ok() {
+                    removed.push(p);
+                }
+            }
+        }
+    }
+    removed
+}
+
 impl StagingDir {
     /// Creates `.<name>_tmp_<random>` beside `target` (creating the parent).
     ///
@@ -139,6 +167,22 @@ mod tests {
         drop(s);
         assert!(!tmp.exists());
         assert_eq!(std::fs::read_dir(d.path()).unwrap().count(), 0);
+    }
+
+    #[test]
+    fn leftovers_of_this_cache_only_are_removed() {
+        let d = tempfile::tempdir().unwrap();
+        for n in [".c_tmp_abc", ".c_old_def", ".cc_tmp_x", "c"] {
+            std::fs::create_dir(d.path().join(n)).unwrap();
+        }
+        let removed = remove_leftovers(&d.path().join("c"));
+        assert_eq!(removed.len(), 2);
+        let mut left: Vec<_> = std::fs::read_dir(d.path())
+            .unwrap()
+            .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+            .collect();
+        left.sort();
+        assert_eq!(left, vec![".cc_tmp_x", "c"]);
     }
 
     #[test]

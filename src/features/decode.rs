@@ -20,6 +20,9 @@ pub struct DecodeOptions {
     pub decode_images: bool,
     /// The cache directory, to resolve staged video files.
     pub cache_dir: Option<PathBuf>,
+    /// Raw cells: images and arrays as their stored bytes, class labels as
+    /// plain ids (no names), nothing decoded.
+    pub raw: bool,
 }
 
 impl Default for DecodeOptions {
@@ -27,6 +30,7 @@ impl Default for DecodeOptions {
         DecodeOptions {
             decode_images: true,
             cache_dir: None,
+            raw: false,
         }
     }
 }
@@ -35,6 +39,12 @@ impl DecodeOptions {
     /// Sets whether images are decoded to pixels.
     pub fn with_decode_images(mut self, yes: bool) -> Self {
         self.decode_images = yes;
+        self
+    }
+
+    /// Sets raw mode (see [`DecodeOptions::raw`]).
+    pub fn with_raw(mut self, yes: bool) -> Self {
+        self.raw = yes;
         self
     }
 
@@ -49,24 +59,76 @@ impl DecodeOptions {
 #[derive(Debug, Clone)]
 pub struct RowDecoder {
     features: Arc<Features>,
+    /// Batch column indices decoded, in output order.
+    sel: Arc<[usize]>,
+    /// The selected features (what rows hold).
+    selected: Arc<Features>,
     names: Arc<[String]>,
     opts: DecodeOptions,
 }
 
 impl RowDecoder {
-    /// A decoder for these features.
+    /// A decoder for these features (every column).
     pub fn new(features: Arc<Features>, opts: DecodeOptions) -> Self {
+        let sel: Arc<[usize]> = (0..features.len()).collect();
         let names: Arc<[String]> = features.names().into();
         RowDecoder {
+            selected: features.clone(),
             features,
+            sel,
             names,
             opts,
         }
     }
 
-    /// The features decoded.
+    /// A decoder of only the named columns, in that order.
+    ///
+    /// # Errors
+    /// [`Error::InvalidArgument`] for an unknown or repeated column.
+    pub fn with_columns(&self, columns: &[&str]) -> Result<Self> {
+        let all = self.features.names();
+        let mut sel = Vec::with_capacity(columns.len());
+        let mut selected = Features::new();
+        for c in columns {
+            let i = all.iter().position(|n| n == c).ok_or_else(|| {
+                Error::InvalidArgument(format!("no column '{c}' (columns: {all:?})"))
+            })?;
+            if sel.contains(&i) {
+                return Err(Error::InvalidArgument(format!("column '{c}' selected twice")));
+            }
+            sel.push(i);
+            selected.insert(*c, self.features.get(c).expect("known column").clone());
+        }
+        Ok(RowDecoder {
+            features: self.features.clone(),
+            names: selected.names().into(),
+            selected: Arc::new(selected),
+            sel: sel.into(),
+            opts: self.opts.clone(),
+        })
+    }
+
+    /// The same columns with other options.
+    pub fn with_options(&self, opts: DecodeOptions) -> Self {
+        RowDecoder {
+            opts,
+            ..self.clone()
+        }
+    }
+
+    /// The features of the whole batch this decoder reads.
     pub fn features(&self) -> &Arc<Features> {
         &self.features
+    }
+
+    /// The features of the rows it produces (the selected columns).
+    pub fn selected_features(&self) -> &Arc<Features> {
+        &self.selected
+    }
+
+    /// Indices of the batch columns decoded.
+    pub fn selection(&self) -> &[usize] {
+        &self.sel
     }
 
     /// The options in use.
@@ -79,23 +141,28 @@ impl RowDecoder {
     /// # Errors
     /// [`Error::Decode`] naming the column (corrupt image, wrong array size, schema drift).
     pub fn decode_row(&self, batch: &RecordBatch, row: usize) -> Result<Row> {
-        if batch.num_columns() != self.names.len() {
-            return Err(Error::decode(
-                "*",
-                format!(
-                    "batch has {} columns, features have {}",
-                    batch.num_columns(),
-                    self.names.len()
-                ),
-            ));
-        }
-        let mut values = crate::value::RowValues::with_capacity(self.names.len());
-        for (i, (name, f)) in self.features.iter().enumerate() {
+        self.check(batch)?;
+        let mut values = crate::value::RowValues::with_capacity(self.sel.len());
+        for ((name, f), &i) in self.selected.iter().zip(self.sel.iter()) {
             let v = decode_cell(f, batch.column(i).as_ref(), row, &self.opts)
                 .map_err(|e| Error::decode(name, e))?;
             values.push(v);
         }
         Ok(Row::new(self.names.clone(), values))
+    }
+
+    fn check(&self, batch: &RecordBatch) -> Result<()> {
+        if batch.num_columns() != self.features.len() {
+            return Err(Error::decode(
+                "*",
+                format!(
+                    "batch has {} columns, features have {}",
+                    batch.num_columns(),
+                    self.features.len()
+                ),
+            ));
+        }
+        Ok(())
     }
 
     /// Decodes every row of `batch`, column by column (one downcast per
@@ -104,24 +171,16 @@ impl RowDecoder {
     /// # Errors
     /// See [`Self::decode_row`].
     pub fn decode_batch(&self, batch: &RecordBatch) -> Result<Vec<Row>> {
-        let ncols = self.names.len();
-        if batch.num_columns() != ncols {
-            return Err(Error::decode(
-                "*",
-                format!(
-                    "batch has {} columns, features have {}",
-                    batch.num_columns(),
-                    ncols
-                ),
-            ));
-        }
+        self.check(batch)?;
         let n = batch.num_rows();
+        let raw = self.opts.raw;
         let decs: Vec<ColDecoder> = self
-            .features
+            .selected
             .iter()
-            .enumerate()
-            .map(|(i, (name, f))| {
-                ColDecoder::new(f, batch.column(i).as_ref(), n).map_err(|e| Error::decode(name, e))
+            .zip(self.sel.iter())
+            .map(|((name, f), &i)| {
+                ColDecoder::new(f, batch.column(i).as_ref(), n, raw)
+                    .map_err(|e| Error::decode(name, e))
             })
             .collect::<Result<_>>()?;
         let mut rows: Vec<Row> = Vec::with_capacity(n);
@@ -151,11 +210,19 @@ enum ColDecoder<'a> {
 }
 
 impl<'a> ColDecoder<'a> {
-    fn new(f: &'a Feature, a: &'a dyn Array, rows: usize) -> std::result::Result<Self, String> {
+    fn new(
+        f: &'a Feature,
+        a: &'a dyn Array,
+        rows: usize,
+        raw: bool,
+    ) -> std::result::Result<Self, String> {
         if a.len() != rows {
             return Err(format!("column has {} cells for {rows} rows", a.len()));
         }
         let t = || type_err(f, a);
+        if raw {
+            return Ok(ColDecoder::Other(f, a));
+        }
         Ok(match f {
             Feature::Value(Dtype::Int32) => ColDecoder::I32(a.as_primitive_opt().ok_or_else(t)?),
             Feature::Value(Dtype::Int64) => ColDecoder::I64(a.as_primitive_opt().ok_or_else(t)?),
@@ -221,6 +288,18 @@ pub fn decode_cell(
     }
     if a.is_null(row) {
         return Ok(Value::Null);
+    }
+    if opts.raw {
+        match f {
+            Feature::ClassLabel(_) => {
+                return Ok(prim!(a, Int64Type, row, f, Value::Int));
+            }
+            Feature::Image(_) | Feature::Array(_) => {
+                let b = a.as_binary_opt::<i64>().ok_or_else(|| type_err(f, a))?;
+                return Ok(Value::Bytes(shared_slice(b, row)));
+            }
+            _ => {}
+        }
     }
     Ok(match f {
         Feature::Value(d) => match d {
