@@ -41,14 +41,21 @@ impl Version {
     /// # Errors
     /// [`Error::InvalidArgument`] with the reference's message.
     pub fn parse(s: &str) -> Result<Self> {
-        let bad = || Error::InvalidArgument(format!("Version string must be 'major.minor.patch', got '{s}'"));
+        let bad = || {
+            Error::InvalidArgument(format!(
+                "Version string must be 'major.minor.patch', got '{s}'"
+            ))
+        };
         let parts: Vec<&str> = s.split('.').collect();
         if parts.len() != 3 {
             return Err(bad());
         }
         let mut nums = [0u32; 3];
         for (n, p) in nums.iter_mut().zip(&parts) {
-            if p.is_empty() || !p.bytes().all(|b| b.is_ascii_digit()) || (p.len() > 1 && p.starts_with('0')) {
+            if p.is_empty()
+                || !p.bytes().all(|b| b.is_ascii_digit())
+                || (p.len() > 1 && p.starts_with('0'))
+            {
                 return Err(bad());
             }
             *n = p.parse().map_err(|_| bad())?;
@@ -164,7 +171,11 @@ pub trait DatasetBuilder: Send + Sync {
     ///
     /// # Errors
     /// Whatever the author reports.
-    fn work_units(&self, _config: &str, _split: &str) -> std::result::Result<Vec<WorkUnit>, BoxError> {
+    fn work_units(
+        &self,
+        _config: &str,
+        _split: &str,
+    ) -> std::result::Result<Vec<WorkUnit>, BoxError> {
         Ok(vec![WorkUnit::new("all")])
     }
 
@@ -364,7 +375,8 @@ pub fn load_with_report(
         return Err(Error::UnsupportedLayout {
             path: PathBuf::from(builder.name()),
             layout: "lance-rows".into(),
-            hint: "; Lance layouts are not part of this build yet (use StorageFormat::Arrow)".into(),
+            hint: "; Lance layouts are not part of this build yet (use StorageFormat::Arrow)"
+                .into(),
         });
     }
     let config = resolve_config(builder, opts.config.as_deref())?;
@@ -402,9 +414,12 @@ pub fn load_with_report(
             Err(e) => return Err(e),
         }
     }
-    let units = builder
-        .work_units(&config, split)
-        .map_err(|e| author(&format!("{}.work_units({config}, {split})", builder.name()), e))?;
+    let units = builder.work_units(&config, split).map_err(|e| {
+        author(
+            &format!("{}.work_units({config}, {split})", builder.name()),
+            e,
+        )
+    })?;
     build_units(builder, &config, split, &units, opts, |stream| {
         write_arrow_cache_locked(stream, &info.features, &dir, &opts.write, &lock).map(|_| ())
     })?;
@@ -454,22 +469,22 @@ where
                     return;
                 };
                 let unit = &units[u];
-                let run = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-                    match builder.generate(config, split, unit) {
-                        Ok(stream) => {
-                            for item in stream {
-                                let item = item.map(|(_, ex)| ex).map_err(|e| -> BoxError {
-                                    format!("work unit '{}': {e}", unit.id).into()
-                                });
-                                let stop = item.is_err();
-                                if tx.send(item).is_err() || stop {
-                                    return;
-                                }
+                let run = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| match builder
+                    .generate(config, split, unit)
+                {
+                    Ok(stream) => {
+                        for item in stream {
+                            let item = item.map(|(_, ex)| ex).map_err(|e| -> BoxError {
+                                format!("work unit '{}': {e}", unit.id).into()
+                            });
+                            let stop = item.is_err();
+                            if tx.send(item).is_err() || stop {
+                                return;
                             }
                         }
-                        Err(e) => {
-                            let _ = tx.send(Err(format!("work unit '{}': {e}", unit.id).into()));
-                        }
+                    }
+                    Err(e) => {
+                        let _ = tx.send(Err(format!("work unit '{}': {e}", unit.id).into()));
                     }
                 }));
                 if let Err(p) = run {
@@ -491,7 +506,11 @@ where
 ///
 /// # Errors
 /// As [`cache_dir_for`].
-pub fn cache_status(builder: &dyn DatasetBuilder, split: &str, opts: &LoadOptions) -> Result<(PathBuf, bool)> {
+pub fn cache_status(
+    builder: &dyn DatasetBuilder,
+    split: &str,
+    opts: &LoadOptions,
+) -> Result<(PathBuf, bool)> {
     let config = resolve_config(builder, opts.config.as_deref())?;
     let dir = cache_dir_for(builder, &config, split, opts)?;
     let exists = Path::new(&dir).join(METADATA_FILE).exists();
@@ -508,7 +527,9 @@ mod tests {
     #[test]
     fn versions() {
         assert_eq!(Version::parse("1.2.3").unwrap().to_string(), "1.2.3");
-        for bad in ["1.0", "1.0.0.0", "a.b.c", "01.0.0", "1..0", "", "1.0.-1", " 1.0.0"] {
+        for bad in [
+            "1.0", "1.0.0.0", "a.b.c", "01.0.0", "1..0", "", "1.0.-1", " 1.0.0",
+        ] {
             let e = Version::parse(bad).unwrap_err().to_string();
             assert!(e.contains("major.minor.patch"), "{bad}: {e}");
         }

@@ -197,7 +197,10 @@ impl Dataset {
     /// [`Error::InvalidArgument`] for an unknown or repeated column.
     pub fn select_columns(&self, columns: &[&str]) -> Result<Self> {
         // Selection is always relative to the cache's full schema.
-        let full = RowDecoder::new(self.backend.features().clone(), self.decoder.options().clone());
+        let full = RowDecoder::new(
+            self.backend.features().clone(),
+            self.decoder.options().clone(),
+        );
         Ok(Dataset {
             decoder: full.with_columns(columns)?,
             ..self.clone()
@@ -333,16 +336,20 @@ impl Dataset {
         let col = names.iter().position(|n| n == column).ok_or_else(|| {
             Error::InvalidArgument(format!("no column '{column}' (columns: {names:?})"))
         })?;
-        if !matches!(self.backend.features().get(column), Some(Feature::ClassLabel(_))) {
+        if !matches!(
+            self.backend.features().get(column),
+            Some(Feature::ClassLabel(_))
+        ) {
             return Err(Error::InvalidArgument(format!(
                 "stratify column '{column}' must be a ClassLabel"
             )));
         }
         let mut out = Vec::with_capacity(self.len() as usize);
         let mut push = |b: &RecordBatch| -> Result<()> {
-            let a = b.column(col).as_primitive_opt::<Int64Type>().ok_or_else(|| {
-                Error::InvalidArgument(format!("column '{column}' is not int64"))
-            })?;
+            let a = b
+                .column(col)
+                .as_primitive_opt::<Int64Type>()
+                .ok_or_else(|| Error::InvalidArgument(format!("column '{column}' is not int64")))?;
             out.extend((0..a.len()).map(|i| if a.is_null(i) { -1 } else { a.value(i) }));
             Ok(())
         };
@@ -461,7 +468,9 @@ impl Dataset {
         batch_size: usize,
     ) -> Result<Box<dyn Iterator<Item = Result<RecordBatch>> + Send + '_>> {
         if batch_size == 0 {
-            return Err(Error::InvalidArgument("batch_size must be at least 1".into()));
+            return Err(Error::InvalidArgument(
+                "batch_size must be at least 1".into(),
+            ));
         }
         if self.is_identity() {
             return self.backend.iter_batches(&IterOptions::default());

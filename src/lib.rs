@@ -40,8 +40,6 @@ pub use builder::{
     load, load_with_report, BuilderConfig, DatasetBuilder, DatasetInfo, ExampleStream, LoadOptions,
     LoadReport, StorageFormat, Version, WorkUnit,
 };
-pub use dataset::{Dataset, Format, TestSize};
-pub use sampler::{Loader, LoaderOptions, LoaderState, Order, Partition, Remainder, Sampler, WithinShard};
 pub use cache::arrow_writer::{
     try_write_arrow_cache, write_arrow_cache, ArrowWriteOptions, Compression, WrittenCache,
 };
@@ -50,7 +48,11 @@ pub use cache::naming::{cache_fingerprint, cache_root};
 pub use cache::open::{
     open_cache, open_cache_with, verify_checksums, Cache, FeaturesSource, OpenOptions,
 };
+pub use dataset::{Dataset, Format, TestSize};
 pub use error::{Error, Result};
 pub use features::decode::{DecodeOptions, RowDecoder};
 pub use features::{ClassLabel, Dtype, Feature, Features, ImageFormat, VideoStorage};
+pub use sampler::{
+    Loader, LoaderOptions, LoaderState, Order, Partition, Remainder, Sampler, WithinShard,
+};
 pub use value::{Example, ImageData, Label, Row, Tensor, Value, VideoRef};

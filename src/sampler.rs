@@ -77,7 +77,13 @@ impl Partition {
     ///
     /// # Errors
     /// [`Error::InvalidArgument`].
-    pub fn new(rank: u32, world_size: u32, worker: u32, num_workers: u32, remainder: Remainder) -> Result<Self> {
+    pub fn new(
+        rank: u32,
+        world_size: u32,
+        worker: u32,
+        num_workers: u32,
+        remainder: Remainder,
+    ) -> Result<Self> {
         if world_size == 0 || num_workers == 0 || rank >= world_size || worker >= num_workers {
             return Err(Error::InvalidArgument(format!(
                 "partition rank {rank}/{world_size}, worker {worker}/{num_workers} is not valid"
@@ -288,7 +294,9 @@ impl Loader {
     /// [`Error::InvalidArgument`] for a zero batch size.
     pub fn new(ds: Dataset, opts: LoaderOptions) -> Result<Self> {
         if opts.batch_size == 0 {
-            return Err(Error::InvalidArgument("batch_size must be at least 1".into()));
+            return Err(Error::InvalidArgument(
+                "batch_size must be at least 1".into(),
+            ));
         }
         let sampler = Sampler::new(&ds, opts.order, opts.seed);
         let state = LoaderState {
@@ -316,7 +324,9 @@ impl Loader {
     pub fn resume(ds: Dataset, opts: LoaderOptions, state: LoaderState) -> Result<Self> {
         let mut l = Loader::new(ds, opts)?;
         let mismatch = |what: &str| {
-            Error::InvalidArgument(format!("loader state is for a different {what}; start a fresh loader"))
+            Error::InvalidArgument(format!(
+                "loader state is for a different {what}; start a fresh loader"
+            ))
         };
         if state.num_rows != l.state.num_rows {
             return Err(mismatch("dataset (row count)"));
@@ -370,7 +380,9 @@ impl Loader {
         }
         let order = &self.cached.as_ref().expect("cached").1;
         let (start, _) = self.opts.partition.block(n);
-        (from..to).map(|k| order[((start + k) % n) as usize]).collect()
+        (from..to)
+            .map(|k| order[((start + k) % n) as usize])
+            .collect()
     }
 
     /// The next batch's view positions, advancing the state; `None` at the end of the epoch.

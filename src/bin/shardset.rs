@@ -5,9 +5,11 @@ use std::process::ExitCode;
 use std::time::Instant;
 
 use clap::{Parser, Subcommand};
+use shardset::error::BoxError;
 use shardset::{
-    open_cache, write_arrow_cache, ArrowWriteOptions, Compression, Dtype, Example, Feature,
-    Features, ImageData, Value,
+    load_with_report, open_cache, ArrowWriteOptions, BuilderConfig, Compression, DatasetBuilder,
+    DatasetInfo, Dtype, Example, ExampleStream, Feature, Features, ImageData, LoadOptions, Loader,
+    LoaderOptions, Order, Partition, TestSize, Value, WithinShard, WorkUnit,
 };
 
 #[derive(Parser)]
@@ -25,10 +27,10 @@ struct Cli {
 enum Cmd {
     /// Build a small synthetic image + label dataset, reopen it and print a summary.
     Demo {
-        /// Where to write the cache (default: a fresh temp dir, removed afterwards).
+        /// Cache root (default: $STABLE_DATASETS_CACHE_DIR, else a fresh temp dir removed afterwards).
         #[arg(long)]
-        out: Option<PathBuf>,
-        /// Number of examples.
+        root: Option<PathBuf>,
+        /// Number of training examples (the test split gets a fifth).
         #[arg(long, default_value_t = 5000)]
         rows: usize,
         /// Shard byte budget, e.g. 256KB, 64MB.
@@ -40,6 +42,12 @@ enum Cmd {
         /// Encode threads (0 = one per core).
         #[arg(long, default_value_t = 0)]
         threads: usize,
+        /// Build even if the cache exists.
+        #[arg(long)]
+        rebuild: bool,
+        /// Print one JSON line instead of the summary.
+        #[arg(long)]
+        json: bool,
     },
     /// Print what a cache holds: layout, rows, shards, features.
     Inspect {
@@ -89,11 +97,24 @@ fn human(bytes: u64) -> String {
     }
 }
 
+const CLASSES: [&str; 10] = [
+    "airplane",
+    "automobile",
+    "bird",
+    "cat",
+    "deer",
+    "dog",
+    "frog",
+    "horse",
+    "ship",
+    "truck",
+];
+
 /// A 32x32 RGB image whose pattern depends on the class, so labels are learnable.
 fn synthetic_image(i: usize, label: usize) -> ImageData {
     let (h, w) = (32u32, 32u32);
     let mut px = Vec::with_capacity((h * w * 3) as usize);
-    let phase = (i * 2654435761) as u32;
+    let phase = (i as u32).wrapping_mul(2654435761);
     for y in 0..h {
         for x in 0..w {
             let stripe = ((x + y * label as u32) / 4 % 2) as u8;
@@ -106,84 +127,166 @@ fn synthetic_image(i: usize, label: usize) -> ImageData {
     ImageData::new(h, w, 3, px).expect("consistent shape")
 }
 
-fn demo(
-    out: Option<PathBuf>,
+/// The demo dataset as a builder: two splits, four work units each.
+struct SyntheticImages {
     rows: usize,
-    shard_size: &str,
-    compression: &str,
-    threads: usize,
-) -> Result<(), String> {
-    let classes = [
-        "airplane",
-        "automobile",
-        "bird",
-        "cat",
-        "deer",
-        "dog",
-        "frog",
-        "horse",
-        "ship",
-        "truck",
-    ];
-    let features = Features::new()
-        .with("image", Feature::image())
-        .with(
-            "label",
-            Feature::class_label(classes).map_err(|e| e.to_string())?,
-        )
-        .with("id", Feature::value(Dtype::Int64));
-    let tmp;
-    let dir = match out {
-        Some(d) => d,
-        None => {
-            tmp = std::env::temp_dir().join(format!("shardset-demo-{}", std::process::id()));
-            tmp.join("synthetic_default_train")
-        }
-    };
-    let opts = ArrowWriteOptions::default()
-        .with_shard_size_bytes(Some(parse_size(shard_size)?))
-        .with_compression(Compression::parse(compression).map_err(|e| e.to_string())?)
-        .with_encode_threads(threads);
-    println!("shardset demo: {rows} synthetic 32x32 RGB images with 10 labels");
-    println!("  features:    {}", features.fingerprint_data());
-    let t = Instant::now();
-    let examples = (0..rows).map(|i| {
-        let label = i % classes.len();
-        Example::with_capacity(3)
-            .with("image", synthetic_image(i, label))
-            .with("label", label)
-            .with("id", i as i64)
-    });
-    let written = write_arrow_cache(examples, &features, &dir, &opts).map_err(|e| e.to_string())?;
-    let write_s = t.elapsed().as_secs_f64();
-    let m = &written.metadata;
-    let total: u64 = m.shard_num_bytes.as_ref().map_or(0, |v| v.iter().sum());
-    println!(
-        "  wrote:       {} rows in {} shard(s), {} on disk, {:.0} rows/s (PNG encode on {} thread(s))",
-        m.num_rows,
-        m.num_shards,
-        human(total),
-        m.num_rows as f64 / write_s,
-        if threads == 0 { std::thread::available_parallelism().map_or(2, |n| n.get()) } else { threads }
-    );
-    println!("  cache:       {}", dir.display());
-    println!("  fingerprint: {}", m.schema_fingerprint);
+}
 
+impl SyntheticImages {
+    fn split_rows(&self, split: &str) -> usize {
+        if split == "train" {
+            self.rows
+        } else {
+            self.rows / 5
+        }
+    }
+}
+
+impl DatasetBuilder for SyntheticImages {
+    fn name(&self) -> &str {
+        "SyntheticImages"
+    }
+    fn version(&self) -> &str {
+        "1.0.0"
+    }
+    fn configs(&self) -> Vec<BuilderConfig> {
+        vec![BuilderConfig::new(
+            format!("n{}", self.rows),
+            "synthetic 32x32 RGB images, 10 classes",
+        )]
+    }
+    fn info(&self, _config: &str) -> Result<DatasetInfo, BoxError> {
+        Ok(DatasetInfo {
+            features: Features::new()
+                .with("image", Feature::image())
+                .with("label", Feature::class_label(CLASSES)?)
+                .with("id", Feature::value(Dtype::Int64)),
+            description: "Striped synthetic images whose pattern encodes the class.".into(),
+            license: "CC0".into(),
+            ..Default::default()
+        })
+    }
+    fn splits(&self, _config: &str) -> Result<Vec<String>, BoxError> {
+        Ok(vec!["train".into(), "test".into()])
+    }
+    fn work_units(&self, _c: &str, split: &str) -> Result<Vec<WorkUnit>, BoxError> {
+        let n = self.split_rows(split);
+        Ok((0..4)
+            .map(|k| WorkUnit::new(format!("{}..{}", n * k / 4, n * (k + 1) / 4)))
+            .collect())
+    }
+    fn generate<'a>(
+        &'a self,
+        _config: &'a str,
+        split: &'a str,
+        unit: &'a WorkUnit,
+    ) -> Result<ExampleStream<'a>, BoxError> {
+        let (a, b) = unit.id.split_once("..").ok_or("bad unit")?;
+        let (a, b): (usize, usize) = (a.parse()?, b.parse()?);
+        let offset = if split == "train" { 0 } else { 1 << 40 };
+        Ok(Box::new((a..b).map(move |i| {
+            let label = i % CLASSES.len();
+            Ok((
+                format!("{split}-{i}"),
+                Example::with_capacity(3)
+                    .with("image", synthetic_image(i + offset, label))
+                    .with("label", label)
+                    .with("id", i as i64),
+            ))
+        })))
+    }
+}
+
+struct DemoArgs {
+    root: Option<PathBuf>,
+    rows: usize,
+    shard_size: String,
+    compression: String,
+    threads: usize,
+    rebuild: bool,
+    json: bool,
+}
+
+fn demo(a: DemoArgs) -> Result<(), String> {
+    // An explicit --root, else $STABLE_DATASETS_CACHE_DIR, else a temp dir
+    // removed afterwards (the demo never fills a home directory uninvited).
+    let env_root =
+        std::env::var_os(shardset::cache::naming::CACHE_DIR_ENV).filter(|v| !v.is_empty());
+    let tmp_root = a.root.is_none() && env_root.is_none();
+    let root = match (&a.root, env_root) {
+        (Some(r), _) => r.clone(),
+        (None, Some(_)) => shardset::cache_root(),
+        (None, None) => std::env::temp_dir().join(format!("shardset-demo-{}", std::process::id())),
+    };
+    let opts = LoadOptions::default()
+        .with_cache_root(&root)
+        .with_rebuild(a.rebuild)
+        .with_write_options(
+            ArrowWriteOptions::default()
+                .with_shard_size_bytes(Some(parse_size(&a.shard_size)?))
+                .with_compression(Compression::parse(&a.compression).map_err(|e| e.to_string())?)
+                .with_encode_threads(a.threads),
+        );
+    let builder = SyntheticImages { rows: a.rows };
+    let result = run_demo(&builder, &opts, &a);
+    if tmp_root {
+        let _ = std::fs::remove_dir_all(&root);
+    }
+    result
+}
+
+fn run_demo(builder: &SyntheticImages, opts: &LoadOptions, a: &DemoArgs) -> Result<(), String> {
     let t = Instant::now();
-    let cache = open_cache(&dir).map_err(|e| e.to_string())?;
-    let b = &cache.backend;
-    let first = b.get(0).map_err(|e| e.to_string())?;
+    let (ds, report) = load_with_report(builder, "train", opts).map_err(|e| e.to_string())?;
+    let load_s = t.elapsed().as_secs_f64();
+    let meta = ds.cache().map(|c| c.metadata.clone()).unwrap_or_default();
+    if a.json {
+        println!(
+            "{}",
+            serde_json::json!({
+                "built": report.built,
+                "dir": report.dir,
+                "rows": ds.len(),
+                "num_shards": ds.backend().num_shards(),
+                "schema_fingerprint": meta.get("schema_fingerprint"),
+                "build_id": meta.get("build_id"),
+                "seconds": load_s,
+            })
+        );
+        return Ok(());
+    }
+    let total: u64 = meta
+        .get("shard_num_bytes")
+        .and_then(|v| v.as_array())
+        .map_or(0, |v| v.iter().filter_map(|x| x.as_u64()).sum());
     println!(
-        "  reopened:    {} rows, first row in {:.2} ms",
-        b.len(),
-        t.elapsed().as_secs_f64() * 1e3
+        "shardset demo: {} synthetic 32x32 RGB images, 10 classes",
+        ds.len()
+    );
+    println!("  features:    {}", ds.features().fingerprint_data());
+    if report.built {
+        println!(
+            "  built:       {} rows in {} shard(s), {} on disk, {:.0} rows/s (generate + PNG encode + write)",
+            ds.len(),
+            ds.backend().num_shards(),
+            human(total),
+            ds.len() as f64 / load_s
+        );
+    } else {
+        println!(
+            "  warm cache:  opened in {:.2} ms (nothing rebuilt)",
+            load_s * 1e3
+        );
+    }
+    println!("  cache:       {}", report.dir.display());
+    println!(
+        "  fingerprint: {}",
+        meta.get("schema_fingerprint")
+            .and_then(|v| v.as_str())
+            .unwrap_or("")
     );
     for i in [0i64, 1, -1] {
-        let row = if i == 0 {
-            first.clone()
-        } else {
-            b.get(i).map_err(|e| e.to_string())?
-        };
+        let row = ds.get(i).map_err(|e| e.to_string())?;
         let (Some(Value::Image(img)), Some(Value::Label(l)), Some(id)) =
             (row.get("image"), row.get("label"), row.get("id"))
         else {
@@ -200,54 +303,51 @@ fn demo(
             mean
         );
     }
+    let (train, test) = ds
+        .train_test_split(TestSize::Fraction(0.1), 0, Some("label"))
+        .map_err(|e| e.to_string())?;
+    println!(
+        "  split:       {} train / {} held out, stratified by label",
+        train.len(),
+        test.len()
+    );
     let t = Instant::now();
-    let mut n = 0u64;
+    let loader = Loader::new(
+        train,
+        LoaderOptions {
+            order: Order::ShardShuffle(WithinShard::Random),
+            seed: 0,
+            partition: Partition::single(),
+            batch_size: 256,
+        },
+    )
+    .map_err(|e| e.to_string())?;
     let mut counts = [0u64; 10];
-    for batch in b
-        .iter_batches(&Default::default())
-        .map_err(|e| e.to_string())?
-    {
-        let batch = batch.map_err(|e| e.to_string())?;
-        use arrow_array::cast::AsArray;
-        let labels = batch
-            .column(1)
-            .as_primitive::<arrow_array::types::Int64Type>();
-        for l in labels.values() {
-            counts[*l as usize] += 1;
+    let mut n = 0u64;
+    for batch in loader {
+        for row in batch.map_err(|e| e.to_string())? {
+            if let Some(Value::Label(l)) = row.get("label") {
+                counts[l.id as usize] += 1;
+            }
+            n += 1;
         }
-        n += batch.num_rows() as u64;
     }
     println!(
-        "  iterated:    {n} rows in {:.2} ms; per-class counts {:?}",
+        "  one epoch:   {n} rows, shard-shuffled, images decoded, in {:.1} ms; per-class {:?}",
         t.elapsed().as_secs_f64() * 1e3,
         counts
     );
-    let idx: Vec<i64> = (0..128).map(|k| (k * 7919 % rows.max(1)) as i64).collect();
-    let t = Instant::now();
-    let taken = b.take(&idx).map_err(|e| e.to_string())?;
-    let decoded = b
-        .decoder()
-        .decode_batch(&taken)
-        .map_err(|e| e.to_string())?;
-    println!(
-        "  take(128):   {} rows gathered across shards and decoded in {:.2} ms",
-        decoded.len(),
-        t.elapsed().as_secs_f64() * 1e3
-    );
-    let bad = shardset::verify_checksums(&dir).map_err(|e| e.to_string())?;
+    let bad = ds
+        .cache_dir()
+        .map(shardset::verify_checksums)
+        .transpose()
+        .map_err(|e| e.to_string())?
+        .unwrap_or_default();
     println!(
         "  checksums:   {} shard(s) verified, {} mismatch(es)",
-        m.num_shards,
+        ds.backend().num_shards(),
         bad.len()
     );
-    if let Some(parent) = dir.parent() {
-        if parent
-            .file_name()
-            .is_some_and(|n| n.to_string_lossy().starts_with("shardset-demo-"))
-        {
-            let _ = std::fs::remove_dir_all(parent);
-        }
-    }
     Ok(())
 }
 
@@ -328,12 +428,22 @@ fn main() -> ExitCode {
     let cli = Cli::parse();
     let res = match cli.cmd {
         Cmd::Demo {
-            out,
+            root,
             rows,
             shard_size,
             compression,
             threads,
-        } => demo(out, rows, &shard_size, &compression, threads),
+            rebuild,
+            json,
+        } => demo(DemoArgs {
+            root,
+            rows,
+            shard_size,
+            compression,
+            threads,
+            rebuild,
+            json,
+        }),
         Cmd::Inspect { path, json } => inspect(path, json),
         Cmd::Verify { path } => verify(path),
     };

@@ -94,7 +94,9 @@ impl RowDecoder {
                 Error::InvalidArgument(format!("no column '{c}' (columns: {all:?})"))
             })?;
             if sel.contains(&i) {
-                return Err(Error::InvalidArgument(format!("column '{c}' selected twice")));
+                return Err(Error::InvalidArgument(format!(
+                    "column '{c}' selected twice"
+                )));
             }
             sel.push(i);
             selected.insert(*c, self.features.get(c).expect("known column").clone());

@@ -1,7 +1,10 @@
 //! The one integration-test binary (one link of the heavy dependencies).
 
 mod bad_input;
+mod builder;
 mod common;
+mod dataset_api;
 mod golden;
 mod pyarrow;
 mod roundtrip;
+mod sampler;

@@ -1,0 +1,269 @@
+//! Samplers, partitioning and resumable loading, as properties.
+
+use std::collections::HashSet;
+
+use proptest::prelude::*;
+use shardset::{
+    open_cache, write_arrow_cache, ArrowWriteOptions, Dataset, Loader, LoaderOptions, LoaderState,
+    Order, Partition, Remainder, Sampler, WithinShard,
+};
+
+use crate::common::*;
+
+fn ds_with(n: usize, batch: usize, budget: u64) -> (tempfile::TempDir, Dataset) {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("c");
+    write_arrow_cache(
+        f2_rows(n),
+        &features_f2(),
+        &dir,
+        &ArrowWriteOptions::default()
+            .with_batch_size(batch)
+            .with_shard_size_bytes(Some(budget)),
+    )
+    .unwrap();
+    (tmp, Dataset::new(open_cache(&dir).unwrap()))
+}
+
+fn shard_of(d: &Dataset) -> impl Fn(u64) -> usize + '_ {
+    let counts = d.backend().shard_row_counts().to_vec();
+    move |phys| {
+        let mut acc = 0;
+        for (s, c) in counts.iter().enumerate() {
+            acc += c;
+            if phys < acc {
+                return s;
+            }
+        }
+        unreachable!()
+    }
+}
+
+const ORDERS: [Order; 4] = [
+    Order::Sequential,
+    Order::Random,
+    Order::ShardShuffle(WithinShard::Random),
+    Order::ShardShuffle(WithinShard::Sequential),
+];
+
+#[test]
+fn every_epoch_is_a_permutation_that_changes_between_epochs_and_seeds() {
+    let (_t, d) = ds_with(400, 10, 100);
+    assert!(d.backend().num_shards() >= 8);
+    for order in ORDERS {
+        let s = Sampler::new(&d, order, 5);
+        let e0 = s.epoch_order(0);
+        let mut sorted = e0.clone();
+        sorted.sort();
+        assert_eq!(sorted, (0..400).collect::<Vec<_>>(), "{order:?}");
+        if order != Order::Sequential {
+            assert_ne!(e0, s.epoch_order(1), "{order:?} differs between epochs");
+            assert_ne!(
+                e0,
+                Sampler::new(&d, order, 6).epoch_order(0),
+                "{order:?} differs between seeds"
+            );
+            assert_eq!(
+                e0,
+                s.epoch_order(0),
+                "{order:?} is a function of (seed, epoch)"
+            );
+        }
+    }
+}
+
+#[test]
+fn shard_shuffle_keeps_each_shard_together() {
+    let (_t, d) = ds_with(400, 10, 100);
+    let shard = shard_of(&d);
+    for within in [WithinShard::Random, WithinShard::Sequential] {
+        let order = Sampler::new(&d, Order::ShardShuffle(within), 1).epoch_order(3);
+        let shards: Vec<usize> = order.iter().map(|&p| shard(p)).collect();
+        // A shard, once left, is never revisited.
+        let mut seen = HashSet::new();
+        let mut blocks = 0;
+        for w in 0..shards.len() {
+            if w == 0 || shards[w] != shards[w - 1] {
+                assert!(seen.insert(shards[w]), "shard {} revisited", shards[w]);
+                blocks += 1;
+            }
+        }
+        assert_eq!(blocks, d.backend().num_shards());
+        let mut unsorted_block = false;
+        for blk in order.chunk_by(|a, b| shard(*a) == shard(*b)) {
+            let asc = blk.windows(2).all(|w| w[0] < w[1]);
+            if within == WithinShard::Sequential {
+                assert!(asc);
+            } else if !asc {
+                unsorted_block = true;
+            }
+        }
+        if within == WithinShard::Random {
+            assert!(unsorted_block, "rows inside shards are shuffled");
+        }
+        assert_ne!(
+            shards
+                .windows(2)
+                .filter(|w| w[0] != w[1])
+                .map(|w| w[1])
+                .collect::<Vec<_>>(),
+            (1..d.backend().num_shards()).collect::<Vec<_>>(),
+            "shard order is shuffled"
+        );
+    }
+}
+
+#[test]
+fn shard_shuffle_groups_index_views_by_physical_shard() {
+    let (_t, d) = ds_with(400, 10, 100);
+    let v = d.shuffle(11).slice(0, 150).unwrap();
+    let shard = shard_of(&d);
+    let order = Sampler::new(&v, Order::ShardShuffle(WithinShard::Random), 2).epoch_order(0);
+    let mut sorted = order.clone();
+    sorted.sort();
+    assert_eq!(sorted, (0..150).collect::<Vec<_>>());
+    let phys_shards: Vec<usize> = order
+        .iter()
+        .map(|&p| shard(v.physical_index(p as i64).unwrap()))
+        .collect();
+    let mut seen = HashSet::new();
+    for w in 0..phys_shards.len() {
+        if w == 0 || phys_shards[w] != phys_shards[w - 1] {
+            assert!(seen.insert(phys_shards[w]));
+        }
+    }
+}
+
+fn drain(l: &mut Loader) -> Vec<u64> {
+    let mut out = Vec::new();
+    while let Some(p) = l.next_positions() {
+        out.extend(p);
+    }
+    out
+}
+
+fn opts(order: Order, seed: u64, p: Partition, batch: usize) -> LoaderOptions {
+    LoaderOptions {
+        order,
+        seed,
+        partition: p,
+        batch_size: batch,
+    }
+}
+
+#[test]
+fn fewer_shards_than_workers_loses_and_duplicates_nothing() {
+    // Two shards, eight workers: the reference duplicates and loses rows here.
+    let (_t, d) = ds_with(32, 16, 100);
+    assert_eq!(d.backend().num_shards(), 2);
+    let mut all = Vec::new();
+    for w in 0..8 {
+        let p = Partition::new(0, 1, w, 8, Remainder::DropLast).unwrap();
+        let mut l = Loader::new(
+            d.clone(),
+            opts(Order::ShardShuffle(WithinShard::Random), 3, p, 3),
+        )
+        .unwrap();
+        let got = drain(&mut l);
+        assert_eq!(got.len(), 4);
+        all.extend(got);
+    }
+    all.sort();
+    assert_eq!(all, (0..32).collect::<Vec<_>>());
+}
+
+#[test]
+fn loader_reads_views_and_decodes_rows() {
+    let (_t, d) = ds_with(100, 10, 100);
+    let v = d.select(&[5, 50, 95, 7]).unwrap();
+    let l = Loader::new(v, opts(Order::Sequential, 0, Partition::single(), 3)).unwrap();
+    let xs: Vec<i64> = l
+        .flat_map(|b| b.unwrap())
+        .map(|r| r.get("x").unwrap().as_i64().unwrap())
+        .collect();
+    assert_eq!(xs, vec![5, 50, 95, 7]);
+}
+
+#[test]
+fn resume_refuses_a_foreign_state() {
+    let (_t, d) = ds_with(100, 10, 100);
+    let o = opts(Order::Random, 1, Partition::single(), 8);
+    let mut l = Loader::new(d.clone(), o).unwrap();
+    l.next_batch().unwrap().unwrap();
+    let st = l.state();
+    let other = Partition::new(0, 2, 0, 1, Remainder::DropLast).unwrap();
+    assert!(Loader::resume(d.clone(), opts(Order::Random, 1, other, 8), st).is_err());
+    assert!(Loader::resume(
+        d.clone(),
+        opts(Order::Random, 2, Partition::single(), 8),
+        st
+    )
+    .is_err());
+    assert!(Loader::resume(d.slice(0, 50).unwrap(), o, st).is_err());
+    let mut bad = st;
+    bad.position = 1000;
+    assert!(Loader::resume(d.clone(), o, bad).is_err());
+    // The state serialises to a few bytes of JSON.
+    let j = serde_json::to_string(&st).unwrap();
+    assert!(j.len() < 300, "{j}");
+    let back: LoaderState = serde_json::from_str(&j).unwrap();
+    assert_eq!(back, st);
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(40))]
+
+    /// Partitions are disjoint, complete (up to the explicit remainder
+    /// policy) and equal in size; resuming any consumer from any stop point
+    /// yields exactly the rest of its epoch.
+    #[test]
+    fn partitions_and_resume_are_exact(
+        n in 1usize..300,
+        world in 1u32..4,
+        workers in 1u32..4,
+        seed in any::<u64>(),
+        epoch in 0u64..3,
+        batch in 1usize..20,
+        stop_frac in 0.0f64..1.0,
+        pad in any::<bool>(),
+        order_ix in 0usize..4,
+    ) {
+        let (_t, d) = ds_with(n, 8, 60);
+        let order = ORDERS[order_ix];
+        let rem = if pad { Remainder::Pad } else { Remainder::DropLast };
+        let consumers = (world * workers) as usize;
+        let mut all = Vec::new();
+        let mut per = None;
+        for rank in 0..world {
+            for w in 0..workers {
+                let p = Partition::new(rank, world, w, workers, rem).unwrap();
+                let o = opts(order, seed, p, batch);
+                let mut full = Loader::new(d.clone(), o).unwrap();
+                full.set_epoch(epoch);
+                let want = drain(&mut full);
+                // Stop after some batches, save the state as JSON, resume in a fresh loader.
+                let mut l = Loader::new(d.clone(), o).unwrap();
+                l.set_epoch(epoch);
+                let stop = ((want.len() as f64 * stop_frac) as usize).div_ceil(batch);
+                let mut got = Vec::new();
+                for _ in 0..stop {
+                    match l.next_positions() { Some(p) => got.extend(p), None => break }
+                }
+                let saved = serde_json::to_string(&l.state()).unwrap();
+                let mut r = Loader::resume(d.clone(), o, serde_json::from_str(&saved).unwrap()).unwrap();
+                got.extend(drain(&mut r));
+                prop_assert_eq!(&got, &want);
+                prop_assert_eq!(*per.get_or_insert(want.len()), want.len(), "equal share per consumer");
+                all.extend(want);
+            }
+        }
+        let distinct: HashSet<u64> = all.iter().copied().collect();
+        if pad {
+            prop_assert_eq!(distinct.len(), n, "padding covers every row");
+            prop_assert_eq!(all.len(), n.div_ceil(consumers) * consumers);
+        } else {
+            prop_assert_eq!(distinct.len(), all.len(), "no duplicates");
+            prop_assert_eq!(all.len(), n - n % consumers);
+        }
+    }
+}
