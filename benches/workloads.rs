@@ -15,7 +15,8 @@ use std::time::Instant;
 use arrow_array::cast::AsArray;
 use common::*;
 use shardset::{
-    open_cache, write_arrow_cache, ArrowWriteOptions, Compression, Example, Features, IterOptions,
+    open_cache, write_arrow_cache, ArrowWriteOptions, Compression, Dataset, Example, Features,
+    IterOptions, Loader, LoaderOptions, Order, Partition, WithinShard,
 };
 
 fn emit(workload: &str, op: &str, rows: u64, secs: f64) {
@@ -206,6 +207,49 @@ fn main() {
         );
         first_row("binary_zstd", &dir);
         reads("binary_zstd", &dir, n, 300_000, 2_000);
+    }
+    if run("epoch") {
+        // One epoch of 1 M rows through the loader (batches of 256 decoded
+        // rows) in each order, on a cache of ~60 shards.
+        let n = sz(1_000_000);
+        let dir = tmp.path().join("epoch");
+        write_arrow_cache(
+            scalar_rows(n),
+            &scalar_features(),
+            &dir,
+            &ArrowWriteOptions::default().with_shard_size_bytes(Some(200_000)),
+        )
+        .unwrap();
+        let ds = Dataset::new(open_cache(&dir).unwrap());
+        for (name, order) in [
+            ("epoch_sequential", Order::Sequential),
+            (
+                "epoch_shard_shuffle_seq",
+                Order::ShardShuffle(WithinShard::Sequential),
+            ),
+            (
+                "epoch_shard_shuffle",
+                Order::ShardShuffle(WithinShard::Random),
+            ),
+            ("epoch_full_random", Order::Random),
+        ] {
+            let t = Instant::now();
+            let loader = Loader::new(
+                ds.clone(),
+                LoaderOptions {
+                    order,
+                    seed: 1,
+                    partition: Partition::single(),
+                    batch_size: 256,
+                },
+            )
+            .unwrap();
+            let mut rows = 0u64;
+            for b in loader {
+                rows += black_box(b.unwrap()).len() as u64;
+            }
+            emit("scalar", name, rows, t.elapsed().as_secs_f64());
+        }
     }
     if run("image") {
         let n = sz(20_000);
