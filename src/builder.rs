@@ -13,10 +13,12 @@ use std::sync::{Arc, Mutex};
 
 use crossbeam_channel::{bounded, Receiver, Sender};
 
-use crate::cache::arrow_writer::{write_arrow_cache_locked, ArrowWriteOptions};
+use crate::cache::arrow_writer::{prepare_resumable, ArrowWriteOptions, Extra, UnitEnds};
 use crate::cache::lock::CacheLock;
+use crate::cache::manifest::ManifestHeader;
 use crate::cache::metadata::METADATA_FILE;
 use crate::cache::naming::{cache_fingerprint, cache_root};
+use crate::cache::open::Cache;
 use crate::cache::open::{open_cache_with, OpenOptions};
 use crate::dataset::Dataset;
 use crate::error::{BoxError, Error, Result};
@@ -81,6 +83,8 @@ pub struct BuilderConfig {
     pub name: String,
     /// What it holds.
     pub description: String,
+    /// Parameters that shape the data (recorded; a change makes the next load rebuild).
+    pub params: serde_json::Value,
 }
 
 impl BuilderConfig {
@@ -89,7 +93,14 @@ impl BuilderConfig {
         BuilderConfig {
             name: name.into(),
             description: description.into(),
+            params: serde_json::Value::Null,
         }
+    }
+
+    /// Sets the parameters.
+    pub fn with_params(mut self, params: serde_json::Value) -> Self {
+        self.params = params;
+        self
     }
 }
 
@@ -131,6 +142,130 @@ impl WorkUnit {
     pub fn new(id: impl Into<String>) -> Self {
         WorkUnit { id: id.into() }
     }
+}
+
+/// Source files a split is built from. A changed source (by size and
+/// modification time, or by content hash on request) makes the next `load`
+/// rebuild the cache.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Sources {
+    /// The directory paths are recorded relative to (so a moved tree still matches).
+    pub root: PathBuf,
+    /// The files, relative to `root` or absolute inside it.
+    pub files: Vec<PathBuf>,
+    /// Stamp by sha256 of the content instead of size and mtime.
+    pub content_hash: bool,
+}
+
+impl Sources {
+    /// Files under a root, stamped by size and mtime.
+    pub fn new(
+        root: impl Into<PathBuf>,
+        files: impl IntoIterator<Item = impl Into<PathBuf>>,
+    ) -> Self {
+        Sources {
+            root: root.into(),
+            files: files.into_iter().map(Into::into).collect(),
+            content_hash: false,
+        }
+    }
+
+    /// Stamps by content hash (slower, immune to touched-but-unchanged files).
+    pub fn by_content(mut self) -> Self {
+        self.content_hash = true;
+        self
+    }
+
+    /// The stamps of the files as they are now.
+    ///
+    /// # Errors
+    /// [`Error::Io`] naming a missing or unreadable source.
+    pub fn stamp(&self) -> Result<serde_json::Value> {
+        let mut files = Vec::with_capacity(self.files.len());
+        for f in &self.files {
+            let abs = if f.is_absolute() {
+                f.clone()
+            } else {
+                self.root.join(f)
+            };
+            let rel = abs
+                .strip_prefix(&self.root)
+                .map(|p| p.to_string_lossy().into_owned())
+                .unwrap_or_else(|_| abs.to_string_lossy().into_owned());
+            let meta = std::fs::metadata(&abs).map_err(|e| Error::io("stat source", &abs, e))?;
+            if self.content_hash {
+                use sha2::Digest;
+                let mut h = sha2::Sha256::new();
+                let mut file =
+                    std::fs::File::open(&abs).map_err(|e| Error::io("open source", &abs, e))?;
+                std::io::copy(&mut file, &mut h).map_err(|e| Error::io("read source", &abs, e))?;
+                files.push(serde_json::json!({"path": rel, "size": meta.len(), "sha256": crate::util::hex(&h.finalize())}));
+            } else {
+                let mtime_ns = meta
+                    .modified()
+                    .ok()
+                    .and_then(|t| t.duration_since(std::time::UNIX_EPOCH).ok())
+                    .map_or(0, |d| d.as_nanos() as u64);
+                files.push(
+                    serde_json::json!({"path": rel, "size": meta.len(), "mtime_ns": mtime_ns}),
+                );
+            }
+        }
+        Ok(serde_json::json!({
+            "root": self.root,
+            "content_hash": self.content_hash,
+            "files": files,
+        }))
+    }
+}
+
+/// Differences between recorded and current source stamps, one line each.
+pub fn source_changes(recorded: &serde_json::Value, now: &serde_json::Value) -> Vec<String> {
+    let files = |j: &serde_json::Value| -> Vec<(String, serde_json::Value)> {
+        j.get("files")
+            .and_then(|f| f.as_array())
+            .map(|a| {
+                a.iter()
+                    .map(|f| {
+                        (
+                            f.get("path")
+                                .and_then(|p| p.as_str())
+                                .unwrap_or("")
+                                .to_string(),
+                            f.clone(),
+                        )
+                    })
+                    .collect()
+            })
+            .unwrap_or_default()
+    };
+    let (old, new) = (files(recorded), files(now));
+    let mut out = Vec::new();
+    for (p, f) in &new {
+        match old.iter().find(|(q, _)| q == p) {
+            None => out.push(format!("source {p} was added")),
+            Some((_, g)) if g != f => {
+                let what = if f.get("sha256") != g.get("sha256") && f.get("sha256").is_some() {
+                    "content"
+                } else if f.get("size") != g.get("size") {
+                    "size"
+                } else {
+                    "modification time"
+                };
+                out.push(format!("source {p} changed ({what})"));
+            }
+            _ => {}
+        }
+    }
+    for (p, _) in &old {
+        if !new.iter().any(|(q, _)| q == p) {
+            out.push(format!("source {p} was removed"));
+        }
+    }
+    if out.is_empty() && recorded.get("content_hash") != now.get("content_hash") {
+        out.push("sources are now stamped differently (content hash vs size+mtime)".into());
+    }
+    out
 }
 
 /// Examples of one work unit: `(key, example)` pairs.
@@ -177,6 +312,18 @@ pub trait DatasetBuilder: Send + Sync {
         _split: &str,
     ) -> std::result::Result<Vec<WorkUnit>, BoxError> {
         Ok(vec![WorkUnit::new("all")])
+    }
+
+    /// Source files of a split; when they change, the next load rebuilds.
+    ///
+    /// # Errors
+    /// Whatever the author reports.
+    fn sources(
+        &self,
+        _config: &str,
+        _split: &str,
+    ) -> std::result::Result<Option<Sources>, BoxError> {
+        Ok(None)
     }
 
     /// The examples of one work unit, in a deterministic order.
@@ -271,6 +418,10 @@ pub struct LoadReport {
     pub built: bool,
     /// The config used.
     pub config: String,
+    /// Rows taken over from a killed build (0 when nothing was resumed).
+    pub resumed_rows: u64,
+    /// Why the cache was (re)built, when it was.
+    pub reasons: Vec<String>,
 }
 
 fn check_name(kind: &str, s: &str) -> Result<()> {
@@ -354,23 +505,63 @@ fn damaged(e: &Error) -> bool {
     )
 }
 
-/// Like [`load`], also saying whether it built the cache.
-///
-/// A warm cache is opened without taking the lock or touching any file. A
-/// missing or damaged one is built under `<dir>.lock`; a second process
-/// asking for the same cache waits for the lock and then opens what the first
-/// one published. A cache built with different features under the same
-/// version is an error naming what differs (bump the version, or rebuild).
-///
-/// # Errors
-/// [`Error::InvalidArgument`] for a bad version, config or split or an
-/// author error in `info`/`splits`/`work_units`; [`Error::SchemaMismatch`];
-/// any build error (nothing is published then).
-pub fn load_with_report(
-    builder: &dyn DatasetBuilder,
-    split: &str,
-    opts: &LoadOptions,
-) -> Result<(Dataset, LoadReport)> {
+enum Warm {
+    Ready(Cache),
+    Stale(Vec<String>),
+}
+
+/// Whether the cache at `dir` can be used as is; `Stale` says why not.
+fn check_warm(
+    dir: &Path,
+    open_opts: &OpenOptions,
+    stamp: Option<&serde_json::Value>,
+    config_json: &serde_json::Value,
+) -> Result<Warm> {
+    if !dir.join(METADATA_FILE).exists() {
+        return Ok(Warm::Stale(vec!["no cache has been built yet".into()]));
+    }
+    match open_cache_with(dir, open_opts) {
+        Ok(c) => {
+            let mut reasons = Vec::new();
+            match (c.metadata.get("sources"), stamp) {
+                (Some(r), Some(n)) => reasons.extend(source_changes(r, n)),
+                (None, Some(_)) => {
+                    reasons.push("sources are declared now, but the cache recorded none".into())
+                }
+                (Some(_), None) => {
+                    reasons.push("the cache recorded sources that are no longer declared".into())
+                }
+                (None, None) => {}
+            }
+            if let Some(rc) = c.metadata.get("config") {
+                if rc != config_json {
+                    reasons.push(format!(
+                        "config changed: the cache has {rc}, the builder now gives {config_json}"
+                    ));
+                }
+            }
+            Ok(if reasons.is_empty() {
+                Warm::Ready(c)
+            } else {
+                Warm::Stale(reasons)
+            })
+        }
+        Err(e) if damaged(&e) => Ok(Warm::Stale(vec![format!("the cache is damaged: {e}")])),
+        Err(e) => Err(e),
+    }
+}
+
+/// Everything `load` needs to know about a builder's split before touching the cache.
+struct Plan {
+    config: String,
+    info: DatasetInfo,
+    dir: PathBuf,
+    stamp: Option<serde_json::Value>,
+    config_json: serde_json::Value,
+    open_opts: OpenOptions,
+}
+
+fn plan(builder: &dyn DatasetBuilder, split: &str, opts: &LoadOptions) -> Result<Plan> {
     if opts.format == StorageFormat::Lance {
         return Err(Error::UnsupportedLayout {
             path: PathBuf::from(builder.name()),
@@ -380,6 +571,12 @@ pub fn load_with_report(
         });
     }
     let config = resolve_config(builder, opts.config.as_deref())?;
+    let params = builder
+        .configs()
+        .into_iter()
+        .find(|c| c.name == config)
+        .map(|c| c.params)
+        .unwrap_or(serde_json::Value::Null);
     let info = builder
         .info(&config)
         .map_err(|e| author(&format!("{}.info({config})", builder.name()), e))?;
@@ -392,57 +589,205 @@ pub fn load_with_report(
         )));
     }
     let dir = cache_dir_for(builder, &config, split, opts)?;
+    let stamp = builder
+        .sources(&config, split)
+        .map_err(|e| author(&format!("{}.sources({config}, {split})", builder.name()), e))?
+        .map(|s| s.stamp())
+        .transpose()?;
+    let config_json = serde_json::json!({"name": config, "params": params});
     let open_opts = OpenOptions::default().with_features(info.features.clone());
-    let report = |built| LoadReport {
-        dir: dir.clone(),
-        built,
-        config: config.clone(),
-    };
+    Ok(Plan {
+        config,
+        info,
+        dir,
+        stamp,
+        config_json,
+        open_opts,
+    })
+}
 
-    if !opts.rebuild && dir.join(METADATA_FILE).exists() {
-        match open_cache_with(&dir, &open_opts) {
-            Ok(c) => return Ok((Dataset::new(c), report(false))),
-            Err(e) if damaged(&e) => {}
-            Err(e) => return Err(e),
+/// Why `load` would (re)build this split now; empty when the cache is up to
+/// date. Names the source, config value or feature that changed.
+///
+/// # Errors
+/// As [`load`], except that a features mismatch is a reason, not an error.
+pub fn why(builder: &dyn DatasetBuilder, split: &str, opts: &LoadOptions) -> Result<Vec<String>> {
+    let p = plan(builder, split, opts)?;
+    match check_warm(&p.dir, &p.open_opts, p.stamp.as_ref(), &p.config_json) {
+        Ok(Warm::Ready(_)) => Ok(Vec::new()),
+        Ok(Warm::Stale(r)) => Ok(r),
+        Err(e @ Error::SchemaMismatch { .. }) => Ok(vec![format!("features changed: {e}")]),
+        Err(e) => Err(e),
+    }
+}
+
+/// Like [`load`], also saying whether it built the cache.
+///
+/// A warm cache is opened without taking the lock or touching any file. A
+/// missing, damaged or stale one (a declared source or a config parameter
+/// changed) is built under `<dir>.lock`; a second process asking for the same
+/// cache waits for the lock and then opens what the first one published. A
+/// killed build of the same cache is resumed from its last committed shard.
+/// A cache built with different features under the same version is an error
+/// naming what differs (bump the version, or rebuild).
+///
+/// # Errors
+/// [`Error::InvalidArgument`] for a bad version, config or split or an
+/// author error in `info`/`splits`/`work_units`/`sources`;
+/// [`Error::SchemaMismatch`]; any build error (nothing is published then).
+pub fn load_with_report(
+    builder: &dyn DatasetBuilder,
+    split: &str,
+    opts: &LoadOptions,
+) -> Result<(Dataset, LoadReport)> {
+    let p = plan(builder, split, opts)?;
+    let report = |built, resumed_rows, reasons| LoadReport {
+        dir: p.dir.clone(),
+        built,
+        config: p.config.clone(),
+        resumed_rows,
+        reasons,
+    };
+    if !opts.rebuild {
+        if let Warm::Ready(c) = check_warm(&p.dir, &p.open_opts, p.stamp.as_ref(), &p.config_json)?
+        {
+            return Ok((Dataset::new(c), report(false, 0, Vec::new())));
         }
     }
-    let lock = CacheLock::acquire(&dir)?;
-    if !opts.rebuild && dir.join(METADATA_FILE).exists() {
-        match open_cache_with(&dir, &open_opts) {
-            Ok(c) => return Ok((Dataset::new(c), report(false))),
-            Err(e) if damaged(&e) => {}
-            Err(e) => return Err(e),
+    let lock = CacheLock::acquire(&p.dir)?;
+    let reasons = if opts.rebuild {
+        vec!["a rebuild was requested".to_string()]
+    } else {
+        match check_warm(&p.dir, &p.open_opts, p.stamp.as_ref(), &p.config_json)? {
+            Warm::Ready(c) => return Ok((Dataset::new(c), report(false, 0, Vec::new()))),
+            Warm::Stale(r) => r,
         }
-    }
-    let units = builder.work_units(&config, split).map_err(|e| {
+    };
+    let units = builder.work_units(&p.config, split).map_err(|e| {
         author(
-            &format!("{}.work_units({config}, {split})", builder.name()),
+            &format!("{}.work_units({}, {split})", builder.name(), p.config),
             e,
         )
     })?;
-    build_units(builder, &config, split, &units, opts, |stream| {
-        write_arrow_cache_locked(stream, &info.features, &dir, &opts.write, &lock).map(|_| ())
-    })?;
+    let w = &opts.write;
+    let sources_digest = p
+        .stamp
+        .as_ref()
+        .map(|s| crate::util::sha256_hex(s.to_string().as_bytes()))
+        .unwrap_or_default();
+    let name = p
+        .dir
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_default();
+    let fingerprint = p.info.features.fingerprint();
+    // Same inputs, same build id: a resumed build is byte-identical to an
+    // uninterrupted one. An explicit rebuild is a new generation.
+    let build_id = if opts.rebuild {
+        crate::cache::arrow_writer::random_build_id()
+    } else {
+        let key = format!(
+            "{name}|{fingerprint}|{sources_digest}|{}|{}|{:?}|{:?}",
+            p.config_json, w.batch_size, w.shard_size_bytes, w.compression
+        );
+        crate::util::sha256_hex(key.as_bytes())[..16].to_string()
+    };
+    let header = ManifestHeader {
+        cache_name: name,
+        schema_fingerprint: fingerprint,
+        build_id,
+        batch_size: w.batch_size as u64,
+        shard_size_bytes: w.shard_size_bytes,
+        compression: w.compression.as_metadata().map(str::to_string),
+        sources_digest: crate::util::sha256_hex(
+            format!("{sources_digest}|{}", p.config_json).as_bytes(),
+        ),
+    };
+    let prepared = prepare_resumable(&p.info.features, &p.dir, w, &lock, header)?;
+    let skip = prepared.skip();
+    let known = prepared.unit_ends().to_vec();
+    let sink = prepared.unit_ends_sink();
+    let extra = Extra {
+        sources: p.stamp.clone(),
+        config: Some(p.config_json.clone()),
+    };
+    let written = build_units(
+        builder,
+        &p.config,
+        split,
+        &units,
+        opts,
+        skip,
+        &known,
+        sink,
+        |stream| prepared.run(stream, &p.info.features, w, extra),
+    )?;
     drop(lock);
-    let c = open_cache_with(&dir, &open_opts)?;
-    Ok((Dataset::new(c), report(true)))
+    let c = open_cache_with(&p.dir, &p.open_opts)?;
+    Ok((Dataset::new(c), report(true, written.resumed_rows, reasons)))
 }
 
 type Item = std::result::Result<Example, BoxError>;
 
+/// The examples of the units in order, recording where each unit ends.
+struct Merged<'r> {
+    rxs: &'r [Receiver<Item>],
+    cur: usize,
+    pos: u64,
+    sink: UnitEnds,
+}
+
+impl Iterator for Merged<'_> {
+    type Item = Item;
+
+    fn next(&mut self) -> Option<Item> {
+        while self.cur < self.rxs.len() {
+            match self.rxs[self.cur].recv() {
+                Ok(item) => {
+                    self.pos += 1;
+                    return Some(item);
+                }
+                Err(_) => {
+                    if let Ok(mut v) = self.sink.lock() {
+                        v.push(self.pos);
+                    }
+                    self.cur += 1;
+                }
+            }
+        }
+        None
+    }
+}
+
 /// Runs the units' generators on up to `unit_parallelism` threads and hands
-/// `consume` one stream in unit order, then example order.
-fn build_units<F>(
+/// `consume` one stream in unit order, then example order, starting at row
+/// `skip` of the whole build: units known to end at or before it are not run
+/// at all.
+#[allow(clippy::too_many_arguments)]
+fn build_units<F, T>(
     builder: &dyn DatasetBuilder,
     config: &str,
     split: &str,
-    units: &[WorkUnit],
+    all_units: &[WorkUnit],
     opts: &LoadOptions,
+    skip: u64,
+    known_ends: &[u64],
+    sink: UnitEnds,
     consume: F,
-) -> Result<()>
+) -> Result<T>
 where
-    F: FnOnce(&mut dyn Iterator<Item = Item>) -> Result<()>,
+    F: FnOnce(&mut dyn Iterator<Item = Item>) -> Result<T>,
 {
+    let k = known_ends
+        .iter()
+        .take_while(|&&e| e <= skip)
+        .count()
+        .min(all_units.len());
+    let start_k = if k == 0 { 0 } else { known_ends[k - 1] };
+    if let Ok(mut v) = sink.lock() {
+        v.extend_from_slice(&known_ends[..k]);
+    }
+    let units = &all_units[k..];
     let workers = match opts.unit_parallelism {
         0 => std::thread::available_parallelism().map_or(2, |n| n.get()),
         n => n,
@@ -493,10 +838,16 @@ where
                 }
             });
         }
-        let mut merged = receivers.iter().flat_map(|rx| rx.iter());
-        let result = consume(&mut merged);
+        let merged = Merged {
+            rxs: &receivers,
+            cur: 0,
+            pos: start_k,
+            sink,
+        };
+        let mut stream = merged.skip((skip - start_k) as usize);
+        let result = consume(&mut stream);
         // Unblock producers still running (their sends now fail) before the scope joins them.
-        drop(merged);
+        drop(stream);
         drop(receivers);
         result
     })

@@ -42,6 +42,9 @@ enum Cmd {
         /// Encode threads (0 = one per core).
         #[arg(long, default_value_t = 0)]
         threads: usize,
+        /// Examples per record batch.
+        #[arg(long, default_value_t = 1000)]
+        batch_size: usize,
         /// Build even if the cache exists.
         #[arg(long)]
         rebuild: bool,
@@ -200,6 +203,7 @@ impl DatasetBuilder for SyntheticImages {
 struct DemoArgs {
     root: Option<PathBuf>,
     rows: usize,
+    batch_size: usize,
     shard_size: String,
     compression: String,
     threads: usize,
@@ -225,7 +229,8 @@ fn demo(a: DemoArgs) -> Result<(), String> {
             ArrowWriteOptions::default()
                 .with_shard_size_bytes(Some(parse_size(&a.shard_size)?))
                 .with_compression(Compression::parse(&a.compression).map_err(|e| e.to_string())?)
-                .with_encode_threads(a.threads),
+                .with_encode_threads(a.threads)
+                .with_batch_size(a.batch_size),
         );
     let builder = SyntheticImages { rows: a.rows };
     let result = run_demo(&builder, &opts, &a);
@@ -245,6 +250,7 @@ fn run_demo(builder: &SyntheticImages, opts: &LoadOptions, a: &DemoArgs) -> Resu
             "{}",
             serde_json::json!({
                 "built": report.built,
+                "resumed_rows": report.resumed_rows,
                 "dir": report.dir,
                 "rows": ds.len(),
                 "num_shards": ds.backend().num_shards(),
@@ -433,11 +439,13 @@ fn main() -> ExitCode {
             shard_size,
             compression,
             threads,
+            batch_size,
             rebuild,
             json,
         } => demo(DemoArgs {
             root,
             rows,
+            batch_size,
             shard_size,
             compression,
             threads,

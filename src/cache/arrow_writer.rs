@@ -18,9 +18,10 @@ use arrow_schema::{DataType, SchemaRef};
 use xxhash_rust::xxh64::Xxh64;
 
 use super::lock::CacheLock;
+use super::manifest::{recover, temp_dirs, ManifestHeader, ManifestWriter, MANIFEST_FILE};
 use super::metadata::{
-    write_json_durable, ArrowShardsMetadata, WriterInfo, CACHE_FORMAT_VERSION, LAYOUT_ARROW_SHARDS,
-    METADATA_FILE,
+    write_metadata_checksummed, ArrowShardsMetadata, WriterInfo, CACHE_FORMAT_VERSION,
+    LAYOUT_ARROW_SHARDS, METADATA_FILE,
 };
 use super::pipeline::{self, PipelineOptions};
 use super::publish::StagingDir;
@@ -83,6 +84,10 @@ pub struct ArrowWriteOptions {
     pub encode_threads: usize,
     /// Provenance recorded under `lineage` (reference key).
     pub lineage: Option<serde_json::Value>,
+    /// The id stamped into every shard's footer. Left unset, each write gets
+    /// a random one; builders set a deterministic one so that a resumed build
+    /// is byte-identical to an uninterrupted one.
+    pub build_id: Option<String>,
 }
 
 impl Default for ArrowWriteOptions {
@@ -93,6 +98,7 @@ impl Default for ArrowWriteOptions {
             compression: Compression::None,
             encode_threads: 0,
             lineage: None,
+            build_id: None,
         }
     }
 }
@@ -223,6 +229,11 @@ pub fn shard_filename(i: usize) -> String {
     format!("shard-{i:05}.arrow")
 }
 
+/// Cumulative row counts at which work units ended, shared between the
+/// generator side (which learns them) and the shard writer (which commits
+/// them with each shard, so a resume can skip whole units).
+pub type UnitEnds = Arc<std::sync::Mutex<Vec<u64>>>;
+
 /// Writes record batches into rotated shards in a directory.
 pub struct ShardWriter {
     dir: PathBuf,
@@ -233,6 +244,8 @@ pub struct ShardWriter {
     build_id: String,
     current: Option<OpenShard>,
     done: Vec<ShardRecord>,
+    manifest: Option<ManifestWriter>,
+    unit_ends: Option<UnitEnds>,
 }
 
 impl ShardWriter {
@@ -265,7 +278,23 @@ impl ShardWriter {
             build_id,
             current: None,
             done: Vec::new(),
+            manifest: None,
+            unit_ends: None,
         })
+    }
+
+    /// Continues after shards already written (a resumed build), committing
+    /// each new shard to `manifest`.
+    pub fn with_manifest(
+        mut self,
+        done: Vec<ShardRecord>,
+        manifest: ManifestWriter,
+        unit_ends: Option<UnitEnds>,
+    ) -> Self {
+        self.done = done;
+        self.manifest = Some(manifest);
+        self.unit_ends = unit_ends;
+        self
     }
 
     fn open_next(&mut self) -> Result<OpenShard> {
@@ -336,15 +365,30 @@ impl ShardWriter {
         let hf = buf
             .into_inner()
             .map_err(|e| Error::io("write shard", &shard.path, e.into_error()))?;
+        // The shard's bytes are durable before its manifest line exists.
         hf.file
             .sync_all()
             .map_err(|e| Error::io("fsync shard", &shard.path, e))?;
-        self.done.push(ShardRecord {
+        let record = ShardRecord {
             filename: shard.filename,
             num_rows: shard.rows,
             num_bytes: hf.bytes,
             xxh64: format!("{:016x}", hf.hasher.digest()),
-        });
+        };
+        if let Some(m) = &mut self.manifest {
+            let committed: u64 =
+                self.done.iter().map(|r| r.num_rows).sum::<u64>() + record.num_rows;
+            let ends = self
+                .unit_ends
+                .as_ref()
+                .and_then(|u| u.lock().ok().map(|v| v.clone()))
+                .unwrap_or_default()
+                .into_iter()
+                .filter(|&e| e <= committed)
+                .collect();
+            m.commit(&record, ends)?;
+        }
+        self.done.push(record);
         Ok(())
     }
 
@@ -367,6 +411,8 @@ pub struct WrittenCache {
     pub dir: PathBuf,
     /// Its metadata as written.
     pub metadata: ArrowShardsMetadata,
+    /// Rows taken over from a killed build of the same cache (0 for a fresh build).
+    pub resumed_rows: u64,
 }
 
 /// Writes examples into an `arrow-shards` cache at `cache_dir`, replacing any
@@ -410,8 +456,21 @@ where
     write_arrow_cache_locked(examples, features, cache_dir, opts, &lock)
 }
 
-/// The writer proper, for callers that already hold the cache's lock (the
-/// builder takes it once to check, build and publish).
+fn check_options(opts: &ArrowWriteOptions) -> Result<()> {
+    if opts.shard_size_bytes == Some(0) {
+        return Err(Error::InvalidArgument(
+            "shard_size_bytes must be positive (None for one shard)".into(),
+        ));
+    }
+    if opts.batch_size == 0 {
+        return Err(Error::InvalidArgument(
+            "batch_size must be at least 1".into(),
+        ));
+    }
+    Ok(())
+}
+
+/// The writer proper, for callers that already hold the cache's lock.
 ///
 /// # Errors
 /// See [`try_write_arrow_cache`].
@@ -426,18 +485,13 @@ where
     I: IntoIterator<Item = std::result::Result<Example, E>>,
     E: Into<BoxError>,
 {
-    if opts.shard_size_bytes == Some(0) {
-        return Err(Error::InvalidArgument(
-            "shard_size_bytes must be positive (None for one shard)".into(),
-        ));
-    }
+    check_options(opts)?;
     // Under the lock nobody else is building this cache: temp or replaced
     // directories beside it are left-overs of a killed process.
     super::publish::remove_leftovers(cache_dir);
     let staging = StagingDir::create(cache_dir)?;
-    let features_arc = Arc::new(features.clone());
-    let build_id = crate::util::random_suffix() + &crate::util::random_suffix();
-    let mut shards = ShardWriter::new(
+    let build_id = opts.build_id.clone().unwrap_or_else(random_build_id);
+    let shards = ShardWriter::new(
         staging.path(),
         features.arrow_schema(),
         opts.batch_size,
@@ -445,18 +499,182 @@ where
         opts.compression,
         build_id.clone(),
     )?;
-    let rows = pipeline::run(
+    let extra = Extra::default();
+    finish_build(
+        examples, features, staging, opts, shards, build_id, 0, extra,
+    )
+}
+
+/// A random build id (each direct write is a new generation).
+pub fn random_build_id() -> String {
+    crate::util::random_suffix() + &crate::util::random_suffix()
+}
+
+/// Extra metadata a builder records (declared sources, config parameters).
+#[derive(Debug, Clone, Default)]
+pub struct Extra {
+    /// Source stamps (`sources` key).
+    pub sources: Option<serde_json::Value>,
+    /// Config name and parameters (`config` key).
+    pub config: Option<serde_json::Value>,
+}
+
+/// A build under the lock, ready to take examples: either fresh, or
+/// continuing a killed build of the same cache from its last committed shard.
+pub struct PreparedBuild {
+    staging: StagingDir,
+    shards: ShardWriter,
+    build_id: String,
+    skip: u64,
+    ends: Vec<u64>,
+    sink: UnitEnds,
+}
+
+impl PreparedBuild {
+    /// Rows already committed: the examples to give [`PreparedBuild::run`]
+    /// start after these.
+    pub fn skip(&self) -> u64 {
+        self.skip
+    }
+
+    /// Cumulative ends of work units known from the killed build.
+    pub fn unit_ends(&self) -> &[u64] {
+        &self.ends
+    }
+
+    /// Where the generator side records unit ends as it learns them.
+    pub fn unit_ends_sink(&self) -> UnitEnds {
+        self.sink.clone()
+    }
+
+    /// Encodes and writes `examples` (those after [`PreparedBuild::skip`]),
+    /// then publishes. On error the temp dir and its committed shards stay,
+    /// for the next build to resume.
+    ///
+    /// # Errors
+    /// As [`try_write_arrow_cache`].
+    pub fn run<I, E>(
+        self,
+        examples: I,
+        features: &Features,
+        opts: &ArrowWriteOptions,
+        extra: Extra,
+    ) -> Result<WrittenCache>
+    where
+        I: IntoIterator<Item = std::result::Result<Example, E>>,
+        E: Into<BoxError>,
+    {
+        let PreparedBuild {
+            mut staging,
+            shards,
+            build_id,
+            skip,
+            ..
+        } = self;
+        // Keep committed work if this attempt fails; the next build resumes it.
+        staging.keep_on_drop();
+        finish_build(
+            examples, features, staging, opts, shards, build_id, skip, extra,
+        )
+    }
+}
+
+/// Prepares a resumable build under the lock. A left-over temp dir whose
+/// manifest header equals `header` is continued (its intact committed shards
+/// kept, a torn tail and uncommitted files dropped); every other left-over
+/// of this cache is removed.
+///
+/// # Errors
+/// [`Error::Io`] naming the directory or manifest.
+pub fn prepare_resumable(
+    features: &Features,
+    cache_dir: &Path,
+    opts: &ArrowWriteOptions,
+    _lock: &CacheLock,
+    header: ManifestHeader,
+) -> Result<PreparedBuild> {
+    check_options(opts)?;
+    let mut found = None;
+    for dir in temp_dirs(cache_dir) {
+        match recover(&dir) {
+            Some(r) if found.is_none() && r.header == header => found = Some(r),
+            _ => {
+                let _ = std::fs::remove_dir_all(&dir);
+            }
+        }
+    }
+    super::publish::remove_leftovers_old(cache_dir);
+    let (staging, manifest, done, skip, ends) = match found {
+        Some(r) => {
+            let staging = StagingDir::adopt(&r.dir, cache_dir);
+            let manifest = ManifestWriter::reopen(&r.dir, r.valid_bytes)?;
+            let done = r
+                .shards
+                .iter()
+                .map(|s| ShardRecord {
+                    filename: s.filename.clone(),
+                    num_rows: s.num_rows,
+                    num_bytes: s.num_bytes,
+                    xxh64: s.xxh64.clone(),
+                })
+                .collect();
+            (staging, manifest, done, r.rows(), r.unit_ends())
+        }
+        None => {
+            let staging = StagingDir::create(cache_dir)?;
+            let manifest = ManifestWriter::create(staging.path(), &header)?;
+            (staging, manifest, Vec::new(), 0, Vec::new())
+        }
+    };
+    let sink: UnitEnds = Arc::new(std::sync::Mutex::new(Vec::new()));
+    let shards = ShardWriter::new(
+        staging.path(),
+        features.arrow_schema(),
+        opts.batch_size,
+        opts.shard_size_bytes,
+        opts.compression,
+        header.build_id.clone(),
+    )?
+    .with_manifest(done, manifest, Some(sink.clone()));
+    Ok(PreparedBuild {
+        staging,
+        shards,
+        build_id: header.build_id,
+        skip,
+        ends,
+        sink,
+    })
+}
+
+#[allow(clippy::too_many_arguments)]
+fn finish_build<I, E>(
+    examples: I,
+    features: &Features,
+    staging: StagingDir,
+    opts: &ArrowWriteOptions,
+    mut shards: ShardWriter,
+    build_id: String,
+    skip: u64,
+    extra: Extra,
+) -> Result<WrittenCache>
+where
+    I: IntoIterator<Item = std::result::Result<Example, E>>,
+    E: Into<BoxError>,
+{
+    let cache_dir = staging.target().to_path_buf();
+    pipeline::run(
         examples,
-        features_arc,
+        Arc::new(features.clone()),
         staging.path(),
         PipelineOptions {
             batch_size: opts.batch_size,
             threads: opts.encode_threads,
+            row_offset: skip,
         },
         |batch| shards.write(&batch),
     )?;
     let records = shards.finish()?;
-    debug_assert_eq!(rows, records.iter().map(|r| r.num_rows).sum::<u64>());
+    let rows: u64 = records.iter().map(|r| r.num_rows).sum();
     let metadata = ArrowShardsMetadata {
         cache_format_version: CACHE_FORMAT_VERSION,
         format: "arrow".into(),
@@ -473,13 +691,22 @@ where
         shard_xxh64: Some(records.iter().map(|r| r.xxh64.clone()).collect()),
         batch_size: Some(opts.batch_size as u64),
         features: Some(features_to_json(features)),
+        sources: extra.sources,
+        config: extra.config,
         writer: Some(WriterInfo::current()),
         build_id: Some(build_id),
+        metadata_xxh64: None,
     };
-    write_json_durable(&staging.path().join(METADATA_FILE), &metadata)?;
+    // The manifest is build-time state, not part of the cache.
+    let manifest = staging.path().join(MANIFEST_FILE);
+    if manifest.exists() {
+        std::fs::remove_file(&manifest).map_err(|e| Error::io("remove", &manifest, e))?;
+    }
+    write_metadata_checksummed(&staging.path().join(METADATA_FILE), &metadata)?;
     staging.publish()?;
     Ok(WrittenCache {
-        dir: cache_dir.to_path_buf(),
+        dir: cache_dir,
         metadata,
+        resumed_rows: skip,
     })
 }

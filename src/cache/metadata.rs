@@ -81,6 +81,12 @@ pub struct ArrowShardsMetadata {
     /// Ours: self-describing features (see `features::describe`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub features: Option<J>,
+    /// Ours: stamps of the sources a builder declared.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sources: Option<J>,
+    /// Ours: the builder config (name and parameters).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub config: Option<J>,
     /// Ours: the writer.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub writer: Option<WriterInfo>,
@@ -88,6 +94,10 @@ pub struct ArrowShardsMetadata {
     /// shards of a replaced cache from its own.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub build_id: Option<String>,
+    /// Ours, always last: xxh64 of this file's bytes with these 16 hex digits
+    /// zeroed, so that any changed byte of the metadata is detected.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub metadata_xxh64: Option<String>,
 }
 
 /// The keys every layout shares, read first to route and give good errors.
@@ -124,6 +134,7 @@ pub fn read_common(dir: &Path) -> Result<CommonMetadata> {
     };
     let raw: J = serde_json::from_slice(&text)
         .map_err(|e| Error::metadata(&path, format!("not valid JSON ({e})")))?;
+    check_self_checksum(&text, &raw).map_err(|r| Error::metadata(&path, r))?;
     let obj = raw
         .as_object()
         .ok_or_else(|| Error::metadata(&path, "not a JSON object"))?;
@@ -277,6 +288,61 @@ impl ArrowShardsMetadata {
         }
         Ok(())
     }
+}
+
+/// The key of the metadata's self-checksum.
+pub const SELF_CHECKSUM_KEY: &str = "metadata_xxh64";
+const ZERO16: &str = "0000000000000000";
+
+fn self_checksum_span(bytes: &[u8]) -> Option<usize> {
+    let needle = format!("\"{SELF_CHECKSUM_KEY}\": \"");
+    let n = needle.as_bytes();
+    let pos = bytes.windows(n.len()).rposition(|w| w == n)?;
+    let start = pos + n.len();
+    (start + 16 <= bytes.len()).then_some(start)
+}
+
+/// Checks the self-checksum of metadata bytes, if they carry one.
+///
+/// # Errors
+/// A reason string when the checksum does not match.
+pub fn check_self_checksum(bytes: &[u8], doc: &J) -> std::result::Result<(), String> {
+    let Some(recorded) = doc.get(SELF_CHECKSUM_KEY) else {
+        return Ok(());
+    };
+    let recorded = recorded.as_str().ok_or("metadata_xxh64 is not a string")?;
+    let start = self_checksum_span(bytes).ok_or("metadata_xxh64 is not where it should be")?;
+    let mut copy = bytes.to_vec();
+    copy[start..start + 16].copy_from_slice(ZERO16.as_bytes());
+    let got = format!("{:016x}", xxhash_rust::xxh64::xxh64(&copy, 0));
+    if got != recorded {
+        return Err(format!(
+            "checksum mismatch (recorded {recorded}, computed {got}): the file was edited or is corrupt"
+        ));
+    }
+    Ok(())
+}
+
+/// Writes Arrow-shards metadata with its self-checksum, durably.
+///
+/// # Errors
+/// [`Error::Io`] naming the file.
+pub fn write_metadata_checksummed(path: &Path, meta: &ArrowShardsMetadata) -> Result<()> {
+    let mut m = meta.clone();
+    m.metadata_xxh64 = Some(ZERO16.to_string());
+    let mut bytes = serde_json::to_vec_pretty(&m)
+        .map_err(|e| Error::metadata(path, format!("cannot serialise: {e}")))?;
+    let start = self_checksum_span(&bytes)
+        .ok_or_else(|| Error::metadata(path, "self-checksum placeholder missing"))?;
+    let sum = format!("{:016x}", xxhash_rust::xxh64::xxh64(&bytes, 0));
+    bytes[start..start + 16].copy_from_slice(sum.as_bytes());
+    write_bytes_durable(path, &bytes)
+}
+
+fn write_bytes_durable(path: &Path, bytes: &[u8]) -> Result<()> {
+    let mut f = std::fs::File::create(path).map_err(|e| Error::io("create", path, e))?;
+    std::io::Write::write_all(&mut f, bytes).map_err(|e| Error::io("write", path, e))?;
+    f.sync_all().map_err(|e| Error::io("fsync", path, e))
 }
 
 /// Writes JSON with the reference's `json.dumps(indent=2)` layout and fsyncs it.

@@ -3,6 +3,7 @@
 
 pub mod arrow_writer;
 pub mod lock;
+pub mod manifest;
 pub mod metadata;
 pub mod naming;
 pub mod open;

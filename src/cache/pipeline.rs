@@ -31,6 +31,9 @@ pub struct PipelineOptions {
     pub batch_size: usize,
     /// Encode threads (0 = one per core).
     pub threads: usize,
+    /// Position of the first example in the whole build (non-zero when a
+    /// build resumes), used to number rows in errors.
+    pub row_offset: u64,
 }
 
 /// Runs the pipeline; returns the number of rows handed to the sink.
@@ -102,8 +105,8 @@ where
         let gen_result = catch_unwind(AssertUnwindSafe(|| -> Result<()> {
             let mut chunk: Vec<Example> = Vec::with_capacity(opts.batch_size);
             let mut seq = 0u64;
-            let mut rows = 0u64;
-            let mut chunk_start = 0u64;
+            let mut rows = opts.row_offset;
+            let mut chunk_start = opts.row_offset;
             let mut dispatch = |chunk: Vec<Example>, start: u64| -> bool {
                 if slot_tx.send(()).is_err() || abort.load(Ordering::SeqCst) {
                     return false;

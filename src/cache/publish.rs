@@ -69,7 +69,41 @@ pub fn remove_leftovers(target: &Path) -> Vec<PathBuf> {
     removed
 }
 
+/// Removes only `.<name>_old_*` beside `target` (replaced generations whose
+/// deletion was interrupted). Call only while holding the cache's lock.
+pub fn remove_leftovers_old(target: &Path) {
+    let Ok(name) = file_name(target) else {
+        return;
+    };
+    let parent = target
+        .parent()
+        .filter(|p| !p.as_os_str().is_empty())
+        .unwrap_or(Path::new("."));
+    let old = format!(".{name}_old_");
+    if let Ok(entries) = std::fs::read_dir(parent) {
+        for e in entries.flatten() {
+            if e.file_name().to_string_lossy().starts_with(&old) {
+                let _ = std::fs::remove_dir_all(e.path());
+            }
+        }
+    }
+}
+
 impl StagingDir {
+    /// Takes over an existing temp dir (a killed build being resumed).
+    pub fn adopt(tmp: &Path, target: &Path) -> Self {
+        StagingDir {
+            tmp: tmp.to_path_buf(),
+            target: target.to_path_buf(),
+            armed: true,
+        }
+    }
+
+    /// Keeps the temp dir on drop (so a failed build can be resumed).
+    pub fn keep_on_drop(&mut self) {
+        self.armed = false;
+    }
+
     /// Creates `.<name>_tmp_<random>` beside `target` (creating the parent).
     ///
     /// # Errors

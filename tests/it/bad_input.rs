@@ -29,6 +29,8 @@ fn cache(n: usize) -> (tempfile::TempDir, std::path::PathBuf) {
 fn edit_meta(dir: &Path, f: impl FnOnce(&mut serde_json::Value)) {
     let p = dir.join("_metadata.json");
     let mut j: serde_json::Value = serde_json::from_slice(&std::fs::read(&p).unwrap()).unwrap();
+    // A deliberate edit drops the self-checksum (otherwise any edit is caught by it first).
+    j.as_object_mut().unwrap().remove("metadata_xxh64");
     f(&mut j);
     std::fs::write(&p, serde_json::to_vec_pretty(&j).unwrap()).unwrap();
 }

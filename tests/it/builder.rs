@@ -281,7 +281,7 @@ fn bad_names_versions_and_splits_are_clear_errors() {
 }
 
 #[test]
-fn a_failing_work_unit_publishes_nothing() {
+fn a_failing_work_unit_publishes_nothing_and_the_next_load_resumes() {
     let tmp = tempfile::tempdir().unwrap();
     let mut b = Tiny::new();
     b.fail_in_unit = Some(3);
@@ -297,7 +297,33 @@ fn a_failing_work_unit_publishes_nothing() {
         .unwrap()
         .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
         .collect();
-    assert!(names.iter().all(|n| n.ends_with(".lock")), "{names:?}");
+    // Nothing published: only the lock and the resumable temp dir.
+    assert!(
+        names
+            .iter()
+            .all(|n| n.ends_with(".lock") || n.contains("_tmp_")),
+        "{names:?}"
+    );
+    assert_eq!(names.iter().filter(|n| n.contains("_tmp_")).count(), 1);
+    // The source is fixed: the next load continues from the committed shards.
+    b.fail_in_unit = None;
+    let (ds, rep) = load_with_report(&b, "train", &opts(tmp.path())).unwrap();
+    assert!(rep.built);
+    assert!(
+        rep.resumed_rows > 0 && rep.resumed_rows < 1500,
+        "resumed {}",
+        rep.resumed_rows
+    );
+    let want: Vec<i64> = (0..5)
+        .flat_map(|u| (0..300).map(move |k| (u * 1000 + k) as i64))
+        .collect();
+    assert_eq!(xs(&ds), want);
+    // Byte-identical to an uninterrupted build of the same cache.
+    let tmp2 = tempfile::tempdir().unwrap();
+    let (clean, _) = load_with_report(&Tiny::new(), "train", &opts(tmp2.path())).unwrap();
+    let sums = |d: &shardset::Dataset| d.cache().unwrap().metadata["shard_xxh64"].clone();
+    assert_eq!(sums(&ds), sums(&clean));
+    assert!(dot_entries(&processed).is_empty());
 }
 
 fn demo_json(root: &Path, rows: usize) -> serde_json::Value {

@@ -3,6 +3,7 @@
 mod bad_input;
 mod builder;
 mod common;
+mod crash;
 mod dataset_api;
 mod golden;
 mod pyarrow;

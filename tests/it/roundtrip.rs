@@ -459,6 +459,7 @@ fn slow_sink_back_pressures_the_generator() {
         PipelineOptions {
             batch_size: batch as usize,
             threads,
+            row_offset: 0,
         },
         move |b| {
             std::thread::sleep(std::time::Duration::from_micros(300));

@@ -1,0 +1,243 @@
+//! The append-only build manifest that makes a killed build resumable.
+//!
+//! `_manifest.jsonl` lives in the build's temp dir. Its first line describes
+//! the build (cache name, schema fingerprint, build id and every option that
+//! shapes the shards); each later line commits one closed shard, written only
+//! after the shard's bytes are fsynced, and is itself fsynced. A killed build
+//! therefore leaves a manifest whose lines all describe complete shards, except
+//! possibly a torn last line, which is dropped on resume.
+
+use std::fs::{File, OpenOptions};
+use std::io::Write;
+use std::path::{Path, PathBuf};
+
+use serde::{Deserialize, Serialize};
+
+use crate::cache::arrow_writer::ShardRecord;
+use crate::error::{Error, Result};
+
+/// File name of the manifest inside a build's temp dir.
+pub const MANIFEST_FILE: &str = "_manifest.jsonl";
+
+/// What a build is; a resumed build must match it exactly.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ManifestHeader {
+    /// The cache directory's name.
+    pub cache_name: String,
+    /// Schema fingerprint of the features.
+    pub schema_fingerprint: String,
+    /// The build id stamped into every shard.
+    pub build_id: String,
+    /// Rows per record batch.
+    pub batch_size: u64,
+    /// Shard byte budget.
+    pub shard_size_bytes: Option<u64>,
+    /// `zstd`, `lz4` or none.
+    pub compression: Option<String>,
+    /// Stamp of the declared sources (empty when none are declared).
+    pub sources_digest: String,
+}
+
+/// One committed shard.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ManifestShard {
+    /// File name.
+    pub filename: String,
+    /// Rows in it.
+    pub num_rows: u64,
+    /// Its size.
+    pub num_bytes: u64,
+    /// Its xxh64.
+    pub xxh64: String,
+    /// Cumulative row counts at which work units ended, as known when this
+    /// shard was committed (lets a resume skip whole units).
+    #[serde(default)]
+    pub unit_ends: Vec<u64>,
+}
+
+#[derive(Debug, Serialize, Deserialize)]
+#[serde(tag = "kind", rename_all = "snake_case")]
+enum Line {
+    Header(ManifestHeader),
+    Shard(ManifestShard),
+}
+
+/// Appends commits to a manifest.
+#[derive(Debug)]
+pub struct ManifestWriter {
+    file: File,
+    path: PathBuf,
+}
+
+fn fsync_line(file: &mut File, path: &Path, line: &Line) -> Result<()> {
+    let mut text = serde_json::to_vec(line)
+        .map_err(|e| Error::metadata(path, format!("cannot serialise manifest line: {e}")))?;
+    text.push(b'\n');
+    file.write_all(&text)
+        .map_err(|e| Error::io("write manifest", path, e))?;
+    file.sync_data()
+        .map_err(|e| Error::io("fsync manifest", path, e))
+}
+
+impl ManifestWriter {
+    /// Starts a new manifest with its header (the dir's entry is fsynced too).
+    ///
+    /// # Errors
+    /// [`Error::Io`] naming the manifest.
+    pub fn create(dir: &Path, header: &ManifestHeader) -> Result<Self> {
+        let path = dir.join(MANIFEST_FILE);
+        let mut file = OpenOptions::new()
+            .create(true)
+            .truncate(true)
+            .write(true)
+            .open(&path)
+            .map_err(|e| Error::io("create manifest", &path, e))?;
+        fsync_line(&mut file, &path, &Line::Header(header.clone()))?;
+        crate::util::fsync_dir(dir)?;
+        Ok(ManifestWriter { file, path })
+    }
+
+    /// Re-opens a validated manifest for appending; `keep_bytes` is the length
+    /// of its valid prefix (a torn tail is cut off first).
+    ///
+    /// # Errors
+    /// [`Error::Io`] naming the manifest.
+    pub fn reopen(dir: &Path, keep_bytes: u64) -> Result<Self> {
+        let path = dir.join(MANIFEST_FILE);
+        let file = OpenOptions::new()
+            .write(true)
+            .open(&path)
+            .map_err(|e| Error::io("open manifest", &path, e))?;
+        file.set_len(keep_bytes)
+            .map_err(|e| Error::io("truncate torn manifest tail", &path, e))?;
+        let mut file = file;
+        std::io::Seek::seek(&mut file, std::io::SeekFrom::End(0))
+            .map_err(|e| Error::io("seek manifest", &path, e))?;
+        file.sync_data()
+            .map_err(|e| Error::io("fsync manifest", &path, e))?;
+        Ok(ManifestWriter { file, path })
+    }
+
+    /// Commits a closed (already fsynced) shard.
+    ///
+    /// # Errors
+    /// [`Error::Io`] naming the manifest.
+    pub fn commit(&mut self, shard: &ShardRecord, unit_ends: Vec<u64>) -> Result<()> {
+        let line = Line::Shard(ManifestShard {
+            filename: shard.filename.clone(),
+            num_rows: shard.num_rows,
+            num_bytes: shard.num_bytes,
+            xxh64: shard.xxh64.clone(),
+            unit_ends,
+        });
+        fsync_line(&mut self.file, &self.path, &line)
+    }
+}
+
+/// A manifest read back from a killed build and checked against its files.
+#[derive(Debug, Clone)]
+pub struct RecoveredBuild {
+    /// The build's temp dir.
+    pub dir: PathBuf,
+    /// Its header.
+    pub header: ManifestHeader,
+    /// Committed shards whose files are intact, in order.
+    pub shards: Vec<ManifestShard>,
+    /// Length of the manifest's valid prefix (header + intact shard lines).
+    pub valid_bytes: u64,
+}
+
+impl RecoveredBuild {
+    /// Rows committed.
+    pub fn rows(&self) -> u64 {
+        self.shards.iter().map(|s| s.num_rows).sum()
+    }
+
+    /// Cumulative unit ends known at the last commit.
+    pub fn unit_ends(&self) -> Vec<u64> {
+        self.shards
+            .last()
+            .map(|s| s.unit_ends.clone())
+            .unwrap_or_default()
+    }
+}
+
+/// Reads a temp dir's manifest; returns `None` when there is none or its
+/// header is unreadable. Committed shards are checked (size and xxh64); the
+/// first damaged one and everything after it are dropped, as is a torn last
+/// line. Shard files not committed are deleted.
+pub fn recover(dir: &Path) -> Option<RecoveredBuild> {
+    let path = dir.join(MANIFEST_FILE);
+    let bytes = std::fs::read(&path).ok()?;
+    let mut header: Option<ManifestHeader> = None;
+    let mut shards = Vec::new();
+    let mut valid = 0u64;
+    let mut offset = 0usize;
+    for chunk in bytes.split_inclusive(|&b| b == b'\n') {
+        offset += chunk.len();
+        if !chunk.ends_with(b"\n") {
+            break; // torn tail
+        }
+        let Ok(line) = serde_json::from_slice::<Line>(&chunk[..chunk.len() - 1]) else {
+            break;
+        };
+        match (line, header.is_some()) {
+            (Line::Header(h), false) => header = Some(h),
+            (Line::Shard(s), true) => {
+                let expected = crate::cache::arrow_writer::shard_filename(shards.len());
+                if s.filename != expected || !shard_intact(&dir.join(&s.filename), &s) {
+                    break;
+                }
+                shards.push(s);
+            }
+            _ => break,
+        }
+        valid = offset as u64;
+    }
+    let header = header?;
+    // Anything else that looks like a shard was never committed.
+    if let Ok(entries) = std::fs::read_dir(dir) {
+        for e in entries.flatten() {
+            let name = e.file_name().to_string_lossy().into_owned();
+            if name.starts_with("shard-") && !shards.iter().any(|s| s.filename == name) {
+                let _ = std::fs::remove_file(e.path());
+            }
+        }
+    }
+    Some(RecoveredBuild {
+        dir: dir.to_path_buf(),
+        header,
+        shards,
+        valid_bytes: valid,
+    })
+}
+
+fn shard_intact(path: &Path, s: &ManifestShard) -> bool {
+    match std::fs::metadata(path) {
+        Ok(m) if m.len() == s.num_bytes => {}
+        _ => return false,
+    }
+    crate::cache::open::xxh64_file(path).is_ok_and(|h| h == s.xxh64)
+}
+
+/// Temp dirs of `target` (`.<name>_tmp_*`).
+pub fn temp_dirs(target: &Path) -> Vec<PathBuf> {
+    let Some(name) = target.file_name().and_then(|n| n.to_str()) else {
+        return Vec::new();
+    };
+    let prefix = format!(".{name}_tmp_");
+    let parent = target
+        .parent()
+        .filter(|p| !p.as_os_str().is_empty())
+        .unwrap_or(Path::new("."));
+    let mut out: Vec<PathBuf> = std::fs::read_dir(parent)
+        .map(|it| {
+            it.flatten()
+                .filter(|e| e.file_name().to_string_lossy().starts_with(&prefix))
+                .map(|e| e.path())
+                .collect()
+        })
+        .unwrap_or_default();
+    out.sort();
+    out
+}

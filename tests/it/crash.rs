@@ -1,0 +1,165 @@
+//! Crash safety: kill -9 at random moments, resume, and compare with an
+//! uninterrupted build; readers never see an incomplete cache.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use shardset::util::SplitMix64;
+
+const ROWS: &str = "1000";
+
+fn demo(root: &Path) -> Command {
+    let mut c = Command::new(env!("CARGO_BIN_EXE_shardset"));
+    c.args([
+        "demo",
+        "--json",
+        "--rows",
+        ROWS,
+        "--shard-size",
+        "100KB",
+        "--batch-size",
+        "50",
+        "--threads",
+        "2",
+        "--root",
+    ])
+    .arg(root)
+    .stdout(Stdio::piped())
+    .stderr(Stdio::piped());
+    c
+}
+
+fn run_to_end(root: &Path) -> serde_json::Value {
+    let out = demo(root).output().unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    serde_json::from_slice(&out.stdout).unwrap()
+}
+
+fn meta(dir: &Path) -> serde_json::Value {
+    serde_json::from_slice(&std::fs::read(dir.join("_metadata.json")).unwrap()).unwrap()
+}
+
+#[test]
+fn kill_9_at_random_moments_then_resume_gives_the_uninterrupted_cache() {
+    // The reference result and how long a whole build takes.
+    let clean_root = tempfile::tempdir().unwrap();
+    let t = Instant::now();
+    let clean = run_to_end(clean_root.path());
+    let full = t.elapsed();
+    let clean_dir = PathBuf::from(clean["dir"].as_str().unwrap());
+
+    let root = tempfile::tempdir().unwrap();
+    let target = root
+        .path()
+        .join("processed")
+        .join(clean_dir.file_name().unwrap());
+    // A reader polling all along: whenever the cache exists it is complete.
+    let stop = Arc::new(AtomicBool::new(false));
+    let seen = Arc::new(AtomicU64::new(0));
+    // Held by the reader while it looks, and by the test while it deletes a
+    // finished cache to start over (the deletion is the test's, not a build's).
+    let gate = Arc::new(std::sync::Mutex::new(()));
+    let reader = {
+        let (stop, seen, target, gate) = (stop.clone(), seen.clone(), target.clone(), gate.clone());
+        std::thread::spawn(move || {
+            while !stop.load(Ordering::SeqCst) {
+                let _g = gate.lock().unwrap();
+                if target.join("_metadata.json").exists() {
+                    let c = shardset::open_cache(&target).expect("a visible cache opens");
+                    assert_eq!(c.len(), 1000);
+                    assert!(shardset::verify_checksums(&target).unwrap().is_empty());
+                    seen.fetch_add(1, Ordering::SeqCst);
+                }
+                std::thread::sleep(Duration::from_millis(3));
+            }
+        })
+    };
+    let mut rng = SplitMix64::new(20261121);
+    let mut resumed_runs = 0;
+    for _ in 0..20 {
+        let mut child = demo(root.path()).spawn().unwrap();
+        let wait = Duration::from_micros(rng.below(full.as_micros() as u64 * 12 / 10 + 1));
+        std::thread::sleep(wait);
+        let _ = child.kill(); // SIGKILL
+        let out = child.wait_with_output().unwrap();
+        // Committed shards a killed build left for the next one to resume.
+        for e in std::fs::read_dir(root.path().join("processed"))
+            .into_iter()
+            .flatten()
+        {
+            let p = e.unwrap().path();
+            let m = p.join("_manifest.jsonl");
+            if p.to_string_lossy().contains("_tmp_") && m.exists() {
+                let lines = std::fs::read_to_string(&m)
+                    .unwrap_or_default()
+                    .lines()
+                    .count();
+                if lines > 1 {
+                    resumed_runs += 1;
+                }
+            }
+        }
+        if out.status.success() {
+            let j: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+            if j["resumed_rows"].as_u64().unwrap_or(0) > 0 {
+                resumed_runs += 1;
+            }
+            // Finished before the kill: start over so later kills hit a build again.
+            let _g = gate.lock().unwrap();
+            std::fs::remove_dir_all(&target).unwrap();
+        }
+        // Between attempts nothing but the lock, a resumable temp dir, or a
+        // complete cache exists.
+        for e in std::fs::read_dir(root.path().join("processed"))
+            .into_iter()
+            .flatten()
+        {
+            let n = e.unwrap().file_name().to_string_lossy().into_owned();
+            assert!(
+                n.ends_with(".lock")
+                    || n.contains("_tmp_")
+                    || n.contains("_old_")
+                    || target.ends_with(&n),
+                "{n}"
+            );
+        }
+    }
+    let last = run_to_end(root.path());
+    stop.store(true, Ordering::SeqCst);
+    reader.join().expect("reader never saw an incomplete cache");
+    if last["resumed_rows"].as_u64().unwrap_or(0) > 0 {
+        resumed_runs += 1;
+    }
+    assert!(
+        resumed_runs > 0,
+        "at least one kill left committed shards that the next run resumed"
+    );
+    let (a, b) = (meta(&target), meta(&clean_dir));
+    for k in [
+        "num_rows",
+        "shard_row_counts",
+        "shard_num_bytes",
+        "shard_xxh64",
+        "build_id",
+        "schema_fingerprint",
+    ] {
+        assert_eq!(a[k], b[k], "{k}");
+    }
+    assert!(
+        seen.load(Ordering::SeqCst) > 0,
+        "the reader saw the published cache"
+    );
+    let leftovers: Vec<_> = std::fs::read_dir(root.path().join("processed"))
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .filter(|n| n.starts_with('.'))
+        .collect();
+    assert!(leftovers.is_empty(), "{leftovers:?}");
+}
