@@ -181,6 +181,11 @@ impl Sources {
     /// # Errors
     /// [`Error::Io`] naming a missing or unreadable source.
     pub fn stamp(&self) -> Result<serde_json::Value> {
+        self.stamp_with(false)
+    }
+
+    /// Stamps, skipping missing files when `lenient` (they then read as removed).
+    fn stamp_with(&self, lenient: bool) -> Result<serde_json::Value> {
         let mut files = Vec::with_capacity(self.files.len());
         for f in &self.files {
             let abs = if f.is_absolute() {
@@ -192,7 +197,11 @@ impl Sources {
                 .strip_prefix(&self.root)
                 .map(|p| p.to_string_lossy().into_owned())
                 .unwrap_or_else(|_| abs.to_string_lossy().into_owned());
-            let meta = std::fs::metadata(&abs).map_err(|e| Error::io("stat source", &abs, e))?;
+            let meta = match std::fs::metadata(&abs) {
+                Ok(m) => m,
+                Err(_) if lenient => continue,
+                Err(e) => return Err(Error::io("stat source", &abs, e)),
+            };
             if self.content_hash {
                 use sha2::Digest;
                 let mut h = sha2::Sha256::new();
@@ -219,6 +228,49 @@ impl Sources {
     }
 }
 
+/// Why the cache at `dir` is out of date as far as it can tell by itself:
+/// damaged, or a recorded source changed. (Features and config values need
+/// the builder: see [`why`].) Empty when up to date.
+///
+/// # Errors
+/// Never for a damaged cache (that is a reason); only for internal failures.
+pub fn why_cache(dir: &Path) -> Result<Vec<String>> {
+    let c = match crate::cache::open::open_cache(dir) {
+        Ok(c) => c,
+        Err(e) => return Ok(vec![format!("the cache is missing or damaged: {e}")]),
+    };
+    let bad = crate::cache::open::verify_checksums(dir).unwrap_or_default();
+    let mut out: Vec<String> = bad
+        .iter()
+        .map(|m| format!("shard {} does not match its checksum", m.path.display()))
+        .collect();
+    if let Some(rec) = c.metadata.get("sources") {
+        let files = rec
+            .get("files")
+            .and_then(|f| f.as_array())
+            .map(|a| {
+                a.iter()
+                    .filter_map(|f| f.get("path").and_then(|p| p.as_str()).map(PathBuf::from))
+                    .collect::<Vec<_>>()
+            })
+            .unwrap_or_default();
+        let src = Sources {
+            root: rec
+                .get("root")
+                .and_then(|r| r.as_str())
+                .map(PathBuf::from)
+                .unwrap_or_default(),
+            files,
+            content_hash: rec
+                .get("content_hash")
+                .and_then(|b| b.as_bool())
+                .unwrap_or(false),
+        };
+        out.extend(source_changes(rec, &src.stamp_with(true)?));
+    }
+    Ok(out)
+}
+
 /// Differences between recorded and current source stamps, one line each.
 pub fn source_changes(recorded: &serde_json::Value, now: &serde_json::Value) -> Vec<String> {
     let files = |j: &serde_json::Value| -> Vec<(String, serde_json::Value)> {
@@ -239,6 +291,9 @@ pub fn source_changes(recorded: &serde_json::Value, now: &serde_json::Value) -> 
             })
             .unwrap_or_default()
     };
+    if recorded.get("content_hash") != now.get("content_hash") {
+        return vec!["sources are now stamped differently (content hash vs size+mtime)".into()];
+    }
     let (old, new) = (files(recorded), files(now));
     let mut out = Vec::new();
     for (p, f) in &new {
@@ -261,9 +316,6 @@ pub fn source_changes(recorded: &serde_json::Value, now: &serde_json::Value) -> 
         if !new.iter().any(|(q, _)| q == p) {
             out.push(format!("source {p} was removed"));
         }
-    }
-    if out.is_empty() && recorded.get("content_hash") != now.get("content_hash") {
-        out.push("sources are now stamped differently (content hash vs size+mtime)".into());
     }
     out
 }
@@ -702,6 +754,7 @@ pub fn load_with_report(
         sources_digest: crate::util::sha256_hex(
             format!("{sources_digest}|{}", p.config_json).as_bytes(),
         ),
+        row_checksums: w.record_checksums,
     };
     let prepared = prepare_resumable(&p.info.features, &p.dir, w, &lock, header)?;
     let skip = prepared.skip();

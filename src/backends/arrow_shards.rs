@@ -408,6 +408,30 @@ impl ArrowShards {
         Ok(self.shard(i)?.blocks.len())
     }
 
+    /// Shard-local row ranges `[start, end)` of a shard's record batches (opens it).
+    ///
+    /// # Errors
+    /// A read error naming the shard.
+    pub fn batch_row_ranges(&self, shard: usize) -> Result<Vec<(u64, u64)>> {
+        let d = self.shard(shard)?;
+        Ok(d.batch_starts.windows(2).map(|w| (w[0], w[1])).collect())
+    }
+
+    /// One record batch of a shard.
+    ///
+    /// # Errors
+    /// A read error naming the shard.
+    pub fn read_batch(&self, shard: usize, batch: usize) -> Result<RecordBatch> {
+        let d = self.shard(shard)?;
+        if batch >= d.blocks.len() {
+            return Err(Error::InvalidArgument(format!(
+                "shard {shard} has {} batches",
+                d.blocks.len()
+            )));
+        }
+        d.batch(batch).cloned()
+    }
+
     fn row_batch(&self, row: u64) -> Result<(&RecordBatch, usize)> {
         let (s, local) = self.locate(row);
         let shard = self.shard(s)?;

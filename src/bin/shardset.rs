@@ -65,6 +65,11 @@ enum Cmd {
         /// The cache directory.
         path: PathBuf,
     },
+    /// Say why a cache would be rebuilt (damage, changed sources); exit 1 if it would.
+    Why {
+        /// The cache directory.
+        path: PathBuf,
+    },
 }
 
 fn parse_size(s: &str) -> Result<u64, String> {
@@ -426,6 +431,25 @@ fn verify(path: PathBuf) -> Result<(), String> {
                 b.found
             );
         }
+        if let Ok(located) = shardset::cache::open::locate_corrupt_rows(&path) {
+            for l in located {
+                if !l.rows.is_empty() {
+                    let shown: Vec<String> = l.rows.iter().take(20).map(u64::to_string).collect();
+                    eprintln!(
+                        "  {}: changed row(s) {}{}",
+                        l.shard.display(),
+                        shown.join(", "),
+                        if l.rows.len() > 20 { ", ..." } else { "" }
+                    );
+                }
+                for (a, b) in l.unreadable {
+                    eprintln!(
+                        "  {}: rows {a}..{b} unreadable or unchecked",
+                        l.shard.display()
+                    );
+                }
+            }
+        }
         Err(format!("{} shard(s) do not match", bad.len()))
     }
 }
@@ -454,6 +478,21 @@ fn main() -> ExitCode {
         }),
         Cmd::Inspect { path, json } => inspect(path, json),
         Cmd::Verify { path } => verify(path),
+        Cmd::Why { path } => {
+            match shardset::builder::why_cache(&path) {
+                Ok(reasons) if reasons.is_empty() => {
+                    println!("up to date: no recorded source changed and every shard matches its checksum");
+                    Ok(())
+                }
+                Ok(reasons) => {
+                    for r in &reasons {
+                        println!("{r}");
+                    }
+                    Err(format!("{} reason(s) to rebuild", reasons.len()))
+                }
+                Err(e) => Err(e.to_string()),
+            }
+        }
     };
     match res {
         Ok(()) => ExitCode::SUCCESS,

@@ -88,6 +88,9 @@ pub struct ArrowWriteOptions {
     /// a random one; builders set a deterministic one so that a resumed build
     /// is byte-identical to an uninterrupted one.
     pub build_id: Option<String>,
+    /// Also keep one xxh64 per row (`_row_xxh64/`), so that `verify` can name
+    /// the exact rows of a damaged shard (costs a hash per row at write time).
+    pub record_checksums: bool,
 }
 
 impl Default for ArrowWriteOptions {
@@ -99,6 +102,7 @@ impl Default for ArrowWriteOptions {
             encode_threads: 0,
             lineage: None,
             build_id: None,
+            record_checksums: false,
         }
     }
 }
@@ -122,6 +126,11 @@ impl ArrowWriteOptions {
     /// Sets the number of encode threads.
     pub fn with_encode_threads(mut self, n: usize) -> Self {
         self.encode_threads = n;
+        self
+    }
+    /// Turns per-record checksums on or off.
+    pub fn with_record_checksums(mut self, yes: bool) -> Self {
+        self.record_checksums = yes;
         self
     }
     /// Sets the lineage.
@@ -246,6 +255,8 @@ pub struct ShardWriter {
     done: Vec<ShardRecord>,
     manifest: Option<ManifestWriter>,
     unit_ends: Option<UnitEnds>,
+    /// Row checksums of the open shard, when per-record checksums are on.
+    row_sums: Option<Vec<u64>>,
 }
 
 impl ShardWriter {
@@ -280,7 +291,14 @@ impl ShardWriter {
             done: Vec::new(),
             manifest: None,
             unit_ends: None,
+            row_sums: None,
         })
+    }
+
+    /// Keeps one checksum per row in `_row_xxh64/` beside the shards.
+    pub fn with_record_checksums(mut self, yes: bool) -> Self {
+        self.row_sums = yes.then(Vec::new);
+        self
     }
 
     /// Continues after shards already written (a resumed build), committing
@@ -344,6 +362,9 @@ impl ShardWriter {
             .map_err(|e| Error::arrow(Some(&shard.path), e))?;
         shard.rows += batch.num_rows() as u64;
         shard.nbytes += pyarrow_nbytes(batch);
+        if let Some(sums) = &mut self.row_sums {
+            sums.extend(super::rowsum::row_hashes(batch));
+        }
         let full = batch.num_rows() == self.batch_size;
         if full && self.budget.is_some_and(|b| shard.nbytes >= b) {
             self.close(shard)?;
@@ -369,6 +390,10 @@ impl ShardWriter {
         hf.file
             .sync_all()
             .map_err(|e| Error::io("fsync shard", &shard.path, e))?;
+        if let Some(sums) = &mut self.row_sums {
+            super::rowsum::write_sidecar(&self.dir, &shard.filename, sums)?;
+            sums.clear();
+        }
         let record = ShardRecord {
             filename: shard.filename,
             num_rows: shard.rows,
@@ -498,7 +523,8 @@ where
         opts.shard_size_bytes,
         opts.compression,
         build_id.clone(),
-    )?;
+    )?
+    .with_record_checksums(opts.record_checksums);
     let extra = Extra::default();
     finish_build(
         examples, features, staging, opts, shards, build_id, 0, extra,
@@ -635,6 +661,7 @@ pub fn prepare_resumable(
         opts.compression,
         header.build_id.clone(),
     )?
+    .with_record_checksums(opts.record_checksums)
     .with_manifest(done, manifest, Some(sink.clone()));
     Ok(PreparedBuild {
         staging,
@@ -695,15 +722,14 @@ where
         config: extra.config,
         writer: Some(WriterInfo::current()),
         build_id: Some(build_id),
+        row_checksums: opts.record_checksums.then_some(true),
         metadata_xxh64: None,
     };
-    // The manifest is build-time state, not part of the cache.
-    let manifest = staging.path().join(MANIFEST_FILE);
-    if manifest.exists() {
-        std::fs::remove_file(&manifest).map_err(|e| Error::io("remove", &manifest, e))?;
-    }
     write_metadata_checksummed(&staging.path().join(METADATA_FILE), &metadata)?;
     staging.publish()?;
+    // The manifest is build-time state: it stays until publication (a build
+    // killed while publishing resumes with every shard committed), then goes.
+    let _ = std::fs::remove_file(cache_dir.join(MANIFEST_FILE));
     Ok(WrittenCache {
         dir: cache_dir,
         metadata,

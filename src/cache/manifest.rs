@@ -36,6 +36,9 @@ pub struct ManifestHeader {
     pub compression: Option<String>,
     /// Stamp of the declared sources (empty when none are declared).
     pub sources_digest: String,
+    /// Whether per-record checksums are kept.
+    #[serde(default)]
+    pub row_checksums: bool,
 }
 
 /// One committed shard.

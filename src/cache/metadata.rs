@@ -94,6 +94,9 @@ pub struct ArrowShardsMetadata {
     /// shards of a replaced cache from its own.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub build_id: Option<String>,
+    /// Ours: `true` when `_row_xxh64/` holds one checksum per row.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub row_checksums: Option<bool>,
     /// Ours, always last: xxh64 of this file's bytes with these 16 hex digits
     /// zeroed, so that any changed byte of the metadata is detected.
     #[serde(default, skip_serializing_if = "Option::is_none")]

@@ -9,3 +9,4 @@ pub mod naming;
 pub mod open;
 pub mod pipeline;
 pub mod publish;
+pub mod rowsum;

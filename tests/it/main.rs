@@ -6,6 +6,7 @@ mod common;
 mod crash;
 mod dataset_api;
 mod golden;
+mod integrity;
 mod pyarrow;
 mod roundtrip;
 mod sampler;

@@ -1,0 +1,106 @@
+//! Optional per-record checksums: one xxh64 per row, kept beside each shard
+//! in `_row_xxh64/<shard>.xxh` (little-endian u64s). A shard's file checksum
+//! says *that* it changed; these say *which rows* did.
+
+use std::io::Write;
+use std::path::{Path, PathBuf};
+
+use arrow_array::cast::AsArray;
+use arrow_array::{Array, RecordBatch};
+use arrow_schema::DataType;
+use xxhash_rust::xxh64::Xxh64;
+
+use crate::error::{Error, Result};
+
+/// Folder of the row-checksum sidecars inside a cache.
+pub const ROW_SUMS_DIR: &str = "_row_xxh64";
+
+/// Sidecar path of a shard.
+pub fn sidecar(dir: &Path, shard: &str) -> PathBuf {
+    dir.join(ROW_SUMS_DIR).join(format!("{shard}.xxh"))
+}
+
+fn hash_cell(h: &mut Xxh64, a: &dyn Array, i: usize) {
+    if a.is_null(i) {
+        h.update(&[0]);
+        return;
+    }
+    h.update(&[1]);
+    match a.data_type() {
+        DataType::Boolean => h.update(&[a.as_boolean().value(i) as u8]),
+        DataType::Utf8 => h.update(a.as_string::<i32>().value(i).as_bytes()),
+        DataType::Binary => h.update(a.as_binary::<i32>().value(i)),
+        DataType::LargeBinary => h.update(a.as_binary::<i64>().value(i)),
+        DataType::List(_) => {
+            let child = a.as_list::<i32>().value(i);
+            h.update(&(child.len() as u64).to_le_bytes());
+            for j in 0..child.len() {
+                hash_cell(h, child.as_ref(), j);
+            }
+        }
+        DataType::Struct(_) => {
+            for c in a.as_struct().columns() {
+                hash_cell(h, c.as_ref(), i);
+            }
+        }
+        t => {
+            if let Some(w) = t.primitive_width() {
+                let data = a.to_data();
+                let buf = &data.buffers()[0];
+                let start = (data.offset() + i) * w;
+                if start + w <= buf.len() {
+                    h.update(&buf.as_slice()[start..start + w]);
+                }
+            }
+        }
+    }
+}
+
+/// One checksum per row of a batch.
+pub fn row_hashes(batch: &RecordBatch) -> Vec<u64> {
+    (0..batch.num_rows())
+        .map(|i| {
+            let mut h = Xxh64::new(0);
+            for c in batch.columns() {
+                hash_cell(&mut h, c.as_ref(), i);
+            }
+            h.digest()
+        })
+        .collect()
+}
+
+/// Writes a shard's row checksums durably.
+///
+/// # Errors
+/// [`Error::Io`] naming the sidecar.
+pub fn write_sidecar(dir: &Path, shard: &str, sums: &[u64]) -> Result<()> {
+    let path = sidecar(dir, shard);
+    if let Some(p) = path.parent() {
+        std::fs::create_dir_all(p).map_err(|e| Error::io("create directory", p, e))?;
+    }
+    let mut bytes = Vec::with_capacity(sums.len() * 8);
+    for s in sums {
+        bytes.extend_from_slice(&s.to_le_bytes());
+    }
+    let mut f = std::fs::File::create(&path).map_err(|e| Error::io("create", &path, e))?;
+    f.write_all(&bytes)
+        .map_err(|e| Error::io("write", &path, e))?;
+    f.sync_all().map_err(|e| Error::io("fsync", &path, e))
+}
+
+/// Reads a shard's row checksums.
+///
+/// # Errors
+/// [`Error::Io`] naming the sidecar; [`Error::CorruptShard`] for a length
+/// that is not a whole number of checksums.
+pub fn read_sidecar(dir: &Path, shard: &str) -> Result<Vec<u64>> {
+    let path = sidecar(dir, shard);
+    let bytes = std::fs::read(&path).map_err(|e| Error::io("read", &path, e))?;
+    if bytes.len() % 8 != 0 {
+        return Err(Error::corrupt(&path, "row checksum file is truncated"));
+    }
+    Ok(bytes
+        .chunks_exact(8)
+        .map(|c| u64::from_le_bytes(c.try_into().expect("8 bytes")))
+        .collect())
+}
