@@ -86,6 +86,18 @@ pub fn random_suffix() -> String {
         .collect()
 }
 
+/// Environment variable naming a fault point at which the process aborts
+/// (as if killed), for crash tests of the publish protocol.
+pub const FAULT_POINT_ENV: &str = "SHARDSET_FAULT_POINT";
+
+/// Aborts the process at the named point when `SHARDSET_FAULT_POINT` says so.
+/// Costs one environment lookup; used only at the few steps of publication.
+pub fn fault_point(name: &str) {
+    if std::env::var_os(FAULT_POINT_ENV).is_some_and(|v| v == name) {
+        std::process::abort();
+    }
+}
+
 /// fsyncs a directory so that renames and creations inside it are durable.
 ///
 /// # Errors

@@ -244,3 +244,80 @@ pub fn temp_dirs(target: &Path) -> Vec<PathBuf> {
     out.sort();
     out
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn header() -> ManifestHeader {
+        ManifestHeader {
+            cache_name: "c".into(),
+            schema_fingerprint: "f".into(),
+            build_id: "b".into(),
+            batch_size: 10,
+            shard_size_bytes: Some(100),
+            compression: None,
+            sources_digest: String::new(),
+            row_checksums: false,
+        }
+    }
+
+    fn shard(dir: &Path, i: usize, bytes: &[u8]) -> ShardRecord {
+        let name = crate::cache::arrow_writer::shard_filename(i);
+        std::fs::write(dir.join(&name), bytes).unwrap();
+        ShardRecord {
+            filename: name,
+            num_rows: 10,
+            num_bytes: bytes.len() as u64,
+            xxh64: format!("{:016x}", xxhash_rust::xxh64::xxh64(bytes, 0)),
+        }
+    }
+
+    #[test]
+    fn recovery_drops_a_torn_tail_and_uncommitted_files_and_keeps_the_rest() {
+        let d = tempfile::tempdir().unwrap();
+        let mut m = ManifestWriter::create(d.path(), &header()).unwrap();
+        m.commit(&shard(d.path(), 0, b"zero"), vec![10]).unwrap();
+        m.commit(&shard(d.path(), 1, b"one"), vec![10]).unwrap();
+        let good_len = std::fs::metadata(d.path().join(MANIFEST_FILE))
+            .unwrap()
+            .len();
+        // A shard written but killed before its line was complete.
+        shard(d.path(), 2, b"two");
+        let mut f = OpenOptions::new()
+            .append(true)
+            .open(d.path().join(MANIFEST_FILE))
+            .unwrap();
+        f.write_all(b"{\"kind\":\"shard\",\"filename\":\"shard-0000")
+            .unwrap();
+        drop(f);
+        let r = recover(d.path()).unwrap();
+        assert_eq!(r.header, header());
+        assert_eq!(r.shards.len(), 2);
+        assert_eq!(r.rows(), 20);
+        assert_eq!(r.unit_ends(), vec![10]);
+        assert_eq!(r.valid_bytes, good_len);
+        assert!(
+            !d.path().join("shard-00002.arrow").exists(),
+            "uncommitted shard removed"
+        );
+        // Appending after recovery continues the valid prefix.
+        let mut m = ManifestWriter::reopen(d.path(), r.valid_bytes).unwrap();
+        m.commit(&shard(d.path(), 2, b"two"), vec![]).unwrap();
+        assert_eq!(recover(d.path()).unwrap().shards.len(), 3);
+    }
+
+    #[test]
+    fn a_damaged_committed_shard_ends_the_valid_prefix() {
+        let d = tempfile::tempdir().unwrap();
+        let mut m = ManifestWriter::create(d.path(), &header()).unwrap();
+        m.commit(&shard(d.path(), 0, b"zero"), vec![]).unwrap();
+        m.commit(&shard(d.path(), 1, b"one"), vec![]).unwrap();
+        m.commit(&shard(d.path(), 2, b"two"), vec![]).unwrap();
+        std::fs::write(d.path().join("shard-00001.arrow"), b"ONE").unwrap();
+        let r = recover(d.path()).unwrap();
+        assert_eq!(r.shards.len(), 1);
+        assert!(!d.path().join("shard-00002.arrow").exists());
+        assert!(recover(&d.path().join("nothing")).is_none());
+    }
+}

@@ -150,6 +150,7 @@ impl StagingDir {
     pub fn publish(mut self) -> Result<()> {
         let parent = self.tmp.parent().unwrap_or(Path::new(".")).to_path_buf();
         fsync_dir(&self.tmp)?;
+        crate::util::fault_point("publish:before-rename");
         let old = if std::fs::symlink_metadata(&self.target).is_ok() {
             let old = parent.join(format!(
                 ".{}_old_{}",
@@ -158,6 +159,7 @@ impl StagingDir {
             ));
             std::fs::rename(&self.target, &old)
                 .map_err(|e| Error::io("move aside old cache", &self.target, e))?;
+            crate::util::fault_point("publish:after-move-aside");
             Some(old)
         } else {
             None
@@ -170,6 +172,7 @@ impl StagingDir {
             return Err(Error::io("publish (rename)", &self.target, e));
         }
         self.armed = false;
+        crate::util::fault_point("publish:after-rename");
         fsync_dir(&parent)?;
         if let Some(old) = old {
             // The new cache is durable; a failure here only leaves garbage

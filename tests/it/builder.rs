@@ -178,6 +178,13 @@ fn changed_features_under_the_same_version_say_what_and_how() {
     changed.label_names = vec!["a", "b", "z"];
     let e = load(&changed, "train", &opts(tmp.path())).unwrap_err();
     assert!(matches!(e, Error::SchemaMismatch { .. }), "{e:?}");
+    let reasons = shardset::builder::why(&changed, "train", &opts(tmp.path())).unwrap();
+    assert!(
+        reasons.len() == 1
+            && reasons[0].starts_with("features changed")
+            && reasons[0].contains("'label'"),
+        "{reasons:?}"
+    );
     let msg = e.to_string();
     assert!(
         msg.contains("'label'") && msg.contains("bump") && msg.contains("rebuild"),
@@ -324,6 +331,25 @@ fn a_failing_work_unit_publishes_nothing_and_the_next_load_resumes() {
     let sums = |d: &shardset::Dataset| d.cache().unwrap().metadata["shard_xxh64"].clone();
     assert_eq!(sums(&ds), sums(&clean));
     assert!(dot_entries(&processed).is_empty());
+}
+
+#[test]
+fn a_killed_build_with_other_features_is_not_resumed_but_removed() {
+    let tmp = tempfile::tempdir().unwrap();
+    let mut b = Tiny::new();
+    b.fail_in_unit = Some(4);
+    assert!(load(&b, "train", &opts(tmp.path())).is_err());
+    let processed = tmp.path().join("processed");
+    assert_eq!(dot_entries(&processed).len(), 1, "a resumable temp dir");
+    let mut changed = Tiny::new();
+    changed.label_names = vec!["x", "y", "z"];
+    let (_, rep) = load_with_report(&changed, "train", &opts(tmp.path())).unwrap();
+    assert!(rep.built);
+    assert_eq!(rep.resumed_rows, 0, "started fresh");
+    assert!(
+        dot_entries(&processed).is_empty(),
+        "the stale temp dir was removed"
+    );
 }
 
 fn demo_json(root: &Path, rows: usize) -> serde_json::Value {
