@@ -2,10 +2,14 @@
 //! validation in `open_cache`, and reading a mutated shard through every
 //! read operation. Any panic, abort or hang is a bug; errors are fine.
 //!
-//! Input: first byte picks the mode, the rest is the mutated file.
-//! * even: the bytes are `_metadata.json`, beside a valid shard;
-//! * odd: the bytes are `shard-00000.arrow`, beside metadata that describes
-//!   it without sizes or checksums (so reading, not validation, must cope).
+//! Input: first byte picks the mode (mod 4), the rest is the mutation.
+//! * 0: the bytes are `_metadata.json`, beside a valid shard;
+//! * 1: the bytes are edits (u16 position, byte) applied to valid metadata,
+//!   the first two bytes a truncation length (0 = none);
+//! * 2: the same edits applied to a valid shard, beside metadata that
+//!   describes it without sizes or checksums (so reading, not validation,
+//!   must cope);
+//! * 3: the bytes are the shard itself, beside that metadata.
 
 #![no_main]
 
@@ -84,17 +88,34 @@ fuzz_target!(|data: &[u8]| {
     let tmp = tempfile::tempdir().unwrap();
     let dir = tmp.path().join("c");
     std::fs::create_dir(&dir).unwrap();
-    let (meta, shard) = if mode % 2 == 0 {
-        (body, s.shard.as_slice())
-    } else {
-        (s.loose_metadata.as_slice(), body)
+    let edited = |base: &[u8]| -> Vec<u8> {
+        let mut out = base.to_vec();
+        if body.len() >= 2 {
+            let cut = u16::from_le_bytes([body[0], body[1]]) as usize;
+            for e in body[2..].chunks_exact(3) {
+                let pos = u16::from_le_bytes([e[0], e[1]]) as usize;
+                if !out.is_empty() {
+                    let p = pos % out.len();
+                    out[p] ^= e[2];
+                }
+            }
+            if cut > 0 && cut < out.len() {
+                out.truncate(cut);
+            }
+        }
+        out
     };
-    std::fs::write(dir.join("_metadata.json"), meta).unwrap();
-    std::fs::write(dir.join("shard-00000.arrow"), shard).unwrap();
+    let (meta, shard): (Vec<u8>, Vec<u8>) = match mode % 4 {
+        0 => (body.to_vec(), s.shard.clone()),
+        1 => (edited(&s.metadata), s.shard.clone()),
+        2 => (s.loose_metadata.clone(), edited(&s.shard)),
+        _ => (s.loose_metadata.clone(), body.to_vec()),
+    };
+    std::fs::write(dir.join("_metadata.json"), &meta).unwrap();
+    std::fs::write(dir.join("shard-00000.arrow"), &shard).unwrap();
     if let Ok(cache) = open_cache(&dir) {
         exercise(cache.backend.as_ref());
     }
     let _ = shardset::verify_checksums(&dir);
     let _ = shardset::cache::open::locate_corrupt_rows(&dir);
-    let _ = &s.metadata;
 });
