@@ -213,6 +213,28 @@ fn block_rows(path: &Path, buf: &[u8], block: &Block, file_len: usize) -> Result
     let rb = msg
         .header_as_record_batch()
         .ok_or_else(|| Error::corrupt(path, "block is not a record batch"))?;
+    // arrow-ipc slices buffers without checking them against the body (and
+    // panics on a bad range): check every range here first.
+    if let Some(buffers) = rb.buffers() {
+        for b in buffers.iter() {
+            let ok = b.offset() >= 0
+                && b.length() >= 0
+                && (b.offset() as u64).checked_add(b.length() as u64).is_some_and(|e| e <= body_len as u64);
+            if !ok {
+                return Err(Error::corrupt(
+                    path,
+                    format!(
+                        "record batch buffer at {} (+{}) lies outside its {body_len}-byte body",
+                        b.offset(),
+                        b.length()
+                    ),
+                ));
+            }
+        }
+    }
+    if rb.nodes().is_some_and(|n| n.iter().any(|n| n.length() < 0 || n.null_count() < 0)) {
+        return Err(Error::corrupt(path, "negative length in a record batch field"));
+    }
     u64::try_from(rb.length()).map_err(|_| Error::corrupt(path, "negative row count"))
 }
 
