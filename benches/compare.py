@@ -67,6 +67,12 @@ TARGETS = {
     ("binary_zstd", "iterate"): 10,
     ("image", "write"): 2,
     ("image", "get"): 5,
+    ("lance_scalar", "get"): 10,
+    ("lance_scalar", "take128"): 2,
+    ("lance_scalar", "iterate"): 3,
+    ("lance_binary", "get"): 10,
+    ("lance_binary", "take128"): 2,
+    ("lance_binary", "iterate"): 3,
 }
 
 
@@ -292,6 +298,57 @@ def reads(results, name, d, n, gets, takes, image=False):
     emit(results, name, "iterate", rows, time.perf_counter() - t)
 
 
+def lance_reads(results, name, uri, n, gets, takes):
+    """The reference LanceBackend: get_row = take([i]); take = dataset.take;
+    iterate = fragments' to_batches(batch_readahead=8), formatted."""
+    import lance
+    ds = lance.dataset(uri)
+    rng = np.random.default_rng(1)
+    idx = rng.integers(0, n, gets).tolist()
+    t = time.perf_counter()
+    for i in idx:
+        ds.take([i]).to_pylist()
+    emit(results, name, "get", gets, time.perf_counter() - t)
+    rng = np.random.default_rng(2)
+    idx = rng.integers(0, n, 128 * takes).tolist()
+    t = time.perf_counter()
+    for k in range(takes):
+        tbl = ds.take(idx[k * 128:(k + 1) * 128])
+        format_batch(tbl.combine_chunks().to_batches()[0])
+    emit(results, name, "take128", 128 * takes, time.perf_counter() - t)
+    t = time.perf_counter()
+    rows = 0
+    for frag in ds.get_fragments():
+        for b in frag.to_batches(batch_readahead=8):
+            rows += len(format_batch(b))
+    emit(results, name, "iterate", rows, time.perf_counter() - t)
+
+
+def lance_side(scale, tmp, res):
+    ensure("lance", "pylance")
+    import lance
+    sz = lambda n: max(1000, int(n * scale))  # noqa: E731
+    for name, make, n, gets, takes in (("lance_scalar", scalar_dataset, sz(1_000_000), 5_000, 200),
+                                       ("lance_binary", binary_dataset, sz(100_000), 5_000, 200)):
+        schema, encs, gen = make(n)
+        uri = os.path.join(tmp, name)
+
+        def batches():
+            cols = {k: [] for k in schema.names}
+            for ex in gen:
+                for k in schema.names:
+                    cols[k].append(encs[k](ex[k]))
+                if len(cols[schema.names[0]]) == 1000:
+                    yield pa.RecordBatch.from_arrays([pa.array(cols[k], type=f.type) for k, f in zip(schema.names, schema)], schema=schema)
+                    cols = {k: [] for k in schema.names}
+            if cols[schema.names[0]]:
+                yield pa.RecordBatch.from_arrays([pa.array(cols[k], type=f.type) for k, f in zip(schema.names, schema)], schema=schema)
+        t = time.perf_counter()
+        lance.write_dataset(pa.RecordBatchReader.from_batches(schema, batches()), uri)
+        emit(res, name, "write", n, time.perf_counter() - t)
+        lance_reads(res, name, uri, n, gets, takes)
+
+
 def python_side(scale, tmp):
     res = []
     sz = lambda n: max(1000, int(n * scale))  # noqa: E731
@@ -319,6 +376,7 @@ def python_side(scale, tmp):
     d = os.path.join(tmp, "image")
     timed_write(res, "image", image_dataset, n, d, num_encode_workers=2)
     reads(res, "image", d, n, min(20_000, n), 50, image=True)
+    lance_side(scale, tmp, res)
     return res
 
 

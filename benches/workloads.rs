@@ -18,6 +18,8 @@ use shardset::{
     open_cache, write_arrow_cache, ArrowWriteOptions, Compression, Dataset, Example, Features,
     IterOptions, Loader, LoaderOptions, Order, Partition, WithinShard,
 };
+#[cfg(feature = "lance")]
+use shardset::{write_lance_cache, LanceWriteOptions};
 
 fn emit(workload: &str, op: &str, rows: u64, secs: f64) {
     println!(
@@ -250,6 +252,33 @@ fn main() {
             }
             emit("scalar", name, rows, t.elapsed().as_secs_f64());
         }
+    }
+    #[cfg(feature = "lance")]
+    if run("lance") {
+        let n = sz(1_000_000);
+        let dir = tmp.path().join("lance_scalar");
+        let t = Instant::now();
+        write_lance_cache(
+            scalar_rows(n),
+            &scalar_features(),
+            &dir,
+            &LanceWriteOptions::default(),
+        )
+        .unwrap();
+        emit("lance_scalar", "write", n as u64, t.elapsed().as_secs_f64());
+        reads("lance_scalar", &dir, n, 500_000, 2_000);
+        let n = sz(100_000);
+        let dir = tmp.path().join("lance_binary");
+        let t = Instant::now();
+        write_lance_cache(
+            binary_rows(n),
+            &binary_features(),
+            &dir,
+            &LanceWriteOptions::default(),
+        )
+        .unwrap();
+        emit("lance_binary", "write", n as u64, t.elapsed().as_secs_f64());
+        reads("lance_binary", &dir, n, 300_000, 2_000);
     }
     if run("image") {
         let n = sz(20_000);

@@ -423,6 +423,9 @@ pub struct LoadOptions {
     pub rebuild: bool,
     /// Shard writer knobs (they never change the cache key).
     pub write: ArrowWriteOptions,
+    /// Lance writer knobs, for [`StorageFormat::Lance`].
+    #[cfg(feature = "lance")]
+    pub lance_write: crate::lance::writer::LanceWriteOptions,
     /// Work units generated at once (0 = one per core).
     pub unit_parallelism: usize,
 }
@@ -451,6 +454,12 @@ impl LoadOptions {
     /// Sets the writer options.
     pub fn with_write_options(mut self, w: ArrowWriteOptions) -> Self {
         self.write = w;
+        self
+    }
+    /// Sets the Lance writer options.
+    #[cfg(feature = "lance")]
+    pub fn with_lance_write_options(mut self, w: crate::lance::writer::LanceWriteOptions) -> Self {
+        self.lance_write = w;
         self
     }
     /// Sets how many work units run at once.
@@ -614,14 +623,6 @@ struct Plan {
 }
 
 fn plan(builder: &dyn DatasetBuilder, split: &str, opts: &LoadOptions) -> Result<Plan> {
-    if opts.format == StorageFormat::Lance {
-        return Err(Error::UnsupportedLayout {
-            path: PathBuf::from(builder.name()),
-            layout: "lance-rows".into(),
-            hint: "; Lance layouts are not part of this build yet (use StorageFormat::Arrow)"
-                .into(),
-        });
-    }
     let config = resolve_config(builder, opts.config.as_deref())?;
     let params = builder
         .configs()
@@ -721,6 +722,40 @@ pub fn load_with_report(
             e,
         )
     })?;
+    #[cfg(not(feature = "lance"))]
+    if opts.format == StorageFormat::Lance {
+        return Err(Error::UnsupportedLayout {
+            path: p.dir.clone(),
+            layout: "lance-rows".into(),
+            hint: "; this build was compiled without the `lance` feature".into(),
+        });
+    }
+    #[cfg(feature = "lance")]
+    if opts.format == StorageFormat::Lance {
+        let sink: UnitEnds = Default::default();
+        build_units(
+            builder,
+            &p.config,
+            split,
+            &units,
+            opts,
+            0,
+            &[],
+            sink,
+            |stream| {
+                crate::lance::writer::write_lance_cache_locked(
+                    stream,
+                    &p.info.features,
+                    &p.dir,
+                    &opts.lance_write,
+                    &lock,
+                )
+            },
+        )?;
+        drop(lock);
+        let c = open_cache_with(&p.dir, &p.open_opts)?;
+        return Ok((Dataset::new(c), report(true, 0, reasons)));
+    }
     let w = &opts.write;
     let sources_digest = p
         .stamp

@@ -31,11 +31,15 @@ pub mod cache;
 pub mod dataset;
 pub mod error;
 pub mod features;
+#[cfg(feature = "lance")]
+pub mod lance;
 pub mod sampler;
 pub mod util;
 pub mod value;
 
 pub use backends::{ArrowShards, Backend, IterOptions};
+#[cfg(feature = "lance")]
+pub use backends::{LanceReadOptions, LanceRows};
 pub use builder::{
     load, load_with_report, BuilderConfig, DatasetBuilder, DatasetInfo, ExampleStream, LoadOptions,
     LoadReport, StorageFormat, Version, WorkUnit,
@@ -52,6 +56,10 @@ pub use dataset::{Dataset, Format, TestSize};
 pub use error::{Error, Result};
 pub use features::decode::{DecodeOptions, RowDecoder};
 pub use features::{ClassLabel, Dtype, Feature, Features, ImageFormat, VideoStorage};
+#[cfg(feature = "lance")]
+pub use lance::writer::{
+    try_write_lance_cache, write_lance_cache, LanceWriteOptions, WrittenLance,
+};
 pub use sampler::{
     Loader, LoaderOptions, LoaderState, Order, Partition, Remainder, Sampler, WithinShard,
 };

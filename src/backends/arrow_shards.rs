@@ -219,7 +219,9 @@ fn block_rows(path: &Path, buf: &[u8], block: &Block, file_len: usize) -> Result
         for b in buffers.iter() {
             let ok = b.offset() >= 0
                 && b.length() >= 0
-                && (b.offset() as u64).checked_add(b.length() as u64).is_some_and(|e| e <= body_len as u64);
+                && (b.offset() as u64)
+                    .checked_add(b.length() as u64)
+                    .is_some_and(|e| e <= body_len as u64);
             if !ok {
                 return Err(Error::corrupt(
                     path,
@@ -232,8 +234,14 @@ fn block_rows(path: &Path, buf: &[u8], block: &Block, file_len: usize) -> Result
             }
         }
     }
-    if rb.nodes().is_some_and(|n| n.iter().any(|n| n.length() < 0 || n.null_count() < 0)) {
-        return Err(Error::corrupt(path, "negative length in a record batch field"));
+    if rb
+        .nodes()
+        .is_some_and(|n| n.iter().any(|n| n.length() < 0 || n.null_count() < 0))
+    {
+        return Err(Error::corrupt(
+            path,
+            "negative length in a record batch field",
+        ));
     }
     u64::try_from(rb.length()).map_err(|_| Error::corrupt(path, "negative row count"))
 }

@@ -6,6 +6,8 @@
 //! copy with nothing open, for a worker process or thread that wants its own maps.
 
 pub mod arrow_shards;
+#[cfg(feature = "lance")]
+pub mod lance_rows;
 
 use std::path::Path;
 use std::sync::Arc;
@@ -19,6 +21,8 @@ use crate::features::Features;
 use crate::value::Row;
 
 pub use arrow_shards::ArrowShards;
+#[cfg(feature = "lance")]
+pub use lance_rows::{LanceReadOptions, LanceRows};
 
 /// Which shards `iter_batches` visits, and in which order.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]

@@ -40,6 +40,80 @@ impl WriterInfo {
     }
 }
 
+/// Metadata of a `lance-rows` cache.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct LanceRowsMetadata {
+    /// Always 1.
+    pub cache_format_version: i64,
+    /// `lance`.
+    pub format: String,
+    /// `lance-rows`.
+    pub layout: String,
+    /// First 16 hex of sha256 of the features' Python repr.
+    #[serde(default)]
+    pub schema_fingerprint: String,
+    /// Total rows.
+    pub num_rows: u64,
+    /// Provenance (reference key).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub lineage: Option<J>,
+    /// Ours: rows per Lance fragment, in fragment order.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub fragment_row_counts: Option<Vec<u64>>,
+    /// Ours: the Lance data storage version written.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub data_storage_version: Option<String>,
+    /// Ours: self-describing features.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub features: Option<J>,
+    /// Ours: the writer.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub writer: Option<WriterInfo>,
+    /// Ours: the self-checksum (always last).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub metadata_xxh64: Option<String>,
+}
+
+impl LanceRowsMetadata {
+    /// Parses and checks the metadata of a `lance-rows` cache (and that the
+    /// Lance dataset's manifest directory is there).
+    ///
+    /// # Errors
+    /// [`Error::Metadata`] for wrong keys or counts; [`Error::MissingShard`]
+    /// when the Lance dataset is missing.
+    pub fn from_common(dir: &Path, common: &CommonMetadata) -> Result<Self> {
+        let path = &common.path;
+        if common.format != "lance" || common.layout != LAYOUT_LANCE_ROWS {
+            return Err(Error::metadata(
+                path,
+                format!(
+                    "not a Lance rows cache (format={}, layout={})",
+                    common.format, common.layout
+                ),
+            ));
+        }
+        let m: LanceRowsMetadata = serde_json::from_value(common.raw.clone())
+            .map_err(|e| Error::metadata(path, format!("unexpected field value: {e}")))?;
+        if let Some(c) = &m.fragment_row_counts {
+            let sum: u64 = c.iter().sum();
+            if sum != m.num_rows {
+                return Err(Error::metadata(
+                    path,
+                    format!(
+                        "fragment row counts add up to {sum}, but num_rows is {}",
+                        m.num_rows
+                    ),
+                ));
+            }
+        }
+        let versions = dir.join("_versions");
+        if !versions.is_dir() {
+            return Err(Error::MissingShard { path: versions });
+        }
+        Ok(m)
+    }
+}
+
 /// Metadata of an `arrow-shards` cache.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct ArrowShardsMetadata {
@@ -331,9 +405,22 @@ pub fn check_self_checksum(bytes: &[u8], doc: &J) -> std::result::Result<(), Str
 /// # Errors
 /// [`Error::Io`] naming the file.
 pub fn write_metadata_checksummed(path: &Path, meta: &ArrowShardsMetadata) -> Result<()> {
-    let mut m = meta.clone();
-    m.metadata_xxh64 = Some(ZERO16.to_string());
-    let mut bytes = serde_json::to_vec_pretty(&m)
+    write_json_checksummed(path, meta)
+}
+
+/// Writes any metadata document with `metadata_xxh64` as its last key, durably.
+///
+/// # Errors
+/// [`Error::Io`] naming the file.
+pub fn write_json_checksummed(path: &Path, doc: &impl Serialize) -> Result<()> {
+    let mut v = serde_json::to_value(doc)
+        .map_err(|e| Error::metadata(path, format!("cannot serialise: {e}")))?;
+    let obj = v
+        .as_object_mut()
+        .ok_or_else(|| Error::metadata(path, "metadata must be an object"))?;
+    obj.remove(SELF_CHECKSUM_KEY);
+    obj.insert(SELF_CHECKSUM_KEY.to_string(), J::String(ZERO16.to_string()));
+    let mut bytes = serde_json::to_vec_pretty(&v)
         .map_err(|e| Error::metadata(path, format!("cannot serialise: {e}")))?;
     let start = self_checksum_span(&bytes)
         .ok_or_else(|| Error::metadata(path, "self-checksum placeholder missing"))?;

@@ -3,12 +3,16 @@
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
+#[cfg(feature = "lance")]
+use super::metadata::LanceRowsMetadata;
 use super::metadata::{
     read_common, ArrowShardsMetadata, LAYOUT_ARROW_SHARDS, LAYOUT_LANCE_ROWS,
     LAYOUT_LANCE_VIDEO_FRAMES,
 };
 use crate::backends::arrow_shards::read_footer;
 use crate::backends::{ArrowShards, Backend};
+#[cfg(feature = "lance")]
+use crate::backends::{LanceReadOptions, LanceRows};
 use crate::error::{Error, Result};
 use crate::features::decode::{DecodeOptions, RowDecoder};
 use crate::features::describe::{feature_to_json, features_from_json};
@@ -134,10 +138,64 @@ pub fn open_cache_with(dir: impl AsRef<Path>, opts: &OpenOptions) -> Result<Cach
                 backend: Arc::new(backend),
             })
         }
-        LAYOUT_LANCE_ROWS | LAYOUT_LANCE_VIDEO_FRAMES => Err(Error::UnsupportedLayout {
+        #[cfg(not(feature = "lance"))]
+        LAYOUT_LANCE_ROWS => Err(Error::UnsupportedLayout {
             path: dir.to_path_buf(),
             layout: common.layout,
-            hint: "; Lance layouts are not part of this build yet".into(),
+            hint: "; this build was compiled without the `lance` feature".into(),
+        }),
+        #[cfg(feature = "lance")]
+        LAYOUT_LANCE_ROWS => {
+            let meta = LanceRowsMetadata::from_common(dir, &common)?;
+            let described = match &meta.features {
+                Some(j) => Some(features_from_json(j).map_err(|e| {
+                    Error::metadata(&common.path, format!("bad 'features' description: {e}"))
+                })?),
+                None => None,
+            };
+            let (features, source) = choose_features(
+                dir,
+                &common.path,
+                &meta.schema_fingerprint,
+                described,
+                opts.features.as_ref(),
+                || LanceRows::dataset_schema(dir).and_then(|s| Features::infer_from_schema(&s)),
+            )?;
+            // Reference caches do not record fragment row counts: ask Lance.
+            let counts = match &meta.fragment_row_counts {
+                Some(c) => c.clone(),
+                None => LanceRows::fragment_row_counts(dir)?,
+            };
+            let total: u64 = counts.iter().sum();
+            if total != meta.num_rows {
+                return Err(Error::metadata(
+                    &common.path,
+                    format!(
+                        "the Lance dataset has {total} rows, metadata records {}",
+                        meta.num_rows
+                    ),
+                ));
+            }
+            let decoder = RowDecoder::new(
+                features.clone(),
+                DecodeOptions::default()
+                    .with_decode_images(opts.decode_images.unwrap_or(true))
+                    .with_cache_dir(dir),
+            );
+            let backend =
+                LanceRows::new(dir, &counts, features, decoder, LanceReadOptions::default());
+            Ok(Cache {
+                dir: dir.to_path_buf(),
+                layout: common.layout.clone(),
+                metadata: common.raw,
+                features_source: source,
+                backend: Arc::new(backend),
+            })
+        }
+        LAYOUT_LANCE_VIDEO_FRAMES => Err(Error::UnsupportedLayout {
+            path: dir.to_path_buf(),
+            layout: common.layout,
+            hint: "; the video frames layout is not part of this build yet".into(),
         }),
         other => Err(Error::UnsupportedLayout {
             path: dir.to_path_buf(),
@@ -185,28 +243,59 @@ fn resolve_features(
     meta: &ArrowShardsMetadata,
     given: Option<&Features>,
 ) -> Result<(Arc<Features>, FeaturesSource)> {
-    let described = match &meta.features {
-        Some(j) => {
-            let f = features_from_json(j).map_err(|e| {
+    let described =
+        match &meta.features {
+            Some(j) => Some(features_from_json(j).map_err(|e| {
                 Error::metadata(meta_path, format!("bad 'features' description: {e}"))
-            })?;
-            if !meta.schema_fingerprint.is_empty() && f.fingerprint() != meta.schema_fingerprint {
-                return Err(Error::metadata(
-                    meta_path,
-                    format!(
-                        "the features description hashes to {}, but schema_fingerprint is {} (edited metadata?)",
-                        f.fingerprint(),
-                        meta.schema_fingerprint
-                    ),
-                ));
+            })?),
+            None => None,
+        };
+    choose_features(
+        dir,
+        meta_path,
+        &meta.schema_fingerprint,
+        described,
+        given,
+        || {
+            // A reference cache: read what the first shard's schema tells.
+            let Some(first) = meta.shard_filenames.first() else {
+                return Ok(Features::new());
+            };
+            let path = dir.join(first);
+            let bytes = std::fs::read(&path).map_err(|e| Error::io("read shard", &path, e))?;
+            if bytes.len() < 18 {
+                return Err(Error::corrupt(&path, "too short for an Arrow IPC file"));
             }
-            Some(f)
+            let footer = read_footer(&path, &bytes)?;
+            Features::infer_from_schema(&footer.schema)
+        },
+    )
+}
+
+/// The features to read with: the caller's (checked against the fingerprint),
+/// else the cache's own description (checked too), else inferred.
+fn choose_features(
+    dir: &Path,
+    meta_path: &Path,
+    fingerprint: &str,
+    described: Option<Features>,
+    given: Option<&Features>,
+    infer: impl FnOnce() -> Result<Features>,
+) -> Result<(Arc<Features>, FeaturesSource)> {
+    if let Some(f) = &described {
+        if !fingerprint.is_empty() && f.fingerprint() != fingerprint {
+            return Err(Error::metadata(
+                meta_path,
+                format!(
+                    "the features description hashes to {}, but schema_fingerprint is {fingerprint} (edited metadata?)",
+                    f.fingerprint()
+                ),
+            ));
         }
-        None => None,
-    };
+    }
     if let Some(wanted) = given {
         let fp = wanted.fingerprint();
-        if !meta.schema_fingerprint.is_empty() && fp != meta.schema_fingerprint {
+        if !fingerprint.is_empty() && fp != fingerprint {
             let detail = described
                 .as_ref()
                 .map(|s| describe_diff(s, wanted))
@@ -214,7 +303,7 @@ fn resolve_features(
             return Err(Error::SchemaMismatch {
                 path: dir.to_path_buf(),
                 expected: fp,
-                found: meta.schema_fingerprint.clone(),
+                found: fingerprint.to_string(),
                 detail,
             });
         }
@@ -223,18 +312,7 @@ fn resolve_features(
     if let Some(f) = described {
         return Ok((Arc::new(f), FeaturesSource::Metadata));
     }
-    // A reference cache: read what the first shard's schema tells.
-    let Some(first) = meta.shard_filenames.first() else {
-        return Ok((Arc::new(Features::new()), FeaturesSource::Inferred));
-    };
-    let path = dir.join(first);
-    let bytes = std::fs::read(&path).map_err(|e| Error::io("read shard", &path, e))?;
-    if bytes.len() < 18 {
-        return Err(Error::corrupt(&path, "too short for an Arrow IPC file"));
-    }
-    let footer = read_footer(&path, &bytes)?;
-    let f = Features::infer_from_schema(&footer.schema)?;
-    Ok((Arc::new(f), FeaturesSource::Inferred))
+    Ok((Arc::new(infer()?), FeaturesSource::Inferred))
 }
 
 /// A shard whose bytes do not match the recorded checksum.

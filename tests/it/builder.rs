@@ -274,13 +274,6 @@ fn bad_names_versions_and_splits_are_clear_errors() {
         .unwrap_err()
         .to_string()
         .contains("major.minor.patch"));
-    let e = load(
-        &b,
-        "train",
-        &opts(tmp.path()).with_format(StorageFormat::Lance),
-    )
-    .unwrap_err();
-    assert!(e.to_string().contains("lance"), "{e}");
     assert!(
         !tmp.path().join("processed").exists(),
         "nothing created by failed loads"
@@ -405,4 +398,33 @@ fn cache_root_comes_from_the_environment() {
     let dir = std::path::PathBuf::from(j["dir"].as_str().unwrap());
     assert!(dir.starts_with(tmp.path().join("processed")), "{dir:?}");
     assert!(dir.join("_metadata.json").exists());
+}
+
+#[cfg(feature = "lance")]
+#[test]
+fn the_lance_format_builds_a_lance_cache_beside_the_arrow_one() {
+    let tmp = tempfile::tempdir().unwrap();
+    let b = Tiny::new();
+    let (lance_ds, rep) = load_with_report(
+        &b,
+        "train",
+        &opts(tmp.path()).with_format(StorageFormat::Lance),
+    )
+    .unwrap();
+    assert!(rep.built);
+    assert_eq!(lance_ds.backend().layout(), "lance-rows");
+    assert_eq!(
+        rep.dir.file_name().unwrap().to_str().unwrap(),
+        shardset::cache_fingerprint("Tiny", "1.0.0", "small", "train", "lance")
+    );
+    let (arrow_ds, rep2) = load_with_report(&b, "train", &opts(tmp.path())).unwrap();
+    assert_ne!(rep.dir, rep2.dir);
+    assert_eq!(xs(&lance_ds), xs(&arrow_ds));
+    let (_, warm) = load_with_report(
+        &b,
+        "train",
+        &opts(tmp.path()).with_format(StorageFormat::Lance),
+    )
+    .unwrap();
+    assert!(!warm.built);
 }

@@ -7,6 +7,8 @@ mod crash;
 mod dataset_api;
 mod golden;
 mod integrity;
+#[cfg(feature = "lance")]
+mod lance;
 mod pyarrow;
 mod roundtrip;
 mod sampler;

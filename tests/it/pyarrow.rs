@@ -6,21 +6,26 @@ use shardset::{write_arrow_cache, ArrowWriteOptions, Compression, Value};
 
 use crate::common::*;
 
-/// True when python3 with pyarrow is available; in CI its absence is a failure.
-pub fn have_pyarrow() -> bool {
+/// True when python3 can import `module`; in CI its absence is a failure.
+pub fn have_module(module: &str) -> bool {
     let ok = Command::new("python3")
-        .args(["-c", "import pyarrow"])
+        .args(["-c", &format!("import {module}")])
         .output()
         .map(|o| o.status.success())
         .unwrap_or(false);
     if !ok {
         assert!(
             std::env::var_os("CI").is_none(),
-            "CI must have python3 with pyarrow (.ci/run installs it)"
+            "CI must have python3 with {module} (.ci/run installs it)"
         );
-        eprintln!("skipping: python3 with pyarrow not found");
+        eprintln!("skipping: python3 with {module} not found");
     }
     ok
+}
+
+/// True when python3 with pyarrow is available.
+pub fn have_pyarrow() -> bool {
+    have_module("pyarrow")
 }
 
 const SCRIPT: &str = r#"

@@ -1,0 +1,73 @@
+//! Everything that touches the `lance` crate: a tokio runtime hidden behind
+//! a synchronous API, the `lance-rows` writer, and helpers for the backend.
+//!
+//! The runtime is per process: after a `fork` the child's first Lance call
+//! builds its own (the parent's worker threads do not exist in the child), so
+//! nothing Lance-related is shared across fork.
+
+pub mod writer;
+
+use std::future::Future;
+use std::sync::{Arc, Mutex};
+
+use crate::error::{Error, Result};
+
+type Rt = Arc<tokio::runtime::Runtime>;
+
+/// The process's Lance runtime.
+///
+/// # Errors
+/// [`Error::InvalidArgument`] when the runtime cannot start (out of threads).
+pub fn runtime() -> Result<Rt> {
+    static RT: Mutex<Option<(u32, Rt)>> = Mutex::new(None);
+    let pid = std::process::id();
+    let mut g = RT.lock().unwrap_or_else(|p| p.into_inner());
+    if let Some((p, rt)) = &*g {
+        if *p == pid {
+            return Ok(rt.clone());
+        }
+    }
+    let rt = Arc::new(
+        tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(2)
+            .thread_name("shardset-lance")
+            .enable_all()
+            .build()
+            .map_err(|e| Error::InvalidArgument(format!("cannot start the Lance runtime: {e}")))?,
+    );
+    if let Some((_, parent)) = g.take() {
+        // Inherited across fork: its threads are gone, dropping it could hang.
+        std::mem::forget(parent);
+    }
+    *g = Some((pid, rt.clone()));
+    Ok(rt)
+}
+
+/// Runs a future to completion from synchronous code, also when the caller
+/// is itself inside a tokio runtime (then on a helper thread).
+///
+/// # Errors
+/// As [`runtime`].
+pub fn block_on<F>(fut: F) -> Result<F::Output>
+where
+    F: Future + Send,
+    F::Output: Send,
+{
+    let rt = runtime()?;
+    if tokio::runtime::Handle::try_current().is_ok() {
+        return std::thread::scope(|s| {
+            s.spawn(|| rt.block_on(fut))
+                .join()
+                .map_err(|p| Error::from_panic("lance", p))
+        });
+    }
+    Ok(rt.block_on(fut))
+}
+
+/// A Lance error as ours, naming the dataset.
+pub fn lance_err(path: &std::path::Path, e: impl std::fmt::Display) -> Error {
+    Error::CorruptShard {
+        path: path.to_path_buf(),
+        reason: format!("lance: {e}"),
+    }
+}

@@ -1,0 +1,283 @@
+//! The `lance-rows` writer: the same encode pipeline as the Arrow writer,
+//! streamed into one `lance::Dataset::write` through a bounded channel, so
+//! peak memory is a few batches whatever the row count.
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use arrow_array::{RecordBatch, RecordBatchReader};
+use arrow_schema::{ArrowError, SchemaRef};
+use crossbeam_channel::{bounded, Receiver};
+use lance::dataset::{Dataset, WriteMode, WriteParams};
+
+use super::{block_on, lance_err};
+use crate::cache::lock::CacheLock;
+use crate::cache::metadata::{
+    write_json_checksummed, LanceRowsMetadata, WriterInfo, CACHE_FORMAT_VERSION, LAYOUT_LANCE_ROWS,
+    METADATA_FILE,
+};
+use crate::cache::pipeline::{self, PipelineOptions};
+use crate::cache::publish::{remove_leftovers, StagingDir};
+use crate::error::{BoxError, Error, Result};
+use crate::features::describe::features_to_json;
+use crate::features::Features;
+use crate::value::Example;
+
+/// Options of [`write_lance_cache`].
+#[derive(Debug, Clone)]
+pub struct LanceWriteOptions {
+    /// Examples per record batch (default 1000).
+    pub batch_size: usize,
+    /// Rows per Lance data file: more fragments for more parallel reads
+    /// (default 1,048,576, pylance's).
+    pub max_rows_per_file: usize,
+    /// Lance data storage version (`legacy`, `2.0`, `2.1`, `stable`; default: the library's).
+    pub data_storage_version: Option<String>,
+    /// Encode threads (0 = one per core).
+    pub encode_threads: usize,
+    /// Provenance recorded under `lineage`.
+    pub lineage: Option<serde_json::Value>,
+}
+
+impl Default for LanceWriteOptions {
+    fn default() -> Self {
+        LanceWriteOptions {
+            batch_size: 1000,
+            max_rows_per_file: 1024 * 1024,
+            data_storage_version: None,
+            encode_threads: 0,
+            lineage: None,
+        }
+    }
+}
+
+impl LanceWriteOptions {
+    /// Sets the batch size.
+    pub fn with_batch_size(mut self, n: usize) -> Self {
+        self.batch_size = n;
+        self
+    }
+    /// Sets the rows per Lance file.
+    pub fn with_max_rows_per_file(mut self, n: usize) -> Self {
+        self.max_rows_per_file = n;
+        self
+    }
+    /// Sets the data storage version.
+    pub fn with_data_storage_version(mut self, v: impl Into<String>) -> Self {
+        self.data_storage_version = Some(v.into());
+        self
+    }
+    /// Sets the number of encode threads.
+    pub fn with_encode_threads(mut self, n: usize) -> Self {
+        self.encode_threads = n;
+        self
+    }
+}
+
+/// A `RecordBatchReader` fed by the encode pipeline.
+struct ChannelReader {
+    schema: SchemaRef,
+    rx: Receiver<RecordBatch>,
+}
+
+impl Iterator for ChannelReader {
+    type Item = std::result::Result<RecordBatch, ArrowError>;
+    fn next(&mut self) -> Option<Self::Item> {
+        self.rx.recv().ok().map(Ok)
+    }
+}
+
+impl RecordBatchReader for ChannelReader {
+    fn schema(&self) -> SchemaRef {
+        self.schema.clone()
+    }
+}
+
+/// What a finished Lance write produced.
+#[derive(Debug, Clone)]
+pub struct WrittenLance {
+    /// The published cache directory.
+    pub dir: PathBuf,
+    /// Its metadata.
+    pub metadata: LanceRowsMetadata,
+}
+
+/// Writes examples into a `lance-rows` cache at `cache_dir` (replacing one there atomically).
+///
+/// # Errors
+/// Any encode, generator, I/O or Lance error; nothing is published then.
+pub fn write_lance_cache<I>(
+    examples: I,
+    features: &Features,
+    cache_dir: &Path,
+    opts: &LanceWriteOptions,
+) -> Result<WrittenLance>
+where
+    I: IntoIterator<Item = Example>,
+{
+    try_write_lance_cache(
+        examples.into_iter().map(Ok::<_, std::convert::Infallible>),
+        features,
+        cache_dir,
+        opts,
+    )
+}
+
+/// Like [`write_lance_cache`], for a generator that can fail.
+///
+/// # Errors
+/// As [`write_lance_cache`].
+pub fn try_write_lance_cache<I, E>(
+    examples: I,
+    features: &Features,
+    cache_dir: &Path,
+    opts: &LanceWriteOptions,
+) -> Result<WrittenLance>
+where
+    I: IntoIterator<Item = std::result::Result<Example, E>>,
+    E: Into<BoxError>,
+{
+    let lock = CacheLock::acquire(cache_dir)?;
+    write_lance_cache_locked(examples, features, cache_dir, opts, &lock)
+}
+
+fn storage_version(v: &str) -> Result<lance_file::version::LanceFileVersion> {
+    use lance_file::version::LanceFileVersion as V;
+    Ok(match v {
+        "legacy" | "0.1" => V::Legacy,
+        "2.0" => V::V2_0,
+        "2.1" => V::V2_1,
+        "2.2" => V::V2_2,
+        "stable" => V::Stable,
+        other => {
+            return Err(Error::InvalidArgument(format!(
+                "Lance data storage version must be legacy, 2.0, 2.1, 2.2 or stable, got '{other}'"
+            )))
+        }
+    })
+}
+
+fn fsync_tree(dir: &Path) -> Result<()> {
+    for e in std::fs::read_dir(dir).map_err(|e| Error::io("read directory", dir, e))? {
+        let e = e.map_err(|e| Error::io("read directory", dir, e))?;
+        let p = e.path();
+        if p.is_dir() {
+            fsync_tree(&p)?;
+        } else {
+            let f = std::fs::File::open(&p).map_err(|e| Error::io("open", &p, e))?;
+            f.sync_all().map_err(|e| Error::io("fsync", &p, e))?;
+        }
+    }
+    crate::util::fsync_dir(dir)
+}
+
+/// The writer proper, for callers that hold the cache's lock.
+///
+/// # Errors
+/// As [`write_lance_cache`].
+pub fn write_lance_cache_locked<I, E>(
+    examples: I,
+    features: &Features,
+    cache_dir: &Path,
+    opts: &LanceWriteOptions,
+    _lock: &CacheLock,
+) -> Result<WrittenLance>
+where
+    I: IntoIterator<Item = std::result::Result<Example, E>>,
+    E: Into<BoxError>,
+{
+    if opts.batch_size == 0 || opts.max_rows_per_file == 0 {
+        return Err(Error::InvalidArgument(
+            "batch_size and max_rows_per_file must be at least 1".into(),
+        ));
+    }
+    let version = opts
+        .data_storage_version
+        .as_deref()
+        .map(storage_version)
+        .transpose()?;
+    remove_leftovers(cache_dir);
+    let staging = StagingDir::create(cache_dir)?;
+    let data_dir = staging.path().to_path_buf();
+    let uri = data_dir
+        .to_str()
+        .ok_or_else(|| Error::InvalidArgument(format!("{} is not UTF-8", data_dir.display())))?
+        .to_string();
+    let schema = features.arrow_schema();
+    let params = WriteParams {
+        max_rows_per_file: opts.max_rows_per_file,
+        max_rows_per_group: opts.batch_size.clamp(1, 1024),
+        mode: WriteMode::Create,
+        data_storage_version: version,
+        ..Default::default()
+    };
+    let (tx, rx) = bounded::<RecordBatch>(4);
+    let reader = ChannelReader {
+        schema: schema.clone(),
+        rx,
+    };
+    // A data dir that lance creates itself, inside the temp dir.
+    let (rows, written) = std::thread::scope(|s| {
+        let lance_thread = s.spawn(move || {
+            block_on(async move { Dataset::write(reader, uri.as_str(), Some(params)).await })
+        });
+        let rows = pipeline::run(
+            examples,
+            Arc::new(features.clone()),
+            &data_dir,
+            PipelineOptions {
+                batch_size: opts.batch_size,
+                threads: opts.encode_threads,
+                row_offset: 0,
+            },
+            |batch| {
+                tx.send(batch)
+                    .map_err(|_| lance_err(&data_dir, "the Lance writer stopped early"))
+            },
+        );
+        drop(tx);
+        let written = lance_thread
+            .join()
+            .map_err(|p| Error::from_panic("lance writer", p))
+            .and_then(|r| r);
+        (rows, written)
+    });
+    let ds = match (rows, written) {
+        (Ok(_), Ok(Ok(ds))) => ds,
+        // The encode side's error is the cause when both failed.
+        (Err(e), _) => return Err(e),
+        (Ok(_), Ok(Err(e))) => return Err(lance_err(&data_dir, e)),
+        (Ok(_), Err(e)) => return Err(e),
+    };
+    let fragment_rows = block_on(async {
+        let mut counts = Vec::new();
+        for f in ds.get_fragments() {
+            counts.push(f.physical_rows().await.map(|n| n as u64));
+        }
+        counts
+    })?
+    .into_iter()
+    .collect::<std::result::Result<Vec<u64>, _>>()
+    .map_err(|e| lance_err(&data_dir, e))?;
+    let num_rows: u64 = fragment_rows.iter().sum();
+    fsync_tree(&data_dir)?;
+    let metadata = LanceRowsMetadata {
+        cache_format_version: CACHE_FORMAT_VERSION,
+        format: "lance".into(),
+        layout: LAYOUT_LANCE_ROWS.into(),
+        schema_fingerprint: features.fingerprint(),
+        num_rows,
+        lineage: opts.lineage.clone(),
+        fragment_row_counts: Some(fragment_rows),
+        data_storage_version: opts.data_storage_version.clone(),
+        features: Some(features_to_json(features)),
+        writer: Some(WriterInfo::current()),
+        metadata_xxh64: None,
+    };
+    write_json_checksummed(&staging.path().join(METADATA_FILE), &metadata)?;
+    staging.publish()?;
+    Ok(WrittenLance {
+        dir: cache_dir.to_path_buf(),
+        metadata,
+    })
+}
