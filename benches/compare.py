@@ -385,10 +385,11 @@ def rust_side(scale):
     out = subprocess.run(cmd, cwd=ROOT, check=True, stdout=subprocess.PIPE, text=True).stdout
     res = [json.loads(l) for l in out.splitlines() if l.startswith("{")]
     rss = []
-    for rows in (int(1_000_000 * scale), int(4_000_000 * scale)):
-        out = subprocess.run(["cargo", "bench", "--bench", "workloads", "--", "rss", "--rows", str(rows)],
-                             cwd=ROOT, check=True, stdout=subprocess.PIPE, text=True).stdout
-        rss += [json.loads(l) for l in out.splitlines() if l.startswith("{")]
+    for extra in ([], ["--lance"]):
+        for rows in (int(1_000_000 * scale), int(4_000_000 * scale)):
+            out = subprocess.run(["cargo", "bench", "--bench", "workloads", "--", "rss", "--rows", str(rows)] + extra,
+                                 cwd=ROOT, check=True, stdout=subprocess.PIPE, text=True).stdout
+            rss += [json.loads(l) for l in out.splitlines() if l.startswith("{")]
     for r in res + rss:
         print(json.dumps(r), flush=True)
     return res, rss
@@ -430,7 +431,8 @@ def main():
         print(f"{key[0]:20} {key[1]:14} {r['rows_per_s']:14,.0f} {p['rows_per_s']:12,.0f} {ratio:8.1f} "
               f"{('>=' + str(tgt)) if tgt else '':>8} {mark}")
     for r in rss:
-        print(f"peak RSS writing {r['rows']:>9,} scalar rows: {r['peak_rss_kb'] / 1024:.1f} MiB ({r['seconds']:.2f} s)")
+        kind = "Lance" if r["workload"] == "rss_lance" else "Arrow"
+        print(f"peak RSS writing {r['rows']:>9,} scalar rows ({kind}): {r['peak_rss_kb'] / 1024:.1f} MiB ({r['seconds']:.2f} s)")
     if args.json:
         with open(args.json, "w") as f:
             json.dump({"shardset": rust, "python": py, "rss": rss}, f, indent=1)
