@@ -170,8 +170,78 @@ pub(crate) fn read_footer(path: &Path, buf: &[u8]) -> Result<Footer> {
     })
 }
 
+/// Walks one field of an uncompressed record batch in IPC order (node, then
+/// its buffers, then its children) and checks that every buffer is as long as
+/// the node's length needs. arrow-ipc builds arrays from these sizes before
+/// validating them and panics on a short one; this turns that into an error.
+fn check_field(
+    t: &arrow_schema::DataType,
+    nodes: &mut impl Iterator<Item = (i64, i64)>,
+    bufs: &mut impl Iterator<Item = i64>,
+) -> std::result::Result<(), String> {
+    use arrow_schema::DataType as D;
+    let (len, nulls) = nodes
+        .next()
+        .ok_or("fewer field nodes than the schema has fields")?;
+    let len = usize::try_from(len).map_err(|_| "negative field length")?;
+    let mut need = |what: &str, min: usize| -> std::result::Result<(), String> {
+        let have = bufs
+            .next()
+            .ok_or_else(|| format!("missing {what} buffer"))?;
+        if (have as u64) < min as u64 {
+            return Err(format!(
+                "{what} buffer has {have} bytes, {len} values need {min}"
+            ));
+        }
+        Ok(())
+    };
+    let validity = if nulls > 0 { len.div_ceil(8) } else { 0 };
+    let offsets = |w: usize| if len == 0 { 0 } else { (len + 1) * w };
+    match t {
+        D::Boolean => {
+            need("validity", validity)?;
+            need("values", len.div_ceil(8))?;
+        }
+        D::Utf8 | D::Binary => {
+            need("validity", validity)?;
+            need("offsets", offsets(4))?;
+            need("values", 0)?;
+        }
+        D::LargeUtf8 | D::LargeBinary => {
+            need("validity", validity)?;
+            need("offsets", offsets(8))?;
+            need("values", 0)?;
+        }
+        D::List(item) => {
+            need("validity", validity)?;
+            need("offsets", offsets(4))?;
+            check_field(item.data_type(), nodes, bufs)?;
+        }
+        D::Struct(children) => {
+            need("validity", validity)?;
+            for c in children {
+                check_field(c.data_type(), nodes, bufs)?;
+            }
+        }
+        t => match t.primitive_width() {
+            Some(w) => {
+                need("validity", validity)?;
+                need("values", len * w)?;
+            }
+            None => return Err(format!("type {t} is not part of the cache format")),
+        },
+    }
+    Ok(())
+}
+
 /// Rows of the record batch in `block`, read from its message header only.
-fn block_rows(path: &Path, buf: &[u8], block: &Block, file_len: usize) -> Result<u64> {
+fn block_rows(
+    path: &Path,
+    buf: &[u8],
+    block: &Block,
+    file_len: usize,
+    schema: &Schema,
+) -> Result<u64> {
     let start = usize::try_from(block.offset())
         .map_err(|_| Error::corrupt(path, "negative block offset"))?;
     let meta_len = usize::try_from(block.metaDataLength())
@@ -243,6 +313,27 @@ fn block_rows(path: &Path, buf: &[u8], block: &Block, file_len: usize) -> Result
             "negative length in a record batch field",
         ));
     }
+    // Compressed buffers are checked by the decompressor; uncompressed ones here.
+    if rb.compression().is_none() {
+        let mut nodes = rb
+            .nodes()
+            .map(|n| {
+                n.iter()
+                    .map(|n| (n.length(), n.null_count()))
+                    .collect::<Vec<_>>()
+            })
+            .unwrap_or_default()
+            .into_iter();
+        let mut bufs = rb
+            .buffers()
+            .map(|b| b.iter().map(|b| b.length()).collect::<Vec<_>>())
+            .unwrap_or_default()
+            .into_iter();
+        for f in schema.fields() {
+            check_field(f.data_type(), &mut nodes, &mut bufs)
+                .map_err(|e| Error::corrupt(path, format!("column '{}': {e}", f.name())))?;
+        }
+    }
     u64::try_from(rb.length()).map_err(|_| Error::corrupt(path, "negative row count"))
 }
 
@@ -296,7 +387,7 @@ impl ShardData {
         let mut acc = 0u64;
         batch_starts.push(0);
         for b in &footer.blocks {
-            acc += block_rows(path, &buf, b, buf.len())?;
+            acc += block_rows(path, &buf, b, buf.len(), expected)?;
             batch_starts.push(acc);
         }
         if acc != rows {
