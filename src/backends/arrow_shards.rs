@@ -650,28 +650,14 @@ impl Backend for ArrowShards {
     }
 
     fn slice(&self, start: u64, len: u64) -> Result<RecordBatch> {
-        let n = self.len();
-        if start > n {
-            return Err(Error::IndexOutOfRange {
-                index: start.min(i64::MAX as u64) as i64,
-                len: n,
-            });
-        }
-        let end = start.saturating_add(len).min(n);
-        let mut parts = Vec::new();
-        let mut row = start;
-        while row < end {
-            let (batch, r) = self.row_batch(row)?;
-            let k = ((batch.num_rows() - r) as u64).min(end - row) as usize;
-            parts.push(batch.slice(r, k));
-            row += k as u64;
-        }
-        match parts.len() {
-            0 => Ok(RecordBatch::new_empty(self.schema())),
-            1 => Ok(parts.pop().expect("one part")),
-            _ => arrow_select::concat::concat_batches(&self.schema(), &parts)
-                .map_err(|e| Error::arrow(Some(&self.inner.dir), e)),
-        }
+        super::slice_from_pieces(
+            self.len(),
+            start,
+            len,
+            &self.schema(),
+            &self.inner.dir,
+            |row| self.row_batch(row).map(|(b, r)| (b.clone(), r)),
+        )
     }
 
     fn iter_batches(&self, opts: &IterOptions) -> Result<BatchIter<'_>> {

@@ -143,6 +143,43 @@ pub fn normalize_index(index: i64, len: u64) -> Result<u64> {
     Ok(i as u64)
 }
 
+/// `len` rows from `start` (clamped at `n`), assembled from zero-copy pieces:
+/// `piece(row)` returns the cached batch holding `row` and the row's position
+/// in it. One piece is returned as is; several are concatenated.
+///
+/// # Errors
+/// [`Error::IndexOutOfRange`] when `start > n`, or what `piece` returns.
+pub(crate) fn slice_from_pieces(
+    n: u64,
+    start: u64,
+    len: u64,
+    schema: &SchemaRef,
+    dir: &Path,
+    mut piece: impl FnMut(u64) -> Result<(RecordBatch, usize)>,
+) -> Result<RecordBatch> {
+    if start > n {
+        return Err(Error::IndexOutOfRange {
+            index: start.min(i64::MAX as u64) as i64,
+            len: n,
+        });
+    }
+    let end = start.saturating_add(len).min(n);
+    let mut parts = Vec::new();
+    let mut row = start;
+    while row < end {
+        let (b, r) = piece(row)?;
+        let k = ((b.num_rows() - r) as u64).min(end - row) as usize;
+        parts.push(b.slice(r, k));
+        row += k as u64;
+    }
+    match parts.len() {
+        0 => Ok(RecordBatch::new_empty(schema.clone())),
+        1 => Ok(parts.pop().expect("one part")),
+        _ => arrow_select::concat::concat_batches(schema, &parts)
+            .map_err(|e| Error::arrow(Some(dir), e)),
+    }
+}
+
 /// The shard order an [`IterOptions`] asks for.
 ///
 /// # Errors

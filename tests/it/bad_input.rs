@@ -12,18 +12,7 @@ use crate::common::*;
 
 /// A published cache to break; returns (tempdir, cache dir).
 fn cache(n: usize) -> (tempfile::TempDir, std::path::PathBuf) {
-    let tmp = tempfile::tempdir().unwrap();
-    let dir = tmp.path().join("c");
-    write_arrow_cache(
-        f2_rows(n),
-        &features_f2(),
-        &dir,
-        &ArrowWriteOptions::default()
-            .with_batch_size(10)
-            .with_shard_size_bytes(Some(200)),
-    )
-    .unwrap();
-    (tmp, dir)
+    f2_cache(n, 10, 200)
 }
 
 fn edit_meta(dir: &Path, f: impl FnOnce(&mut serde_json::Value)) {

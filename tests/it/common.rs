@@ -60,6 +60,23 @@ pub fn features_f2() -> Features {
         .with("label", Feature::class_label(["a", "b"]).unwrap())
 }
 
+/// A published `F2` cache of `n` rows with the given batch size and shard
+/// budget (several shards for small budgets); returns (tempdir, cache dir).
+pub fn f2_cache(n: usize, batch: usize, budget: u64) -> (tempfile::TempDir, PathBuf) {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("c");
+    shardset::write_arrow_cache(
+        f2_rows(n),
+        &features_f2(),
+        &dir,
+        &shardset::ArrowWriteOptions::default()
+            .with_batch_size(batch)
+            .with_shard_size_bytes(Some(budget)),
+    )
+    .unwrap();
+    (tmp, dir)
+}
+
 pub fn f2_rows(n: usize) -> impl Iterator<Item = Example> {
     (0..n).map(|i| {
         Example::new()

@@ -9,17 +9,7 @@ use crate::common::*;
 
 /// `n` rows {x: int32, label: ClassLabel(a, b)} in several shards.
 fn ds(n: usize) -> (tempfile::TempDir, Dataset) {
-    let tmp = tempfile::tempdir().unwrap();
-    let dir = tmp.path().join("c");
-    write_arrow_cache(
-        f2_rows(n),
-        &features_f2(),
-        &dir,
-        &ArrowWriteOptions::default()
-            .with_batch_size(7)
-            .with_shard_size_bytes(Some(150)),
-    )
-    .unwrap();
+    let (tmp, dir) = f2_cache(n, 7, 150);
     (tmp, Dataset::new(open_cache(&dir).unwrap()))
 }
 

@@ -8,8 +8,8 @@ use arrow_array::types::Int32Type;
 use arrow_array::RecordBatch;
 use serde_json::Value as J;
 use shardset::{
-    open_cache, open_cache_with, write_arrow_cache, write_lance_cache, ArrowWriteOptions, Backend,
-    Error, IterOptions, LanceWriteOptions, OpenOptions, Value,
+    open_cache, open_cache_with, write_lance_cache, Backend, Error, IterOptions, LanceWriteOptions,
+    OpenOptions, Value,
 };
 
 use crate::common::*;
@@ -21,17 +21,7 @@ fn x_col(b: &RecordBatch) -> Vec<i32> {
 type Make = fn(usize) -> (tempfile::TempDir, Arc<dyn Backend>);
 
 fn arrow_backend(n: usize) -> (tempfile::TempDir, Arc<dyn Backend>) {
-    let tmp = tempfile::tempdir().unwrap();
-    let dir = tmp.path().join("a");
-    write_arrow_cache(
-        f2_rows(n),
-        &features_f2(),
-        &dir,
-        &ArrowWriteOptions::default()
-            .with_batch_size(7)
-            .with_shard_size_bytes(Some(150)),
-    )
-    .unwrap();
+    let (tmp, dir) = f2_cache(n, 7, 150);
     let b = open_cache(&dir).unwrap().backend;
     (tmp, b)
 }

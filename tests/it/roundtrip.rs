@@ -20,19 +20,8 @@ fn x_col(b: &RecordBatch) -> Vec<i32> {
 }
 
 fn multi_shard(n: usize, batch: usize, budget: u64) -> (tempfile::TempDir, shardset::Cache) {
-    let tmp = tempfile::tempdir().unwrap();
-    let dir = tmp.path().join("c");
-    write_arrow_cache(
-        f2_rows(n),
-        &features_f2(),
-        &dir,
-        &ArrowWriteOptions::default()
-            .with_batch_size(batch)
-            .with_shard_size_bytes(Some(budget)),
-    )
-    .unwrap();
-    let c = open_cache(&dir).unwrap();
-    (tmp, c)
+    let (tmp, dir) = f2_cache(n, batch, budget);
+    (tmp, open_cache(&dir).unwrap())
 }
 
 #[test]

@@ -4,24 +4,14 @@ use std::collections::HashSet;
 
 use proptest::prelude::*;
 use shardset::{
-    open_cache, write_arrow_cache, ArrowWriteOptions, Dataset, Loader, LoaderOptions, LoaderState,
-    Order, Partition, Remainder, Sampler, WithinShard,
+    open_cache, Dataset, Loader, LoaderOptions, LoaderState, Order, Partition, Remainder, Sampler,
+    WithinShard,
 };
 
 use crate::common::*;
 
 fn ds_with(n: usize, batch: usize, budget: u64) -> (tempfile::TempDir, Dataset) {
-    let tmp = tempfile::tempdir().unwrap();
-    let dir = tmp.path().join("c");
-    write_arrow_cache(
-        f2_rows(n),
-        &features_f2(),
-        &dir,
-        &ArrowWriteOptions::default()
-            .with_batch_size(batch)
-            .with_shard_size_bytes(Some(budget)),
-    )
-    .unwrap();
+    let (tmp, dir) = f2_cache(n, batch, budget);
     (tmp, Dataset::new(open_cache(&dir).unwrap()))
 }
 
