@@ -113,6 +113,58 @@ fn map_file(path: &Path) -> Result<Buffer> {
     Ok(unsafe { Buffer::from_custom_allocation(ptr, len, Arc::new(mmap)) })
 }
 
+/// Checks a footer field before arrow-ipc converts it (which panics on
+/// unknown types, odd widths and missing parts): only the types the cache
+/// format uses are accepted.
+fn check_fb_field(f: arrow_ipc::Field<'_>, depth: usize) -> std::result::Result<(), String> {
+    use arrow_ipc::Type as T;
+    if depth > 32 {
+        return Err("fields nested too deeply".into());
+    }
+    if f.name().is_none() {
+        return Err("a field has no name".into());
+    }
+    if f.dictionary().is_some() {
+        return Err("dictionary-encoded fields are not part of the cache format".into());
+    }
+    let nchild = f.children().map_or(0, |c| c.len());
+    match f.type_type() {
+        T::Bool | T::Binary | T::LargeBinary | T::Utf8 | T::LargeUtf8 => {}
+        T::Int => {
+            let i = f.type_as_int().ok_or("an Int field has no parameters")?;
+            if ![8, 16, 32, 64].contains(&i.bitWidth()) {
+                return Err(format!("an Int field has bit width {}", i.bitWidth()));
+            }
+        }
+        T::FloatingPoint => {
+            let p = f
+                .type_as_floating_point()
+                .ok_or("a float field has no parameters")?;
+            if !matches!(
+                p.precision(),
+                arrow_ipc::Precision::HALF
+                    | arrow_ipc::Precision::SINGLE
+                    | arrow_ipc::Precision::DOUBLE
+            ) {
+                return Err("a float field has an unknown precision".into());
+            }
+        }
+        T::List if nchild == 1 => {}
+        T::Struct_ => {}
+        t => {
+            return Err(format!(
+                "type {t:?} (with {nchild} children) is not part of the cache format"
+            ))
+        }
+    }
+    if let Some(children) = f.children() {
+        for c in children.iter() {
+            check_fb_field(c, depth + 1)?;
+        }
+    }
+    Ok(())
+}
+
 pub(crate) fn read_footer(path: &Path, buf: &[u8]) -> Result<Footer> {
     let n = buf.len();
     if &buf[..6] != MAGIC {
@@ -140,6 +192,12 @@ pub(crate) fn read_footer(path: &Path, buf: &[u8]) -> Result<Footer> {
     let ipc_schema = footer
         .schema()
         .ok_or_else(|| Error::corrupt(path, "footer has no schema"))?;
+    let fields = ipc_schema
+        .fields()
+        .ok_or_else(|| Error::corrupt(path, "footer schema has no fields"))?;
+    for f in fields.iter() {
+        check_fb_field(f, 0).map_err(|e| Error::corrupt(path, format!("footer schema: {e}")))?;
+    }
     let schema = catch_unwind(AssertUnwindSafe(|| {
         arrow_ipc::convert::fb_to_schema(ipc_schema)
     }))
