@@ -380,12 +380,14 @@ def python_side(scale, tmp):
     return res
 
 
-def rust_side(scale):
+def rust_side(scale, only=None):
     cmd = ["cargo", "bench", "--bench", "workloads", "--", "--scale", str(scale)]
+    if only:
+        cmd += ["--only", only]
     out = subprocess.run(cmd, cwd=ROOT, check=True, stdout=subprocess.PIPE, text=True).stdout
     res = [json.loads(l) for l in out.splitlines() if l.startswith("{")]
     rss = []
-    for extra in ([], ["--lance"]):
+    for extra in ([], ["--lance"]) if not only else ([["--lance"]] if only == "lance" else []):
         for rows in (int(1_000_000 * scale), int(4_000_000 * scale)):
             out = subprocess.run(["cargo", "bench", "--bench", "workloads", "--", "rss", "--rows", str(rows)] + extra,
                                  cwd=ROOT, check=True, stdout=subprocess.PIPE, text=True).stdout
@@ -399,12 +401,18 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--scale", type=float, default=1.0, help="row-count multiplier (0.1 for a quick run)")
     ap.add_argument("--json", help="also write all results to this file")
+    ap.add_argument("--only", choices=["scalar", "binary", "epoch", "image", "lance"],
+                    help="run one workload group (lance: the Lance rows workloads)")
     args = ap.parse_args()
     print("== shardset (cargo bench --bench workloads, release) ==", flush=True)
-    rust, rss = rust_side(args.scale)
+    rust, rss = rust_side(args.scale, args.only)
     print("== python reference way (pyarrow %s, numpy %s) ==" % (pa.__version__, np.__version__), flush=True)
     with tempfile.TemporaryDirectory() as tmp:
-        py = python_side(args.scale, tmp)
+        if args.only == "lance":
+            py = []
+            lance_side(args.scale, tmp, py)
+        else:
+            py = python_side(args.scale, tmp)
     pyd = {(r["workload"], r["op"]): r for r in py}
     print()
     print(f"{'workload':20} {'op':14} {'shardset/s':>14} {'python/s':>12} {'ratio':>8} {'target':>8}")
