@@ -401,8 +401,8 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--scale", type=float, default=1.0, help="row-count multiplier (0.1 for a quick run)")
     ap.add_argument("--json", help="also write all results to this file")
-    ap.add_argument("--only", choices=["scalar", "binary", "epoch", "image", "lance"],
-                    help="run one workload group (lance: the Lance rows workloads)")
+    ap.add_argument("--only", choices=["lance"],
+                    help="run only the Lance rows workloads on both sides")
     args = ap.parse_args()
     print("== shardset (cargo bench --bench workloads, release) ==", flush=True)
     rust, rss = rust_side(args.scale, args.only)
