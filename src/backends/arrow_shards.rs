@@ -254,7 +254,13 @@ fn check_field(
         Ok(())
     };
     let validity = if nulls > 0 { len.div_ceil(8) } else { 0 };
-    let offsets = |w: usize| if len == 0 { 0 } else { (len + 1) * w };
+    let offsets = |w: usize| {
+        if len == 0 {
+            0
+        } else {
+            len.saturating_add(1).saturating_mul(w)
+        }
+    };
     match t {
         D::Boolean => {
             need("validity", validity)?;
@@ -284,7 +290,7 @@ fn check_field(
         t => match t.primitive_width() {
             Some(w) => {
                 need("validity", validity)?;
-                need("values", len * w)?;
+                need("values", len.saturating_mul(w))?;
             }
             None => return Err(format!("type {t} is not part of the cache format")),
         },
