@@ -351,7 +351,9 @@ fn block_rows(
     // panics on a bad range): check every range here first.
     if let Some(buffers) = rb.buffers() {
         for b in buffers.iter() {
+            // The IPC format aligns buffers to 8 bytes; arrow asserts it for offsets.
             let ok = b.offset() >= 0
+                && b.offset() % 8 == 0
                 && b.length() >= 0
                 && (b.offset() as u64)
                     .checked_add(b.length() as u64)
