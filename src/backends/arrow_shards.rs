@@ -242,13 +242,19 @@ fn check_field(
         .next()
         .ok_or("fewer field nodes than the schema has fields")?;
     let len = usize::try_from(len).map_err(|_| "negative field length")?;
-    let mut need = |what: &str, min: usize| -> std::result::Result<(), String> {
+    // `unit`: the buffer must hold whole values of this width (arrow asserts it).
+    let mut need = |what: &str, min: usize, unit: usize| -> std::result::Result<(), String> {
         let have = bufs
             .next()
             .ok_or_else(|| format!("missing {what} buffer"))?;
         if (have as u64) < min as u64 {
             return Err(format!(
                 "{what} buffer has {have} bytes, {len} values need {min}"
+            ));
+        }
+        if unit > 1 && (have as u64) % unit as u64 != 0 {
+            return Err(format!(
+                "{what} buffer of {have} bytes is not whole {unit}-byte values"
             ));
         }
         Ok(())
@@ -263,34 +269,34 @@ fn check_field(
     };
     match t {
         D::Boolean => {
-            need("validity", validity)?;
-            need("values", len.div_ceil(8))?;
+            need("validity", validity, 1)?;
+            need("values", len.div_ceil(8), 1)?;
         }
         D::Utf8 | D::Binary => {
-            need("validity", validity)?;
-            need("offsets", offsets(4))?;
-            need("values", 0)?;
+            need("validity", validity, 1)?;
+            need("offsets", offsets(4), 4)?;
+            need("values", 0, 1)?;
         }
         D::LargeUtf8 | D::LargeBinary => {
-            need("validity", validity)?;
-            need("offsets", offsets(8))?;
-            need("values", 0)?;
+            need("validity", validity, 1)?;
+            need("offsets", offsets(8), 8)?;
+            need("values", 0, 1)?;
         }
         D::List(item) => {
-            need("validity", validity)?;
-            need("offsets", offsets(4))?;
+            need("validity", validity, 1)?;
+            need("offsets", offsets(4), 4)?;
             check_field(item.data_type(), nodes, bufs)?;
         }
         D::Struct(children) => {
-            need("validity", validity)?;
+            need("validity", validity, 1)?;
             for c in children {
                 check_field(c.data_type(), nodes, bufs)?;
             }
         }
         t => match t.primitive_width() {
             Some(w) => {
-                need("validity", validity)?;
-                need("values", len.saturating_mul(w))?;
+                need("validity", validity, 1)?;
+                need("values", len.saturating_mul(w), w)?;
             }
             None => return Err(format!("type {t} is not part of the cache format")),
         },
@@ -323,6 +329,12 @@ fn block_rows(
             )
         })?;
     let _ = end;
+    if start % 8 != 0 || meta_len % 8 != 0 {
+        return Err(Error::corrupt(
+            path,
+            "record batch block is not 8-byte aligned (not an Arrow IPC file written to the spec)",
+        ));
+    }
     let meta = &buf[start..start + meta_len];
     // Messages start with an optional 0xFFFFFFFF continuation, then an i32 length.
     let (len_at, skip) = if meta.len() >= 8 && meta[..4] == [0xff; 4] {
