@@ -90,6 +90,10 @@ fn encode_jpeg(img: &ImageData) -> Result<Vec<u8>, String> {
     Ok(out)
 }
 
+/// Largest decoded image accepted (bytes of pixels): a corrupt or hostile
+/// header must not make a reader allocate gigabytes.
+pub const MAX_DECODED_BYTES: usize = 1 << 30;
+
 /// Decodes encoded image bytes to pixels (PNG and JPEG).
 ///
 /// # Errors
@@ -113,6 +117,13 @@ fn decode_png(bytes: &[u8]) -> Result<ImageData, String> {
     let size = reader
         .output_buffer_size()
         .ok_or("PNG too large to decode")?;
+    if size > MAX_DECODED_BYTES {
+        let info = reader.info();
+        return Err(format!(
+            "PNG of {}x{} needs {size} bytes decoded, above the {MAX_DECODED_BYTES}-byte limit",
+            info.width, info.height
+        ));
+    }
     let mut buf = vec![0u8; size];
     let info = reader.next_frame(&mut buf).map_err(|e| e.to_string())?;
     buf.truncate(info.buffer_size());
@@ -128,6 +139,7 @@ fn decode_png(bytes: &[u8]) -> Result<ImageData, String> {
 
 fn decode_jpeg(bytes: &[u8]) -> Result<ImageData, String> {
     let mut dec = jpeg_decoder::Decoder::new(Cursor::new(bytes));
+    dec.set_max_decoding_buffer_size(MAX_DECODED_BYTES);
     let pixels = dec.decode().map_err(|e| e.to_string())?;
     let info = dec.info().ok_or("JPEG without header")?;
     let (h, w) = (info.height as u32, info.width as u32);
@@ -183,6 +195,19 @@ mod tests {
         let back = decode(&bytes).unwrap();
         assert_eq!((back.height, back.width, back.channels), (16, 24, 3));
         assert!(encode(&gradient(2, 2, 2), ImageFormat::Jpeg).is_err());
+    }
+
+    #[test]
+    fn a_header_claiming_a_huge_image_is_an_error_not_an_allocation() {
+        let mut png = encode(&gradient(4, 4, 3), ImageFormat::Png).unwrap();
+        // IHDR width and height are the 4-byte fields at 16 and 20.
+        png[16..20].copy_from_slice(&60_000u32.to_be_bytes());
+        png[20..24].copy_from_slice(&60_000u32.to_be_bytes());
+        let e = decode(&png).unwrap_err();
+        assert!(
+            e.contains("limit") || e.contains("CRC") || e.contains("crc"),
+            "{e}"
+        );
     }
 
     #[test]
