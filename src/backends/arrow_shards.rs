@@ -252,7 +252,7 @@ fn check_field(
                 "{what} buffer has {have} bytes, {len} values need {min}"
             ));
         }
-        if unit > 1 && (have as u64) % unit as u64 != 0 {
+        if unit > 1 && !(have as u64).is_multiple_of(unit as u64) {
             return Err(format!(
                 "{what} buffer of {have} bytes is not whole {unit}-byte values"
             ));
