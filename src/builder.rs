@@ -9,7 +9,7 @@
 
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::Mutex;
 
 use crossbeam_channel::{bounded, Receiver, Sender};
 
@@ -955,9 +955,6 @@ pub fn cache_status(
     let exists = Path::new(&dir).join(METADATA_FILE).exists();
     Ok((dir, exists))
 }
-
-/// Keeps `Arc` in the public surface for builders stored behind one.
-pub type SharedBuilder = Arc<dyn DatasetBuilder>;
 
 #[cfg(test)]
 mod tests {

@@ -20,7 +20,7 @@ use xxhash_rust::xxh64::Xxh64;
 use super::lock::CacheLock;
 use super::manifest::{recover, temp_dirs, ManifestHeader, ManifestWriter, MANIFEST_FILE};
 use super::metadata::{
-    write_metadata_checksummed, ArrowShardsMetadata, WriterInfo, CACHE_FORMAT_VERSION,
+    write_json_checksummed, ArrowShardsMetadata, WriterInfo, CACHE_FORMAT_VERSION,
     LAYOUT_ARROW_SHARDS, METADATA_FILE,
 };
 use super::pipeline::{self, PipelineOptions};
@@ -725,7 +725,7 @@ where
         row_checksums: opts.record_checksums.then_some(true),
         metadata_xxh64: None,
     };
-    write_metadata_checksummed(&staging.path().join(METADATA_FILE), &metadata)?;
+    write_json_checksummed(&staging.path().join(METADATA_FILE), &metadata)?;
     staging.publish()?;
     // The manifest is build-time state: it stays until publication (a build
     // killed while publishing resumes with every shard committed), then goes.

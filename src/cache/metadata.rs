@@ -400,14 +400,6 @@ pub fn check_self_checksum(bytes: &[u8], doc: &J) -> std::result::Result<(), Str
     Ok(())
 }
 
-/// Writes Arrow-shards metadata with its self-checksum, durably.
-///
-/// # Errors
-/// [`Error::Io`] naming the file.
-pub fn write_metadata_checksummed(path: &Path, meta: &ArrowShardsMetadata) -> Result<()> {
-    write_json_checksummed(path, meta)
-}
-
 /// Writes any metadata document with `metadata_xxh64` as its last key, durably.
 ///
 /// # Errors
@@ -432,17 +424,5 @@ pub fn write_json_checksummed(path: &Path, doc: &impl Serialize) -> Result<()> {
 fn write_bytes_durable(path: &Path, bytes: &[u8]) -> Result<()> {
     let mut f = std::fs::File::create(path).map_err(|e| Error::io("create", path, e))?;
     std::io::Write::write_all(&mut f, bytes).map_err(|e| Error::io("write", path, e))?;
-    f.sync_all().map_err(|e| Error::io("fsync", path, e))
-}
-
-/// Writes JSON with the reference's `json.dumps(indent=2)` layout and fsyncs it.
-///
-/// # Errors
-/// [`Error::Io`] naming the file.
-pub fn write_json_durable(path: &Path, value: &impl Serialize) -> Result<()> {
-    let text = serde_json::to_vec_pretty(value)
-        .map_err(|e| Error::metadata(path, format!("cannot serialise: {e}")))?;
-    let mut f = std::fs::File::create(path).map_err(|e| Error::io("create", path, e))?;
-    std::io::Write::write_all(&mut f, &text).map_err(|e| Error::io("write", path, e))?;
     f.sync_all().map_err(|e| Error::io("fsync", path, e))
 }

@@ -36,11 +36,6 @@ fn file_name(target: &Path) -> Result<String> {
         })
 }
 
-/// The prefix of temp dirs of a target (`.<name>_tmp_`), for cleaners.
-pub fn temp_prefix(target: &Path) -> Result<String> {
-    Ok(format!(".{}_tmp_", file_name(target)?))
-}
-
 /// Removes `.<name>_tmp_*` and `.<name>_old_*` beside `target`: what a killed
 /// build or publish leaves. Call only while holding the cache's lock.
 /// Returns the paths removed.
