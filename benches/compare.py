@@ -73,6 +73,9 @@ TARGETS = {
     ("lance_binary", "get"): 10,
     ("lance_binary", "take128"): 2,
     ("lance_binary", "iterate"): 3,
+    ("video", "build"): 1.3,
+    ("video", "build_method0"): 2,
+    ("video", "window_get"): 2.5,
 }
 
 
@@ -349,6 +352,95 @@ def lance_side(scale, tmp, res):
         lance_reads(res, name, uri, n, gets, takes)
 
 
+# ------------------------------------------------------------------ video ---
+def make_videos(d, n=8, frames=100):
+    """n synthetic 320x240 h264 clips of `frames` frames, made with the ffmpeg CLI."""
+    os.makedirs(d, exist_ok=True)
+    out = []
+    for i in range(n):
+        p = os.path.join(d, f"v{i:03}.mp4")
+        subprocess.run(["ffmpeg", "-v", "error", "-y", "-f", "lavfi", "-i",
+                        f"testsrc2=size=320x240:rate=25,hue=h={i * 40}", "-frames:v", str(frames),
+                        "-c:v", "libx264", "-pix_fmt", "yuv420p", p], check=True)
+        out.append(p)
+    return out
+
+
+def _encode_one_video(task):
+    """The reference's _encode_one_video_frames: OpenCV decode, WebP encode per frame."""
+    import cv2
+    vid, path, quality = task
+    cap = cv2.VideoCapture(path)
+    blobs = []
+    h = w = 0
+    while True:
+        ok, frame = cap.read()
+        if not ok:
+            break
+        h, w = frame.shape[:2]
+        ok, buf = cv2.imencode(".webp", frame, [cv2.IMWRITE_WEBP_QUALITY, quality])
+        blobs.append(buf.tobytes())
+    cap.release()
+    return vid, blobs, h, w
+
+
+def video_side(files, tmp, res, windows=400):
+    """The reference way: a spawn Pool(2) of OpenCV decode + WebP encode per
+    video, every blob held, then one lance.write_dataset; reads: per window a
+    pylance take of 16 rows and cv2.imdecode + BGR->RGB per frame."""
+    ensure("lance", "pylance")
+    ensure("cv2", "opencv-python-headless")
+    import multiprocessing as mp
+    import cv2
+    import lance
+    uri = os.path.join(tmp, "py_frames")
+    schema = pa.schema([("video_id", pa.int32()), ("frame_idx", pa.int32()), ("bytes", pa.large_binary())])
+    t = time.perf_counter()
+    with mp.get_context("spawn").Pool(2) as pool:
+        results = list(pool.imap(_encode_one_video, [(i, f, 65) for i, f in enumerate(files)], chunksize=1))
+    batches, counts = [], []
+    for vid, blobs, _h, _w in results:
+        n = len(blobs)
+        counts.append(n)
+        batches.append(pa.RecordBatch.from_arrays(
+            [pa.array([vid] * n, pa.int32()), pa.array(list(range(n)), pa.int32()), pa.array(blobs, pa.large_binary())],
+            schema=schema))
+    lance.write_dataset(pa.RecordBatchReader.from_batches(schema, iter(batches)), uri, mode="create")
+    emit(res, "video", "build", sum(counts), time.perf_counter() - t)
+    ds = lance.dataset(uri)
+    starts = np.cumsum([0] + counts)
+    segs = [(v, s) for v, c in enumerate(counts) for s in range(0, c - 16 + 1)]
+    rng = np.random.default_rng(1)
+    picks = [segs[i] for i in rng.integers(0, len(segs), windows + 20)]
+
+    def window(v, s):
+        rows = (starts[v] + s + np.arange(16)).tolist()
+        tbl = ds.take(rows, columns=["bytes"])
+        first = None
+        for j, b in enumerate(tbl.column("bytes").to_pylist()):
+            img = cv2.cvtColor(cv2.imdecode(np.frombuffer(b, np.uint8), cv2.IMREAD_COLOR), cv2.COLOR_BGR2RGB)
+            if first is None:
+                first = np.empty((16,) + img.shape, np.uint8)
+            first[j] = img
+        return first
+    for v, s in picks[:20]:
+        window(v, s)
+    t = time.perf_counter()
+    for v, s in picks[20:]:
+        window(v, s)
+    emit(res, "video", "window_get", windows, time.perf_counter() - t)
+
+
+def video_rss(files):
+    """Peak RSS of shardset building frames caches of 8 and 32 videos."""
+    out = []
+    for k in (len(files) // 4, len(files)):
+        r = subprocess.run(workloads_cmd() + ["video-rss", "--video-dir", os.path.dirname(files[0]), "--videos", str(k)],
+                           cwd=ROOT, check=True, stdout=subprocess.PIPE, text=True).stdout
+        out += [json.loads(l) for l in r.splitlines() if l.startswith("{")]
+    return out
+
+
 def python_side(scale, tmp):
     res = []
     sz = lambda n: max(1000, int(n * scale))  # noqa: E731
@@ -380,8 +472,15 @@ def python_side(scale, tmp):
     return res
 
 
+def workloads_cmd():
+    """`cargo bench --bench workloads --`, or a prebuilt release binary named by
+    $SHARDSET_WORKLOADS_BIN (to measure a build without rebuilding)."""
+    prebuilt = os.environ.get("SHARDSET_WORKLOADS_BIN")
+    return [prebuilt] if prebuilt else ["cargo", "bench", "--bench", "workloads", "--"]
+
+
 def rust_side(scale, only=None):
-    cmd = ["cargo", "bench", "--bench", "workloads", "--", "--scale", str(scale)]
+    cmd = workloads_cmd() + ["--scale", str(scale)]
     if only:
         cmd += ["--only", only]
     out = subprocess.run(cmd, cwd=ROOT, check=True, stdout=subprocess.PIPE, text=True).stdout
@@ -389,7 +488,7 @@ def rust_side(scale, only=None):
     rss = []
     for extra in ([], ["--lance"]) if not only else ([["--lance"]] if only == "lance" else []):
         for rows in (int(1_000_000 * scale), int(4_000_000 * scale)):
-            out = subprocess.run(["cargo", "bench", "--bench", "workloads", "--", "rss", "--rows", str(rows)] + extra,
+            out = subprocess.run(workloads_cmd() + ["rss", "--rows", str(rows)] + extra,
                                  cwd=ROOT, check=True, stdout=subprocess.PIPE, text=True).stdout
             rss += [json.loads(l) for l in out.splitlines() if l.startswith("{")]
     for r in res + rss:
@@ -397,13 +496,63 @@ def rust_side(scale, only=None):
     return res, rss
 
 
+def video_main(args):
+    with tempfile.TemporaryDirectory() as tmp:
+        vdir = os.path.join(tmp, "videos")
+        files = make_videos(vdir, 8)
+        print("== shardset (workloads --only video, release) ==", flush=True)
+        out = subprocess.run(workloads_cmd() + ["--only", "video", "--video-dir", vdir], cwd=ROOT, check=True,
+                             stdout=subprocess.PIPE, text=True).stdout
+        rust = [json.loads(l) for l in out.splitlines() if l.startswith("{")]
+        for r in rust:
+            print(json.dumps(r), flush=True)
+        print("== python reference way (OpenCV %s + pylance) ==" % __import__("cv2").__version__
+              if _has("cv2") else "== python reference way (OpenCV + pylance) ==", flush=True)
+        py = []
+        video_side(files, tmp, py)
+        for r in py:
+            print(json.dumps(r), flush=True)
+        big = os.path.join(tmp, "videos32")
+        files32 = make_videos(big, 32)
+        rss = video_rss(files32)
+    pyd = {(r["workload"], r["op"]): r for r in py}
+    print()
+    print(f"{'workload':10} {'op':16} {'shardset/s':>12} {'python/s':>10} {'ratio':>7} {'target':>7}")
+    ok_all = True
+    for r in rust:
+        key = (r["workload"], r["op"])
+        p = pyd.get(key) or pyd.get((key[0], "build"))
+        ratio = r["rows_per_s"] / p["rows_per_s"]
+        tgt = TARGETS.get(key)
+        ok = tgt is None or ratio >= tgt
+        ok_all &= ok
+        print(f"{key[0]:10} {key[1]:16} {r['rows_per_s']:12,.1f} {p['rows_per_s']:10,.1f} {ratio:7.2f} "
+              f"{('>=' + str(tgt)) if tgt else '':>7} {'ok' if ok else 'MISS'}")
+    for r in rss:
+        print(f"peak RSS building {r['videos']:>3} videos ({r['frames']} frames): {r['peak_rss_kb'] / 1024:.1f} MiB ({r['seconds']:.2f} s)")
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump({"shardset": rust, "python": py, "rss": rss}, f, indent=1)
+    print("all targets met" if ok_all else "some targets missed")
+
+
+def _has(mod):
+    try:
+        __import__(mod)
+        return True
+    except ImportError:
+        return False
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--scale", type=float, default=1.0, help="row-count multiplier (0.1 for a quick run)")
     ap.add_argument("--json", help="also write all results to this file")
-    ap.add_argument("--only", choices=["lance"],
-                    help="run only the Lance rows workloads on both sides")
+    ap.add_argument("--only", choices=["lance", "video"],
+                    help="run only the Lance rows or the video workloads on both sides")
     args = ap.parse_args()
+    if args.only == "video":
+        return video_main(args)
     print("== shardset (cargo bench --bench workloads, release) ==", flush=True)
     rust, rss = rust_side(args.scale, args.only)
     print("== python reference way (pyarrow %s, numpy %s) ==" % (pa.__version__, np.__version__), flush=True)

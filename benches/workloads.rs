@@ -129,6 +129,20 @@ fn main() {
         .filter(|a| a != "--bench")
         .collect();
     let tmp = tempfile::tempdir().unwrap();
+    #[cfg(feature = "video")]
+    if args.first().map(String::as_str) == Some("video-rss") {
+        // Build a frames cache of the first N videos of --video-dir; print peak RSS.
+        let n: usize = arg(&args, "--videos")
+            .and_then(|v| v.parse().ok())
+            .unwrap_or(8);
+        let files = video_files(&args);
+        let dir = tmp.path().join("frames");
+        let t = Instant::now();
+        let w = build_frames(&files[..n.min(files.len())], &dir, 4);
+        let secs = t.elapsed().as_secs_f64();
+        println!("{{\"side\": \"shardset\", \"workload\": \"video_rss\", \"videos\": {n}, \"frames\": {}, \"seconds\": {secs:.3}, \"peak_rss_kb\": {}}}", w.metadata.num_rows, peak_rss_kb());
+        return;
+    }
     if args.first().map(String::as_str) == Some("rss") {
         let n: usize = args
             .iter()
@@ -293,10 +307,119 @@ fn main() {
         );
         reads("image", &dir, n, 50_000, 200);
     }
+    #[cfg(feature = "video")]
+    if run("video") {
+        video_workloads(&args, tmp.path());
+    }
     // Keep the row-type import used in every configuration.
     let _ = |b: &arrow_array::RecordBatch| {
         b.column(0)
             .as_primitive_opt::<arrow_array::types::Int32Type>()
             .is_some()
     };
+}
+
+fn arg<'a>(args: &'a [String], name: &str) -> Option<&'a String> {
+    args.iter()
+        .position(|a| a == name)
+        .and_then(|i| args.get(i + 1))
+}
+
+/// The input videos: every file of `--video-dir`, sorted (made by compare.py
+/// with the ffmpeg CLI), else 8 generated here.
+#[cfg(feature = "video")]
+fn video_files(args: &[String]) -> Vec<std::path::PathBuf> {
+    if let Some(d) = arg(args, "--video-dir") {
+        let mut v: Vec<_> = std::fs::read_dir(d)
+            .unwrap()
+            .map(|e| e.unwrap().path())
+            .collect();
+        v.sort();
+        return v;
+    }
+    let d = std::env::temp_dir().join(format!("shardset-bench-videos-{}", std::process::id()));
+    std::fs::create_dir_all(&d).unwrap();
+    (0..8)
+        .map(|i| {
+            let p = d.join(format!("v{i:03}.mp4"));
+            let ok = std::process::Command::new("ffmpeg")
+                .args(["-v", "error", "-y", "-f", "lavfi", "-i"])
+                .arg(format!("testsrc2=size=320x240:rate=25,hue=h={}", i * 40))
+                .args(["-frames:v", "100", "-c:v", "libx264", "-pix_fmt", "yuv420p"])
+                .arg(&p)
+                .status()
+                .unwrap()
+                .success();
+            assert!(ok, "ffmpeg could not make a test video");
+            p
+        })
+        .collect()
+}
+
+#[cfg(feature = "video")]
+fn build_frames(
+    files: &[std::path::PathBuf],
+    dir: &Path,
+    method: u8,
+) -> shardset::WrittenVideoFrames {
+    use shardset::{Feature, Value, VideoStorage};
+    let f = Features::new()
+        .with("video", Feature::video(VideoStorage::Frames))
+        .with("label", Feature::value(shardset::Dtype::Int64));
+    let ex = files.iter().enumerate().map(|(i, p)| {
+        Example::new()
+            .with("video", Value::Path(p.clone()))
+            .with("label", i as i64)
+    });
+    let opts = shardset::VideoFramesOptions {
+        webp: shardset::WebpSettings {
+            quality: 65.0,
+            method,
+        },
+        threads: 2,
+        ..Default::default()
+    };
+    shardset::write_video_frames_cache(ex, &f, dir, &opts).unwrap()
+}
+
+/// Build a frames cache (frames/s at WebP method 4, the reference's, and
+/// method 0), then read random 16-frame windows one at a time (windows/s)
+/// and in takes of 8.
+#[cfg(feature = "video")]
+fn video_workloads(args: &[String], tmp: &Path) {
+    use shardset::{open_cache_with, LanceVideoFrames, OpenOptions, WindowSpec};
+    let files = video_files(args);
+    let dir = tmp.join("frames");
+    for (op, method) in [("build", 4u8), ("build_method0", 0)] {
+        let t = Instant::now();
+        let w = build_frames(&files, &dir, method);
+        emit("video", op, w.metadata.num_rows, t.elapsed().as_secs_f64());
+    }
+    let w = build_frames(&files, &dir, 4);
+    let _ = w;
+    let c = open_cache_with(
+        &dir,
+        &OpenOptions::default().with_windows(WindowSpec::new(16, 0, 1)),
+    )
+    .unwrap();
+    let be = c
+        .backend
+        .as_any()
+        .downcast_ref::<LanceVideoFrames>()
+        .unwrap();
+    let n = 400;
+    let picks = be.sample(n + 20, 1, false);
+    for &i in &picks[..20] {
+        black_box(be.window(i).unwrap());
+    }
+    let t = Instant::now();
+    for &i in &picks[20..] {
+        black_box(be.window(i).unwrap());
+    }
+    emit("video", "window_get", n as u64, t.elapsed().as_secs_f64());
+    let t = Instant::now();
+    for c in picks[20..].chunks(8) {
+        black_box(be.windows(c).unwrap());
+    }
+    emit("video", "window_take8", n as u64, t.elapsed().as_secs_f64());
 }

@@ -182,6 +182,32 @@ impl Dataset {
         }
     }
 
+    /// Decodes `Video(path|bytes)` columns to clips with a read-time policy
+    /// (None: rows hold [`crate::VideoRef`]s). Nothing in the cache changes.
+    ///
+    /// # Errors
+    /// [`crate::Error::InvalidArgument`] for a bad policy or when the dataset has no
+    /// path or bytes video column.
+    #[cfg(feature = "video")]
+    pub fn with_video_decode(&self, policy: Option<crate::video::VideoDecode>) -> Result<Self> {
+        if let Some(p) = &policy {
+            p.validate()?;
+            let has = self.features().iter().any(|(_, f)| {
+                matches!(f, crate::features::Feature::Video(v) if v.storage != crate::features::VideoStorage::Frames)
+            });
+            if !has {
+                return Err(crate::Error::InvalidArgument(
+                    "video decoding needs a Video(storage='path'|'bytes') column".into(),
+                ));
+            }
+        }
+        let opts = self.decoder.options().clone().with_video_decode(policy);
+        Ok(Dataset {
+            decoder: self.decoder.with_options(opts),
+            ..self.clone()
+        })
+    }
+
     /// The same view with images decoded to pixels (true) or kept as bytes.
     pub fn with_image_decoding(&self, yes: bool) -> Self {
         let opts = self.decoder.options().clone().with_decode_images(yes);

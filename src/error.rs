@@ -107,6 +107,15 @@ pub enum Error {
         reason: String,
     },
 
+    /// A video file FFmpeg cannot open or decode, or a frame that does not decode.
+    #[error("cannot read video {path}: {reason}")]
+    Video {
+        /// The video file (or the cache holding the frame).
+        path: PathBuf,
+        /// What went wrong.
+        reason: String,
+    },
+
     /// The features definition itself is invalid.
     #[error("invalid feature definition: {0}")]
     InvalidFeature(String),

@@ -36,10 +36,14 @@ pub mod lance;
 pub mod sampler;
 pub mod util;
 pub mod value;
+#[cfg(feature = "video")]
+pub mod video;
 
 pub use backends::{ArrowShards, Backend, IterOptions};
 #[cfg(feature = "lance")]
 pub use backends::{LanceReadOptions, LanceRows};
+#[cfg(feature = "video")]
+pub use backends::{LanceVideoFrames, Window};
 pub use builder::{
     load, load_with_report, BuilderConfig, DatasetBuilder, DatasetInfo, ExampleStream, LoadOptions,
     LoadReport, StorageFormat, Version, WorkUnit,
@@ -56,6 +60,11 @@ pub use dataset::{Dataset, Format, TestSize};
 pub use error::{Error, Result};
 pub use features::decode::{DecodeOptions, RowDecoder};
 pub use features::{ClassLabel, Dtype, Feature, Features, ImageFormat, VideoStorage};
+#[cfg(feature = "video")]
+pub use lance::frames_writer::{
+    try_write_video_frames_cache, write_video_frames_cache, ResizeMode, VideoFramesOptions,
+    WrittenVideoFrames,
+};
 #[cfg(feature = "lance")]
 pub use lance::writer::{
     try_write_lance_cache, write_lance_cache, LanceWriteOptions, WrittenLance,
@@ -64,3 +73,5 @@ pub use sampler::{
     Loader, LoaderOptions, LoaderState, Order, Partition, Remainder, Sampler, WithinShard,
 };
 pub use value::{Example, ImageData, Label, Row, Tensor, Value, VideoRef};
+#[cfg(feature = "video")]
+pub use video::{Clip, ClipLayout, Pad, Sampling, VideoDecode, WebpSettings, WindowSpec};

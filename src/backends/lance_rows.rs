@@ -134,6 +134,29 @@ impl LanceRows {
         }
     }
 
+    /// A backend over a Lance dataset with a known schema and no features
+    /// (for layouts that read raw rows, such as video frames).
+    pub fn with_schema(
+        dir: &Path,
+        row_counts: &[u64],
+        schema: SchemaRef,
+        opts: LanceReadOptions,
+    ) -> Self {
+        let features = Arc::new(Features::new());
+        let decoder = RowDecoder::new(
+            features.clone(),
+            crate::features::decode::DecodeOptions::default(),
+        );
+        let mut this = LanceRows::new(dir, row_counts, features, decoder, opts);
+        Arc::get_mut(&mut this.inner).expect("just made").schema = schema;
+        this
+    }
+
+    /// The read options.
+    pub fn read_options(&self) -> LanceReadOptions {
+        self.inner.opts
+    }
+
     /// Opens the Lance dataset and reads its fragments' row counts.
     ///
     /// # Errors
@@ -393,13 +416,15 @@ impl Backend for LanceRows {
 
     fn reopened(&self) -> Box<dyn Backend> {
         let i = &self.inner;
-        Box::new(LanceRows::new(
+        let mut r = LanceRows::new(
             &i.dir,
             &i.row_counts,
             i.features.clone(),
             i.decoder.clone(),
             i.opts,
-        ))
+        );
+        Arc::get_mut(&mut r.inner).expect("just made").schema = i.schema.clone();
+        Box::new(r)
     }
 
     fn as_any(&self) -> &dyn std::any::Any {

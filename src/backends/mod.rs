@@ -8,6 +8,8 @@
 pub mod arrow_shards;
 #[cfg(feature = "lance")]
 pub mod lance_rows;
+#[cfg(feature = "video")]
+pub mod lance_video_frames;
 
 use std::path::Path;
 use std::sync::Arc;
@@ -23,6 +25,8 @@ use crate::value::Row;
 pub use arrow_shards::ArrowShards;
 #[cfg(feature = "lance")]
 pub use lance_rows::{LanceReadOptions, LanceRows};
+#[cfg(feature = "video")]
+pub use lance_video_frames::{LanceVideoFrames, Window};
 
 /// Which shards `iter_batches` visits, and in which order.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]

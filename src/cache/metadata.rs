@@ -114,6 +114,157 @@ impl LanceRowsMetadata {
     }
 }
 
+/// One video of a `lance-video-frames` cache (reference keys, in order).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct VideoEntry {
+    /// Position of the example in the generator (gaps where videos were skipped).
+    pub id: i64,
+    /// The example's key.
+    #[serde(default)]
+    pub key: J,
+    /// The source file (for inline bytes: `<sha256><ext>`, an identifier only).
+    #[serde(default)]
+    pub path: Option<String>,
+    /// The given checksum, else the sha256 hex of the source.
+    #[serde(default)]
+    pub checksum: Option<String>,
+    /// Frames stored.
+    #[serde(rename = "T")]
+    pub t: u64,
+    /// Stored frame height.
+    #[serde(rename = "H")]
+    pub h: u64,
+    /// Stored frame width.
+    #[serde(rename = "W")]
+    pub w: u64,
+    /// Row of the video's first frame.
+    pub start_row: u64,
+    /// The example's other scalar fields.
+    #[serde(default)]
+    pub metadata: serde_json::Map<String, J>,
+}
+
+/// Metadata of a `lance-video-frames` cache.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct VideoFramesMetadata {
+    /// Always 1.
+    pub cache_format_version: i64,
+    /// `lance`.
+    pub format: String,
+    /// `lance-video-frames`.
+    pub layout: String,
+    /// First 16 hex of sha256 of the features' Python repr.
+    #[serde(default)]
+    pub schema_fingerprint: String,
+    /// Total frames (rows).
+    pub num_rows: u64,
+    /// Total frames (rows), again (reference key).
+    #[serde(default)]
+    pub total_rows: u64,
+    /// Videos stored.
+    pub n_videos: u64,
+    /// Videos skipped as unreadable.
+    #[serde(default)]
+    pub n_skipped: u64,
+    /// `webp`.
+    pub encoding: String,
+    /// WebP quality.
+    pub quality: J,
+    /// The resize asked for (null: none).
+    #[serde(default)]
+    pub resize: Option<u64>,
+    /// The video column of the source features.
+    pub video_column: String,
+    /// The videos, in row order.
+    pub videos: Vec<VideoEntry>,
+    /// Provenance (reference key).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub lineage: Option<J>,
+    /// Ours: `square` (the reference's rule) or `shorter_side`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub resize_mode: Option<String>,
+    /// Ours: the WebP method (effort 0..=6).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub webp_method: Option<u8>,
+    /// Ours: why each skipped video was skipped.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub skipped: Option<Vec<J>>,
+    /// Ours: rows per Lance fragment, in fragment order.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub fragment_row_counts: Option<Vec<u64>>,
+    /// Ours: self-describing source features.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub features: Option<J>,
+    /// Ours: the writer.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub writer: Option<WriterInfo>,
+    /// Ours: the self-checksum (always last).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub metadata_xxh64: Option<String>,
+}
+
+impl VideoFramesMetadata {
+    /// Parses and checks the metadata of a `lance-video-frames` cache.
+    ///
+    /// # Errors
+    /// [`Error::Metadata`] for wrong keys, no videos, or frame counts that do
+    /// not add up; [`Error::MissingShard`] when the Lance dataset is missing.
+    pub fn from_common(dir: &Path, common: &CommonMetadata) -> Result<Self> {
+        let path = &common.path;
+        if common.format != "lance" || common.layout != LAYOUT_LANCE_VIDEO_FRAMES {
+            return Err(Error::metadata(
+                path,
+                format!(
+                    "not a Lance video frames cache (format={}, layout={})",
+                    common.format, common.layout
+                ),
+            ));
+        }
+        let m: VideoFramesMetadata = serde_json::from_value(common.raw.clone())
+            .map_err(|e| Error::metadata(path, format!("unexpected field value: {e}")))?;
+        if m.videos.is_empty() {
+            return Err(Error::metadata(path, "no videos recorded"));
+        }
+        let mut row = 0u64;
+        for v in &m.videos {
+            if v.start_row != row || v.t == 0 || v.h == 0 || v.w == 0 {
+                return Err(Error::metadata(
+                    path,
+                    format!(
+                        "video {} starts at row {} with T={} H={} W={}; expected start {row} and non-zero sizes",
+                        v.id, v.start_row, v.t, v.h, v.w
+                    ),
+                ));
+            }
+            row += v.t;
+        }
+        if row != m.num_rows || m.n_videos != m.videos.len() as u64 {
+            return Err(Error::metadata(
+                path,
+                format!(
+                    "{} videos of {row} frames, but n_videos is {} and num_rows {}",
+                    m.videos.len(),
+                    m.n_videos,
+                    m.num_rows
+                ),
+            ));
+        }
+        if let Some(c) = &m.fragment_row_counts {
+            if c.iter().sum::<u64>() != m.num_rows {
+                return Err(Error::metadata(
+                    path,
+                    "fragment row counts do not add up to num_rows",
+                ));
+            }
+        }
+        let versions = dir.join("_versions");
+        if !versions.is_dir() {
+            return Err(Error::MissingShard { path: versions });
+        }
+        Ok(m)
+    }
+}
+
 /// Metadata of an `arrow-shards` cache.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct ArrowShardsMetadata {

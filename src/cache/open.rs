@@ -29,6 +29,9 @@ pub struct OpenOptions {
     pub verify_checksums: bool,
     /// Decode images to pixels in `get` (default true).
     pub decode_images: Option<bool>,
+    /// How a `lance-video-frames` cache is cut into windows (default: one frame per window).
+    #[cfg(feature = "video")]
+    pub windows: Option<crate::video::WindowSpec>,
 }
 
 impl OpenOptions {
@@ -40,6 +43,12 @@ impl OpenOptions {
     /// Turns on checksum verification.
     pub fn with_verify_checksums(mut self, yes: bool) -> Self {
         self.verify_checksums = yes;
+        self
+    }
+    /// Sets the windows of a `lance-video-frames` cache.
+    #[cfg(feature = "video")]
+    pub fn with_windows(mut self, spec: crate::video::WindowSpec) -> Self {
+        self.windows = Some(spec);
         self
     }
     /// Sets whether `get` decodes images.
@@ -192,11 +201,73 @@ pub fn open_cache_with(dir: impl AsRef<Path>, opts: &OpenOptions) -> Result<Cach
                 backend: Arc::new(backend),
             })
         }
+        #[cfg(not(feature = "video"))]
         LAYOUT_LANCE_VIDEO_FRAMES => Err(Error::UnsupportedLayout {
             path: dir.to_path_buf(),
             layout: common.layout,
-            hint: "; the video frames layout is not part of this build yet".into(),
+            hint: "; this build was compiled without the `video` feature".into(),
         }),
+        #[cfg(feature = "video")]
+        LAYOUT_LANCE_VIDEO_FRAMES => {
+            use super::metadata::VideoFramesMetadata;
+            let meta = VideoFramesMetadata::from_common(dir, &common)?;
+            // The source features: the caller's, else our description; the
+            // fingerprint is checked either way (the reference never checks it).
+            let described = match &meta.features {
+                Some(j) => Some(features_from_json(j).map_err(|e| {
+                    Error::metadata(&common.path, format!("bad 'features' description: {e}"))
+                })?),
+                None => None,
+            };
+            let expected = opts.features.clone().or(described);
+            let source = match expected {
+                Some(f) => {
+                    let fp = f.fingerprint();
+                    if !meta.schema_fingerprint.is_empty() && fp != meta.schema_fingerprint {
+                        return Err(Error::SchemaMismatch {
+                            path: dir.to_path_buf(),
+                            expected: fp,
+                            found: meta.schema_fingerprint.clone(),
+                            detail: String::new(),
+                        });
+                    }
+                    if opts.features.is_some() {
+                        FeaturesSource::Caller
+                    } else {
+                        FeaturesSource::Metadata
+                    }
+                }
+                None => FeaturesSource::Inferred,
+            };
+            let counts = match &meta.fragment_row_counts {
+                Some(c) => c.clone(),
+                None => LanceRows::fragment_row_counts(dir)?,
+            };
+            if counts.iter().sum::<u64>() != meta.num_rows {
+                return Err(Error::metadata(
+                    &common.path,
+                    format!(
+                        "the Lance dataset has {} frames, metadata records {}",
+                        counts.iter().sum::<u64>(),
+                        meta.num_rows
+                    ),
+                ));
+            }
+            let backend = crate::backends::LanceVideoFrames::new(
+                dir,
+                meta,
+                &counts,
+                opts.windows.unwrap_or_default(),
+                LanceReadOptions::default(),
+            )?;
+            Ok(Cache {
+                dir: dir.to_path_buf(),
+                layout: common.layout.clone(),
+                metadata: common.raw,
+                features_source: source,
+                backend: Arc::new(backend),
+            })
+        }
         other => Err(Error::UnsupportedLayout {
             path: dir.to_path_buf(),
             layout: other.to_string(),

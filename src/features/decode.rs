@@ -23,6 +23,10 @@ pub struct DecodeOptions {
     /// Raw cells: images and arrays as their stored bytes, class labels as
     /// plain ids (no names), nothing decoded.
     pub raw: bool,
+    /// Decode `Video(path|bytes)` cells to clips with this policy (a tensor
+    /// instead of a [`VideoRef`]).
+    #[cfg(feature = "video")]
+    pub video: Option<Arc<crate::video::VideoDecode>>,
 }
 
 impl Default for DecodeOptions {
@@ -31,6 +35,8 @@ impl Default for DecodeOptions {
             decode_images: true,
             cache_dir: None,
             raw: false,
+            #[cfg(feature = "video")]
+            video: None,
         }
     }
 }
@@ -39,6 +45,13 @@ impl DecodeOptions {
     /// Sets whether images are decoded to pixels.
     pub fn with_decode_images(mut self, yes: bool) -> Self {
         self.decode_images = yes;
+        self
+    }
+
+    /// Sets the read-time video decoding policy (None: cells stay [`VideoRef`]s).
+    #[cfg(feature = "video")]
+    pub fn with_video_decode(mut self, policy: Option<crate::video::VideoDecode>) -> Self {
+        self.video = policy.map(Arc::new);
         self
     }
 
@@ -291,6 +304,12 @@ pub fn decode_cell(
     if a.is_null(row) {
         return Ok(Value::Null);
     }
+    #[cfg(feature = "video")]
+    if let Feature::Video(v) = f {
+        if v.storage == VideoStorage::Frames {
+            return decode_frames_cell(a, row, opts.raw);
+        }
+    }
     if opts.raw {
         match f {
             Feature::ClassLabel(_) => {
@@ -380,7 +399,18 @@ pub fn decode_cell(
             }
         }
         Feature::Video(_) => {
-            Value::Video(Box::new(decode_video(a, row, opts.cache_dir.as_deref())?))
+            let r = decode_video(a, row, opts.cache_dir.as_deref())?;
+            #[cfg(feature = "video")]
+            if let Some(policy) = &opts.video {
+                // Random sampling is seeded per sample: by the video's checksum.
+                let key = r
+                    .checksum
+                    .as_deref()
+                    .map_or(0, |c| xxhash_rust::xxh64::xxh64(c.as_bytes(), 0));
+                let clip = policy.decode(&r, key).map_err(|e| e.to_string())?;
+                return Ok(Value::Tensor(Box::new(clip.frames)));
+            }
+            Value::Video(Box::new(r))
         }
     })
 }
@@ -431,4 +461,26 @@ fn decode_video(
         size,
         checksum: str_col("checksum")?,
     })
+}
+
+/// A window of WebP frames (`list<large_binary>`): raw, the frames' bytes;
+/// decoded, one RGB u8 tensor `[T, H, W, 3]` (frames decoded in parallel).
+#[cfg(feature = "video")]
+fn decode_frames_cell(a: &dyn Array, row: usize, raw: bool) -> std::result::Result<Value, String> {
+    let list = a
+        .as_list_opt::<i32>()
+        .ok_or_else(|| format!("video frames column has Arrow type {}", a.data_type()))?;
+    let cell = list.value(row);
+    let bin = cell
+        .as_binary_opt::<i64>()
+        .ok_or_else(|| format!("video frames are {}, not large_binary", cell.data_type()))?;
+    if raw {
+        return Ok(Value::List(
+            (0..bin.len())
+                .map(|i| Value::Bytes(shared_slice(bin, i)))
+                .collect(),
+        ));
+    }
+    let frames: Vec<&[u8]> = (0..bin.len()).map(|i| bin.value(i)).collect();
+    crate::video::webp::decode_window(&frames).map(|t| Value::Tensor(Box::new(t)))
 }

@@ -67,7 +67,11 @@ fn check_ext(ext: &str, feat: &VideoFeature) -> Result<(), String> {
     }
 }
 
-fn sha256_file(path: &Path) -> Result<String, String> {
+/// The sha256 hex of a file's content.
+///
+/// # Errors
+/// A message naming the file.
+pub fn sha256_file(path: &Path) -> Result<String, String> {
     let mut f = fs::File::open(path).map_err(|e| format!("cannot open {}: {e}", path.display()))?;
     let mut h = Sha256::new();
     let mut buf = vec![0u8; 1 << 16];

@@ -5,6 +5,8 @@
 //! builds its own (the parent's worker threads do not exist in the child), so
 //! nothing Lance-related is shared across fork.
 
+#[cfg(feature = "video")]
+pub mod frames_writer;
 pub mod writer;
 
 use std::future::Future;

@@ -75,9 +75,15 @@ impl LanceWriteOptions {
 }
 
 /// A `RecordBatchReader` fed by the encode pipeline.
-struct ChannelReader {
+pub(crate) struct ChannelReader {
     schema: SchemaRef,
     rx: Receiver<RecordBatch>,
+}
+
+impl ChannelReader {
+    pub(crate) fn new(schema: SchemaRef, rx: Receiver<RecordBatch>) -> Self {
+        ChannelReader { schema, rx }
+    }
 }
 
 impl Iterator for ChannelReader {
@@ -157,7 +163,7 @@ fn storage_version(v: &str) -> Result<lance_file::version::LanceFileVersion> {
     })
 }
 
-fn fsync_tree(dir: &Path) -> Result<()> {
+pub(crate) fn fsync_tree(dir: &Path) -> Result<()> {
     for e in std::fs::read_dir(dir).map_err(|e| Error::io("read directory", dir, e))? {
         let e = e.map_err(|e| Error::io("read directory", dir, e))?;
         let p = e.path();

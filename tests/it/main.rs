@@ -12,3 +12,5 @@ mod lance;
 mod pyarrow;
 mod roundtrip;
 mod sampler;
+#[cfg(feature = "video")]
+mod video;

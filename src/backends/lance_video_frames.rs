@@ -1,0 +1,515 @@
+//! The `lance-video-frames` backend: a row is a *window* of frames cut from
+//! one video by a [`SegmentPlan`] (window length, frame skip, hop, minimum
+//! video length), computed at open time from the per-video frame counts.
+//!
+//! Raw rows hold the window's WebP frames (`list<large_binary>`) with
+//! `video_idx`, `filename`, `start_frame`, `frame_indices`, `sample_idx` and
+//! the video's stored metadata as columns; decoded rows hold the frames as
+//! one RGB u8 tensor `[T, H, W, 3]` under the cache's real video column
+//! name. Frames are read through the `lance-rows` backend (open fragment
+//! sessions, cached 64-frame chunks) and decoded in parallel. Videos with
+//! at least one window are the shards.
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use arrow_array::builder::{BooleanBuilder, Float64Builder, Int64Builder, StringBuilder};
+use arrow_array::cast::AsArray;
+use arrow_array::Array;
+use arrow_array::{ArrayRef, Int64Array, ListArray, RecordBatch, StringArray};
+use arrow_buffer::OffsetBuffer;
+use arrow_schema::{DataType, Field, Schema, SchemaRef};
+use rayon::prelude::*;
+use serde_json::Value as J;
+
+use super::{
+    normalize_index, shard_order, Backend, BatchIter, IterOptions, LanceReadOptions, LanceRows,
+};
+use crate::cache::metadata::{VideoFramesMetadata, LAYOUT_LANCE_VIDEO_FRAMES};
+use crate::error::{Error, Result};
+use crate::features::decode::{DecodeOptions, RowDecoder};
+use crate::features::{Dtype, Feature, Features, VideoStorage};
+use crate::lance::frames_writer::frames_schema;
+use crate::value::{Row, Tensor};
+use crate::video::plan::{SegmentPlan, WindowSpec};
+
+/// Windows per batch when iterating.
+const ITER_WINDOWS: usize = 8;
+
+/// One decoded window.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Window {
+    /// The frames, RGB u8 `[T, H, W, 3]`.
+    pub frames: Tensor,
+    /// Position of the video in the cache's `videos` list.
+    pub video_idx: usize,
+    /// The video's recorded path.
+    pub filename: Option<String>,
+    /// First frame of the window.
+    pub start_frame: u64,
+    /// Frame numbers of the window, within its video.
+    pub frame_indices: Vec<u64>,
+    /// The window's index.
+    pub sample_idx: u64,
+    /// The video's stored metadata.
+    pub metadata: serde_json::Map<String, J>,
+}
+
+/// A `lance-video-frames` cache seen as windows.
+#[derive(Debug, Clone)]
+pub struct LanceVideoFrames {
+    inner: Arc<Inner>,
+}
+
+#[derive(Debug)]
+struct Inner {
+    dir: PathBuf,
+    meta: VideoFramesMetadata,
+    plan: SegmentPlan,
+    frames: LanceRows,
+    features: Arc<Features>,
+    schema: SchemaRef,
+    decoder: RowDecoder,
+    /// Metadata columns (name, type) after the built-in ones.
+    meta_cols: Vec<(String, DataType)>,
+    /// Videos with at least one window (the shards), and their window counts.
+    shard_videos: Vec<usize>,
+    shard_counts: Vec<u64>,
+}
+
+const BUILTIN: [&str; 5] = [
+    "video_idx",
+    "filename",
+    "start_frame",
+    "frame_indices",
+    "sample_idx",
+];
+
+fn infer_type(values: impl Iterator<Item = Option<J>>) -> DataType {
+    let (mut int, mut float, mut boolean, mut other, mut any) = (true, true, true, false, false);
+    for v in values.flatten() {
+        match v {
+            J::Null => continue,
+            J::Bool(_) => {
+                int = false;
+                float = false;
+            }
+            J::Number(n) => {
+                boolean = false;
+                if !(n.is_i64() || n.is_u64() && n.as_i64().is_some()) {
+                    int = false;
+                }
+            }
+            _ => other = true,
+        }
+        any = true;
+    }
+    if !any || other {
+        DataType::Utf8
+    } else if boolean && !int {
+        DataType::Boolean
+    } else if int {
+        DataType::Int64
+    } else if float && !boolean {
+        DataType::Float64
+    } else {
+        DataType::Utf8
+    }
+}
+
+impl LanceVideoFrames {
+    /// A windows backend over a frames cache with parsed metadata.
+    ///
+    /// # Errors
+    /// [`Error::InvalidArgument`] for a bad window spec or when no video is
+    /// long enough for one window.
+    pub fn new(
+        dir: &Path,
+        meta: VideoFramesMetadata,
+        fragment_rows: &[u64],
+        spec: WindowSpec,
+        opts: LanceReadOptions,
+    ) -> Result<Self> {
+        let counts: Vec<u64> = meta.videos.iter().map(|v| v.t).collect();
+        let plan = SegmentPlan::new(&counts, spec)?;
+        let frames = LanceRows::with_schema(dir, fragment_rows, frames_schema(), opts);
+        let mut meta_cols: Vec<(String, DataType)> = Vec::new();
+        for v in &meta.videos {
+            for k in v.metadata.keys() {
+                if k != &meta.video_column
+                    && !BUILTIN.contains(&k.as_str())
+                    && !meta_cols.iter().any(|(n, _)| n == k)
+                {
+                    meta_cols.push((k.clone(), DataType::Null));
+                }
+            }
+        }
+        for (k, t) in &mut meta_cols {
+            *t = infer_type(
+                meta.videos
+                    .iter()
+                    .map(|v| v.metadata.get(k.as_str()).cloned()),
+            );
+        }
+        let mut features = Features::new()
+            .with(
+                meta.video_column.clone(),
+                Feature::video(VideoStorage::Frames),
+            )
+            .with("video_idx", Feature::value(Dtype::Int64))
+            .with("filename", Feature::value(Dtype::String))
+            .with("start_frame", Feature::value(Dtype::Int64))
+            .with(
+                "frame_indices",
+                Feature::sequence(Feature::value(Dtype::Int64)),
+            )
+            .with("sample_idx", Feature::value(Dtype::Int64));
+        let mut fields = vec![
+            Field::new(
+                meta.video_column.clone(),
+                DataType::List(Arc::new(Field::new("item", DataType::LargeBinary, true))),
+                true,
+            ),
+            Field::new("video_idx", DataType::Int64, true),
+            Field::new("filename", DataType::Utf8, true),
+            Field::new("start_frame", DataType::Int64, true),
+            Field::new(
+                "frame_indices",
+                DataType::List(Arc::new(Field::new("item", DataType::Int64, true))),
+                true,
+            ),
+            Field::new("sample_idx", DataType::Int64, true),
+        ];
+        for (k, t) in &meta_cols {
+            let d = match t {
+                DataType::Int64 => Dtype::Int64,
+                DataType::Float64 => Dtype::Float64,
+                DataType::Boolean => Dtype::Bool,
+                _ => Dtype::String,
+            };
+            features.insert(k.clone(), Feature::value(d));
+            fields.push(Field::new(k.clone(), t.clone(), true));
+        }
+        let features = Arc::new(features);
+        let decoder = RowDecoder::new(
+            features.clone(),
+            DecodeOptions::default().with_cache_dir(dir),
+        );
+        let mut shard_videos = Vec::new();
+        let mut shard_counts = Vec::new();
+        for v in 0..plan.num_videos() {
+            let r = plan.windows_of(v);
+            if !r.is_empty() {
+                shard_videos.push(v);
+                shard_counts.push(r.end - r.start);
+            }
+        }
+        Ok(LanceVideoFrames {
+            inner: Arc::new(Inner {
+                dir: dir.to_path_buf(),
+                meta,
+                plan,
+                frames,
+                features,
+                schema: Arc::new(Schema::new(fields)),
+                decoder,
+                meta_cols,
+                shard_videos,
+                shard_counts,
+            }),
+        })
+    }
+
+    /// The window plan.
+    pub fn plan(&self) -> &SegmentPlan {
+        &self.inner.plan
+    }
+
+    /// The cache's metadata (videos, sizes, encoding).
+    pub fn metadata(&self) -> &VideoFramesMetadata {
+        &self.inner.meta
+    }
+
+    /// The same cache cut into other windows.
+    ///
+    /// # Errors
+    /// As [`LanceVideoFrames::new`].
+    pub fn with_windows(&self, spec: WindowSpec) -> Result<Self> {
+        let i = &self.inner;
+        LanceVideoFrames::new(
+            &i.dir,
+            i.meta.clone(),
+            i.frames.shard_row_counts(),
+            spec,
+            i.frames.read_options(),
+        )
+    }
+
+    /// Where window `i` is: video position, start frame, frame numbers, rows.
+    fn locate(&self, i: u64) -> (usize, u64, Vec<u64>) {
+        let (v, start) = self.inner.plan.locate(i);
+        (v, start, self.inner.plan.frame_indices(i))
+    }
+
+    /// The frame rows of windows, concatenated.
+    fn frame_bytes(&self, windows: &[u64]) -> Result<(RecordBatch, usize)> {
+        let t = self.inner.plan.spec().window_length as usize;
+        let mut rows = Vec::with_capacity(windows.len() * t);
+        for &w in windows {
+            let (v, _, idx) = self.locate(w);
+            let base = self.inner.meta.videos[v].start_row;
+            rows.extend(idx.iter().map(|f| (base + f) as i64));
+        }
+        Ok((self.inner.frames.take(&rows)?, t))
+    }
+
+    /// Decoded window `index` (negative counts from the end).
+    ///
+    /// # Errors
+    /// [`Error::IndexOutOfRange`], a Lance read error, or [`Error::Video`]
+    /// naming the cache when a frame does not decode.
+    pub fn window(&self, index: i64) -> Result<Window> {
+        Ok(self.windows(&[index])?.pop().expect("one window"))
+    }
+
+    /// Decoded windows at `indices` (order kept, duplicates allowed), frames
+    /// read in one batched take and decoded in parallel.
+    ///
+    /// # Errors
+    /// As [`LanceVideoFrames::window`].
+    pub fn windows(&self, indices: &[i64]) -> Result<Vec<Window>> {
+        let n = self.len();
+        let ws = indices
+            .iter()
+            .map(|&i| normalize_index(i, n))
+            .collect::<Result<Vec<u64>>>()?;
+        let (batch, t) = self.frame_bytes(&ws)?;
+        let bytes = batch
+            .column(2)
+            .as_binary_opt::<i64>()
+            .ok_or_else(|| Error::corrupt(&self.inner.dir, "frame bytes are not large_binary"))?;
+        let frames: Vec<&[u8]> = bytes.iter().map(|b| b.unwrap_or_default()).collect();
+        let dir = &self.inner.dir;
+        ws.par_iter()
+            .enumerate()
+            .map(|(k, &w)| {
+                let (v, start, idx) = self.locate(w);
+                let tensor = crate::video::webp::decode_window(&frames[k * t..(k + 1) * t])
+                    .map_err(|reason| Error::Video {
+                        path: dir.clone(),
+                        reason: format!("window {w} of video {v}: {reason}"),
+                    })?;
+                let video = &self.inner.meta.videos[v];
+                Ok(Window {
+                    frames: tensor,
+                    video_idx: v,
+                    filename: video.path.clone(),
+                    start_frame: start,
+                    frame_indices: idx,
+                    sample_idx: w,
+                    metadata: video.metadata.clone(),
+                })
+            })
+            .collect()
+    }
+
+    /// `n` window indices drawn at random with a seed, balanced per video on request.
+    pub fn sample(&self, n: usize, seed: u64, balanced: bool) -> Vec<i64> {
+        self.inner
+            .plan
+            .sample(n, seed, balanced)
+            .into_iter()
+            .map(|i| i as i64)
+            .collect()
+    }
+
+    /// Raw window rows for window numbers (already in range).
+    fn raw(&self, ws: &[u64]) -> Result<RecordBatch> {
+        let (batch, t) = self.frame_bytes(ws)?;
+        let n = ws.len();
+        let item = Arc::new(Field::new("item", DataType::LargeBinary, true));
+        let bytes = batch.column(2).clone();
+        let bytes = match bytes.data_type() {
+            DataType::LargeBinary => bytes,
+            other => {
+                return Err(Error::corrupt(
+                    &self.inner.dir,
+                    format!("frame bytes are {other}, not large_binary"),
+                ))
+            }
+        };
+        let frames = ListArray::try_new(
+            item,
+            OffsetBuffer::from_lengths(std::iter::repeat_n(t, n)),
+            bytes,
+            None,
+        )
+        .map_err(|e| Error::arrow(Some(&self.inner.dir), e))?;
+        let mut vidx = Vec::with_capacity(n);
+        let mut fname = StringBuilder::new();
+        let mut start = Vec::with_capacity(n);
+        let mut fidx = Vec::with_capacity(n * t);
+        for &w in ws {
+            let (v, s, idx) = self.locate(w);
+            vidx.push(v as i64);
+            fname.append_option(self.inner.meta.videos[v].path.as_deref());
+            start.push(s as i64);
+            fidx.extend(idx.iter().map(|&x| x as i64));
+        }
+        let fidx = ListArray::try_new(
+            Arc::new(Field::new("item", DataType::Int64, true)),
+            OffsetBuffer::from_lengths(std::iter::repeat_n(t, n)),
+            Arc::new(Int64Array::from(fidx)),
+            None,
+        )
+        .map_err(|e| Error::arrow(Some(&self.inner.dir), e))?;
+        let mut cols: Vec<ArrayRef> = vec![
+            Arc::new(frames),
+            Arc::new(Int64Array::from(vidx)),
+            Arc::new(fname.finish()),
+            Arc::new(Int64Array::from(start)),
+            Arc::new(fidx),
+            Arc::new(Int64Array::from(
+                ws.iter().map(|&w| w as i64).collect::<Vec<_>>(),
+            )),
+        ];
+        for (k, t) in &self.inner.meta_cols {
+            let vals = ws.iter().map(|&w| {
+                let (v, _) = self.inner.plan.locate(w);
+                self.inner.meta.videos[v]
+                    .metadata
+                    .get(k.as_str())
+                    .cloned()
+                    .unwrap_or(J::Null)
+            });
+            let col: ArrayRef = match t {
+                DataType::Int64 => {
+                    let mut b = Int64Builder::new();
+                    vals.for_each(|j| b.append_option(j.as_i64()));
+                    Arc::new(b.finish())
+                }
+                DataType::Float64 => {
+                    let mut b = Float64Builder::new();
+                    vals.for_each(|j| b.append_option(j.as_f64()));
+                    Arc::new(b.finish())
+                }
+                DataType::Boolean => {
+                    let mut b = BooleanBuilder::new();
+                    vals.for_each(|j| b.append_option(j.as_bool()));
+                    Arc::new(b.finish())
+                }
+                _ => Arc::new(StringArray::from_iter(vals.map(|j| match j {
+                    J::Null => None,
+                    J::String(s) => Some(s),
+                    other => Some(other.to_string()),
+                }))),
+            };
+            cols.push(col);
+        }
+        RecordBatch::try_new(self.inner.schema.clone(), cols)
+            .map_err(|e| Error::arrow(Some(&self.inner.dir), e))
+    }
+}
+
+impl Backend for LanceVideoFrames {
+    fn layout(&self) -> &'static str {
+        LAYOUT_LANCE_VIDEO_FRAMES
+    }
+
+    fn len(&self) -> u64 {
+        self.inner.plan.len()
+    }
+
+    fn num_shards(&self) -> usize {
+        self.inner.shard_videos.len()
+    }
+
+    fn shard_row_counts(&self) -> &[u64] {
+        &self.inner.shard_counts
+    }
+
+    fn schema(&self) -> SchemaRef {
+        self.inner.schema.clone()
+    }
+
+    fn features(&self) -> &Arc<Features> {
+        &self.inner.features
+    }
+
+    fn cache_dir(&self) -> Option<&Path> {
+        Some(&self.inner.dir)
+    }
+
+    fn decoder(&self) -> &RowDecoder {
+        &self.inner.decoder
+    }
+
+    fn get_raw(&self, index: i64) -> Result<RecordBatch> {
+        let w = normalize_index(index, self.len())?;
+        self.raw(&[w])
+    }
+
+    fn get(&self, index: i64) -> Result<Row> {
+        let b = self.get_raw(index)?;
+        self.inner.decoder.decode_row(&b, 0)
+    }
+
+    fn take(&self, indices: &[i64]) -> Result<RecordBatch> {
+        if indices.is_empty() {
+            return Ok(RecordBatch::new_empty(self.schema()));
+        }
+        let n = self.len();
+        let ws = indices
+            .iter()
+            .map(|&i| normalize_index(i, n))
+            .collect::<Result<Vec<u64>>>()?;
+        self.raw(&ws)
+    }
+
+    fn slice(&self, start: u64, len: u64) -> Result<RecordBatch> {
+        let n = self.len();
+        if start > n {
+            return Err(Error::IndexOutOfRange {
+                index: start.min(i64::MAX as u64) as i64,
+                len: n,
+            });
+        }
+        let end = start.saturating_add(len).min(n);
+        if end == start {
+            return Ok(RecordBatch::new_empty(self.schema()));
+        }
+        self.raw(&(start..end).collect::<Vec<_>>())
+    }
+
+    fn iter_batches(&self, opts: &IterOptions) -> Result<BatchIter<'_>> {
+        let order = shard_order(opts, self.num_shards())?;
+        let mut ranges = Vec::new();
+        for s in order {
+            let r = self.inner.plan.windows_of(self.inner.shard_videos[s]);
+            let ws: Vec<u64> = r.collect();
+            for c in ws.chunks(ITER_WINDOWS) {
+                ranges.push(c.to_vec());
+            }
+        }
+        let this = self.clone();
+        Ok(Box::new(ranges.into_iter().map(move |ws| this.raw(&ws))))
+    }
+
+    fn reopened(&self) -> Box<dyn Backend> {
+        let i = &self.inner;
+        Box::new(
+            LanceVideoFrames::new(
+                &i.dir,
+                i.meta.clone(),
+                i.frames.shard_row_counts(),
+                i.plan.spec(),
+                i.frames.read_options(),
+            )
+            .expect("the same plan was valid when this backend was made"),
+        )
+    }
+
+    fn as_any(&self) -> &dyn std::any::Any {
+        self
+    }
+}

@@ -1,0 +1,666 @@
+//! The `lance-video-frames` writer: every input video is decoded with
+//! FFmpeg, optionally resized, and each frame stored as one lossy WebP row
+//! (`video_id int32, frame_idx int32, bytes large_binary`) of a Lance dataset.
+//!
+//! Videos are decoded and encoded in parallel on a rayon pool (one video per
+//! job, jobs started in order); their frames stream back in video order
+//! through small bounded channels to the one Lance writer. At most
+//! `threads + 1` videos are in flight and each holds a few dozen encoded
+//! frames, so memory does not grow with the number or length of videos.
+//! Decoded frames go to WebP as YUV 4:2:0 planes, as the decoder gives
+//! them (no RGB round trip).
+
+use std::collections::VecDeque;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use arrow_array::builder::LargeBinaryBuilder;
+use arrow_array::{Int32Array, RecordBatch};
+use arrow_schema::{DataType, Field, Schema, SchemaRef};
+use crossbeam_channel::{bounded, Receiver, Sender};
+use lance::dataset::{Dataset, WriteMode, WriteParams};
+use serde_json::Value as J;
+
+use super::writer::{fsync_tree, ChannelReader};
+use super::{block_on, lance_err};
+use crate::cache::lock::CacheLock;
+use crate::cache::metadata::{
+    write_json_checksummed, VideoEntry, VideoFramesMetadata, WriterInfo, CACHE_FORMAT_VERSION,
+    LAYOUT_LANCE_VIDEO_FRAMES, METADATA_FILE,
+};
+use crate::cache::publish::{remove_leftovers, StagingDir};
+use crate::error::{BoxError, Error, Result};
+use crate::features::describe::features_to_json;
+use crate::features::{Feature, Features, VideoStorage};
+use crate::value::{Example, Value};
+use crate::video::decode::{PixelTarget, VideoFile};
+use crate::video::webp::{encode_yuv420, WebpSettings, Yuv420};
+
+/// How `resize` is applied to each video (decided on its stream size).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum ResizeMode {
+    /// The reference's rule: when the longer side exceeds `resize`, every
+    /// frame becomes `resize x resize` (aspect ratio not kept).
+    #[default]
+    Square,
+    /// Aspect-preserving: when the shorter side exceeds `resize`, scale so it equals `resize`.
+    ShorterSide,
+}
+
+impl ResizeMode {
+    fn name(self) -> &'static str {
+        match self {
+            ResizeMode::Square => "square",
+            ResizeMode::ShorterSide => "shorter_side",
+        }
+    }
+
+    /// Output size `(w, h)` of a `w x h` video.
+    pub fn apply(self, resize: Option<u32>, w: usize, h: usize) -> (usize, usize) {
+        let Some(r) = resize.map(|r| r as usize) else {
+            return (w, h);
+        };
+        match self {
+            ResizeMode::Square if w.max(h) > r => (r, r),
+            ResizeMode::ShorterSide if w.min(h) > r => {
+                if w <= h {
+                    (r, ((h * r) as f64 / w as f64).round().max(1.0) as usize)
+                } else {
+                    (((w * r) as f64 / h as f64).round().max(1.0) as usize, r)
+                }
+            }
+            _ => (w, h),
+        }
+    }
+}
+
+/// Options of [`write_video_frames_cache`].
+#[derive(Debug, Clone)]
+pub struct VideoFramesOptions {
+    /// The `Video(storage='frames')` column (default: the only one).
+    pub video_column: Option<String>,
+    /// WebP quality and method (default 65 and 4, the reference's through OpenCV).
+    pub webp: WebpSettings,
+    /// Resize bound in pixels (None: keep the size).
+    pub resize: Option<u32>,
+    /// How `resize` applies.
+    pub resize_mode: ResizeMode,
+    /// Videos decoded at once (0 = one per core).
+    pub threads: usize,
+    /// Skip (and count) videos that cannot be opened or hold no frame;
+    /// off, such a video fails the build (default on).
+    pub skip_corrupt: bool,
+    /// Rows per Lance data file.
+    pub max_rows_per_file: usize,
+    /// Provenance recorded under `lineage`.
+    pub lineage: Option<J>,
+}
+
+impl Default for VideoFramesOptions {
+    fn default() -> Self {
+        VideoFramesOptions {
+            video_column: None,
+            webp: WebpSettings::default(),
+            resize: None,
+            resize_mode: ResizeMode::Square,
+            threads: 0,
+            skip_corrupt: true,
+            max_rows_per_file: 1024 * 1024,
+            lineage: None,
+        }
+    }
+}
+
+/// What a finished frames build produced.
+#[derive(Debug, Clone)]
+pub struct WrittenVideoFrames {
+    /// The published cache directory.
+    pub dir: PathBuf,
+    /// Its metadata.
+    pub metadata: VideoFramesMetadata,
+}
+
+/// The Lance schema of a frames cache (the reference's).
+pub fn frames_schema() -> SchemaRef {
+    Arc::new(Schema::new(vec![
+        Field::new("video_id", DataType::Int32, true),
+        Field::new("frame_idx", DataType::Int32, true),
+        Field::new("bytes", DataType::LargeBinary, true),
+    ]))
+}
+
+/// Frames per record batch sent to Lance (and per message from a video job).
+const FRAMES_PER_BATCH: usize = 32;
+
+/// Builds a `lance-video-frames` cache at `cache_dir` from examples whose
+/// video column holds a path (`Value::Path`/`Value::Str`), inline bytes
+/// (`Value::Bytes`, with the first allowed extension) or a [`crate::VideoRef`].
+/// Each example's other scalar fields become the video's `metadata`; keys
+/// are the examples' positions.
+///
+/// # Errors
+/// See [`try_write_video_frames_cache`].
+pub fn write_video_frames_cache<I>(
+    examples: I,
+    features: &Features,
+    cache_dir: &Path,
+    opts: &VideoFramesOptions,
+) -> Result<WrittenVideoFrames>
+where
+    I: IntoIterator<Item = Example>,
+{
+    try_write_video_frames_cache(
+        examples
+            .into_iter()
+            .enumerate()
+            .map(|(i, e)| Ok::<_, std::convert::Infallible>((J::from(i as u64), e))),
+        features,
+        cache_dir,
+        opts,
+    )
+}
+
+/// Like [`write_video_frames_cache`], for a generator of `(key, example)`
+/// pairs that can fail.
+///
+/// # Errors
+/// [`Error::InvalidArgument`] for a missing or ambiguous video column or bad
+/// options; [`Error::Encode`] for an input that is not a video file or has
+/// a disallowed extension; [`Error::Video`] naming the file for an
+/// unreadable video when `skip_corrupt` is off, or when every video failed;
+/// [`Error::Generator`]; I/O and Lance errors. Nothing is published then.
+pub fn try_write_video_frames_cache<I, E>(
+    items: I,
+    features: &Features,
+    cache_dir: &Path,
+    opts: &VideoFramesOptions,
+) -> Result<WrittenVideoFrames>
+where
+    I: IntoIterator<Item = std::result::Result<(J, Example), E>>,
+    E: Into<BoxError>,
+{
+    let column = video_column(features, opts.video_column.as_deref())?;
+    let lock = CacheLock::acquire(cache_dir)?;
+    write_locked(items, features, &column, cache_dir, opts, &lock)
+}
+
+fn video_column(features: &Features, asked: Option<&str>) -> Result<String> {
+    let frames: Vec<String> = features
+        .iter()
+        .filter(|(_, f)| matches!(f, Feature::Video(v) if v.storage == VideoStorage::Frames))
+        .map(|(n, _)| n.to_string())
+        .collect();
+    match asked {
+        Some(c) => match features.get(c) {
+            Some(Feature::Video(v)) if v.storage == VideoStorage::Frames => Ok(c.to_string()),
+            Some(_) => Err(Error::InvalidArgument(format!(
+                "video column '{c}' is not a Video(storage='frames') feature"
+            ))),
+            None => Err(Error::InvalidArgument(format!(
+                "video column '{c}' is not a feature"
+            ))),
+        },
+        None if frames.len() == 1 => Ok(frames[0].clone()),
+        None => Err(Error::InvalidArgument(format!(
+            "a lance-video-frames cache needs exactly one Video(storage='frames') column or an explicit video column; found {frames:?}"
+        ))),
+    }
+}
+
+/// One input video, resolved.
+struct Task {
+    id: i64,
+    key: J,
+    file: PathBuf,
+    /// Recorded `path` (the source, or `<sha256><ext>` for inline bytes).
+    recorded: String,
+    checksum: Option<String>,
+    metadata: serde_json::Map<String, J>,
+    /// Inline bytes written for FFmpeg, removed when the video is done.
+    temp: bool,
+}
+
+enum Msg {
+    Size(usize, usize),
+    Frames(Vec<Vec<u8>>),
+    Done(u64),
+    Failed(String),
+}
+
+fn scalar_json(v: &Value) -> Option<J> {
+    Some(match v {
+        Value::Null => J::Null,
+        Value::Bool(b) => J::from(*b),
+        Value::Int(i) => J::from(*i),
+        Value::UInt(u) => J::from(*u),
+        Value::Float(f) => J::from(*f),
+        Value::Str(s) => J::from(s.as_str()),
+        Value::Label(l) => J::from(l.id),
+        _ => return None,
+    })
+}
+
+fn resolve(
+    id: i64,
+    key: J,
+    ex: Example,
+    column: &str,
+    allowed: &[String],
+    inputs_dir: &Path,
+) -> Result<Task> {
+    let bad = |reason: String| Error::encode(column, id as u64, reason);
+    let mut metadata = serde_json::Map::new();
+    let mut video = None;
+    for (k, v) in ex.fields() {
+        if &**k == column {
+            video = Some(v.clone());
+        } else if let Some(j) = scalar_json(v) {
+            metadata.insert(k.to_string(), j);
+        }
+    }
+    let video = video.ok_or_else(|| bad("the example has no video".into()))?;
+    let (path, bytes, ext, checksum) = match video {
+        Value::Path(p) => (Some(p), None, None, None),
+        Value::Str(s) => (Some(PathBuf::from(s)), None, None, None),
+        Value::Bytes(b) => (None, Some(b.to_vec()), None, None),
+        Value::Video(r) => (r.path, r.bytes, r.extension, r.checksum),
+        other => {
+            return Err(bad(format!(
+                "a frames video is a path, bytes or a VideoRef, got {}",
+                other.kind()
+            )))
+        }
+    };
+    let key = match key {
+        J::Null | J::Bool(_) | J::Number(_) | J::String(_) => key,
+        other => J::from(other.to_string()),
+    };
+    let norm = |e: &str| {
+        let e = e.to_ascii_lowercase();
+        if e.starts_with('.') {
+            e
+        } else {
+            format!(".{e}")
+        }
+    };
+    if let Some(p) = path {
+        let ext = p
+            .extension()
+            .map(|e| norm(&e.to_string_lossy()))
+            .unwrap_or_default();
+        if !p.is_file() {
+            return Err(bad(format!("video file {} does not exist", p.display())));
+        }
+        if !allowed.contains(&ext) {
+            return Err(bad(format!(
+                "unsupported video extension '{ext}' of {}. Allowed: {allowed:?}",
+                p.display()
+            )));
+        }
+        let checksum = match checksum {
+            Some(c) => c,
+            None => crate::features::video::sha256_file(&p).map_err(bad)?,
+        };
+        return Ok(Task {
+            id,
+            key,
+            recorded: p.to_string_lossy().into_owned(),
+            file: p,
+            checksum: Some(checksum),
+            metadata,
+            temp: false,
+        });
+    }
+    let bytes = bytes.ok_or_else(|| bad("the video has neither a path nor bytes".into()))?;
+    let ext = ext.map_or_else(
+        || allowed.first().cloned().unwrap_or_default(),
+        |e| norm(&e),
+    );
+    let digest = crate::util::sha256_hex(&bytes);
+    std::fs::create_dir_all(inputs_dir).map_err(|e| Error::io("create", inputs_dir, e))?;
+    let file = inputs_dir.join(format!("{id}-{digest}{ext}"));
+    std::fs::write(&file, &bytes).map_err(|e| Error::io("write", &file, e))?;
+    Ok(Task {
+        id,
+        key,
+        file,
+        recorded: format!("{digest}{ext}"),
+        checksum: Some(checksum.unwrap_or(digest)),
+        metadata,
+        temp: true,
+    })
+}
+
+/// Decodes and encodes one video, sending its frames in order.
+fn encode_video(
+    file: &Path,
+    opts: &VideoFramesOptions,
+    tx: &Sender<Msg>,
+) -> std::result::Result<u64, String> {
+    let mut v = VideoFile::open(file)?;
+    let (w0, h0) = (v.info().width, v.info().height);
+    let (w, h) = opts.resize_mode.apply(opts.resize, w0, h0);
+    let mut batch: Vec<Vec<u8>> = Vec::with_capacity(FRAMES_PER_BATCH);
+    let mut sent_size = false;
+    let gone = || "the build stopped".to_string();
+    let n = v.for_each_frame(file, PixelTarget::Yuv420, Some((w, h)), |t, f| {
+        if !sent_size {
+            tx.send(Msg::Size(w, h)).map_err(|_| gone())?;
+            sent_size = true;
+        }
+        let yuv = Yuv420 {
+            width: w,
+            height: h,
+            y: f.data(0),
+            y_stride: f.stride(0),
+            u: f.data(1),
+            v: f.data(2),
+            uv_stride: f.stride(1),
+        };
+        let bytes = encode_yuv420(&yuv, opts.webp)
+            .map_err(|e| format!("webp encode failed at t={t}: {e}"))?;
+        batch.push(bytes);
+        if batch.len() == FRAMES_PER_BATCH {
+            tx.send(Msg::Frames(std::mem::take(&mut batch)))
+                .map_err(|_| gone())?;
+        }
+        Ok(true)
+    })?;
+    if !batch.is_empty() {
+        tx.send(Msg::Frames(batch)).map_err(|_| gone())?;
+    }
+    if n == 0 {
+        return Err("empty video (no decodable frame)".into());
+    }
+    Ok(n)
+}
+
+fn frames_batch(
+    schema: &SchemaRef,
+    id: i64,
+    first: u64,
+    frames: &[Vec<u8>],
+) -> Result<RecordBatch> {
+    let n = frames.len();
+    let ids = Int32Array::from(vec![id as i32; n]);
+    let idx = Int32Array::from(
+        (0..n)
+            .map(|i| (first + i as u64) as i32)
+            .collect::<Vec<_>>(),
+    );
+    let mut b = LargeBinaryBuilder::with_capacity(n, frames.iter().map(Vec::len).sum());
+    for f in frames {
+        b.append_value(f);
+    }
+    RecordBatch::try_new(
+        schema.clone(),
+        vec![Arc::new(ids), Arc::new(idx), Arc::new(b.finish())],
+    )
+    .map_err(|e| Error::arrow(None, e))
+}
+
+/// The collector: feeds jobs to the pool, forwards their frames in video
+/// order, and returns the videos written and the ones skipped.
+#[allow(clippy::too_many_arguments)]
+fn collect<I, E>(
+    items: I,
+    features: &Features,
+    column: &str,
+    allowed: &[String],
+    inputs_dir: &Path,
+    opts: &VideoFramesOptions,
+    schema: &SchemaRef,
+    out: &Sender<RecordBatch>,
+    lance_dir: &Path,
+) -> Result<(Vec<VideoEntry>, Vec<J>, u64)>
+where
+    I: IntoIterator<Item = std::result::Result<(J, Example), E>>,
+    E: Into<BoxError>,
+{
+    let _ = features;
+    let threads = if opts.threads == 0 {
+        std::thread::available_parallelism().map_or(2, |n| n.get())
+    } else {
+        opts.threads
+    };
+    let pool = rayon::ThreadPoolBuilder::new()
+        .num_threads(threads)
+        .thread_name(|i| format!("shardset-video-{i}"))
+        .build()
+        .map_err(|e| Error::InvalidArgument(format!("cannot start {threads} threads: {e}")))?;
+    let window = threads + 1;
+    let mut items = items.into_iter();
+    let mut queue: VecDeque<(Task, Receiver<Msg>)> = VecDeque::new();
+    let mut next_id: i64 = 0;
+    let mut exhausted = false;
+    let mut videos = Vec::new();
+    let mut skipped = Vec::new();
+    let mut row = 0u64;
+    let lance_gone = || lance_err(lance_dir, "the Lance writer stopped early");
+    loop {
+        while !exhausted && queue.len() < window {
+            match items.next() {
+                None => exhausted = true,
+                Some(Err(e)) => {
+                    return Err(Error::Generator {
+                        rows: next_id as u64,
+                        source: e.into(),
+                    })
+                }
+                Some(Ok((key, ex))) => {
+                    let task = resolve(next_id, key, ex, column, allowed, inputs_dir)?;
+                    next_id += 1;
+                    let (tx, rx) = bounded::<Msg>(4);
+                    let file = task.file.clone();
+                    let o = opts.clone();
+                    pool.spawn_fifo(move || {
+                        let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+                            encode_video(&file, &o, &tx)
+                        }))
+                        .unwrap_or_else(|p| Err(Error::from_panic("video encoder", p).to_string()));
+                        let _ = tx.send(match r {
+                            Ok(n) => Msg::Done(n),
+                            Err(e) => Msg::Failed(e),
+                        });
+                    });
+                    queue.push_back((task, rx));
+                }
+            }
+        }
+        let Some((task, rx)) = queue.pop_front() else {
+            break;
+        };
+        let mut size = (0usize, 0usize);
+        let mut frames = 0u64;
+        let outcome = loop {
+            match rx.recv() {
+                Ok(Msg::Size(w, h)) => size = (w, h),
+                Ok(Msg::Frames(f)) => {
+                    let b = frames_batch(schema, task.id, frames, &f)?;
+                    frames += f.len() as u64;
+                    out.send(b).map_err(|_| lance_gone())?;
+                }
+                Ok(Msg::Done(n)) => break Ok(n),
+                Ok(Msg::Failed(e)) => break Err(e),
+                Err(_) => break Err("the video job ended without a result".to_string()),
+            }
+        };
+        if task.temp {
+            let _ = std::fs::remove_file(&task.file);
+        }
+        match outcome {
+            Ok(n) => {
+                debug_assert_eq!(n, frames);
+                videos.push(VideoEntry {
+                    id: task.id,
+                    key: task.key,
+                    path: Some(task.recorded),
+                    checksum: task.checksum,
+                    t: n,
+                    h: size.1 as u64,
+                    w: size.0 as u64,
+                    start_row: row,
+                    metadata: task.metadata,
+                });
+                row += n;
+            }
+            Err(reason) if frames > 0 => {
+                return Err(Error::Video {
+                    path: task.file,
+                    reason: format!("failed after {frames} frames were written: {reason}"),
+                })
+            }
+            Err(reason) if opts.skip_corrupt => {
+                skipped.push(
+                    serde_json::json!({"id": task.id, "path": task.recorded, "reason": reason}),
+                );
+            }
+            Err(reason) => {
+                return Err(Error::Video {
+                    path: task.file,
+                    reason,
+                })
+            }
+        }
+    }
+    Ok((videos, skipped, next_id as u64))
+}
+
+fn write_locked<I, E>(
+    items: I,
+    features: &Features,
+    column: &str,
+    cache_dir: &Path,
+    opts: &VideoFramesOptions,
+    _lock: &CacheLock,
+) -> Result<WrittenVideoFrames>
+where
+    I: IntoIterator<Item = std::result::Result<(J, Example), E>>,
+    E: Into<BoxError>,
+{
+    if opts.max_rows_per_file == 0 || opts.resize == Some(0) {
+        return Err(Error::InvalidArgument(
+            "max_rows_per_file and resize must be at least 1".into(),
+        ));
+    }
+    if !(0.0..=100.0).contains(&opts.webp.quality) || opts.webp.method > 6 {
+        return Err(Error::InvalidArgument(format!(
+            "WebP quality must be 0..=100 and method 0..=6, got {} and {}",
+            opts.webp.quality, opts.webp.method
+        )));
+    }
+    let allowed = match features.get(column) {
+        Some(Feature::Video(v)) => v.allowed_extensions.clone(),
+        _ => unreachable!("checked by video_column"),
+    };
+    crate::video::decode::init();
+    remove_leftovers(cache_dir);
+    let staging = StagingDir::create(cache_dir)?;
+    let data_dir = staging.path().to_path_buf();
+    let inputs_dir = data_dir.join("_video_inputs");
+    let uri = data_dir
+        .to_str()
+        .ok_or_else(|| Error::InvalidArgument(format!("{} is not UTF-8", data_dir.display())))?
+        .to_string();
+    let schema = frames_schema();
+    let params = WriteParams {
+        max_rows_per_file: opts.max_rows_per_file,
+        mode: WriteMode::Create,
+        ..Default::default()
+    };
+    let (tx, rx) = bounded::<RecordBatch>(4);
+    let reader = ChannelReader::new(schema.clone(), rx);
+    let (collected, written) = std::thread::scope(|s| {
+        let lance_thread = s.spawn(move || {
+            block_on(async move { Dataset::write(reader, uri.as_str(), Some(params)).await })
+        });
+        let collected = collect(
+            items,
+            features,
+            column,
+            &allowed,
+            &inputs_dir,
+            opts,
+            &schema,
+            &tx,
+            &data_dir,
+        );
+        drop(tx);
+        let written = lance_thread
+            .join()
+            .map_err(|p| Error::from_panic("lance writer", p))
+            .and_then(|r| r);
+        (collected, written)
+    });
+    let (videos, skipped, tasks) = collected?;
+    if tasks == 0 {
+        return Err(Error::InvalidArgument(
+            "cannot build a lance-video-frames cache from an empty generator".into(),
+        ));
+    }
+    if videos.is_empty() {
+        let first = skipped.first().map(|j| j.to_string()).unwrap_or_default();
+        return Err(Error::Video {
+            path: cache_dir.to_path_buf(),
+            reason: format!("every one of the {tasks} videos was unreadable (first: {first}); nothing published"),
+        });
+    }
+    let ds = match written {
+        Ok(Ok(ds)) => ds,
+        Ok(Err(e)) => return Err(lance_err(&data_dir, e)),
+        Err(e) => return Err(e),
+    };
+    let _ = std::fs::remove_dir_all(&inputs_dir);
+    let fragment_rows = block_on(async {
+        let mut counts = Vec::new();
+        for f in ds.get_fragments() {
+            counts.push(f.physical_rows().await.map(|n| n as u64));
+        }
+        counts
+    })?
+    .into_iter()
+    .collect::<std::result::Result<Vec<u64>, _>>()
+    .map_err(|e| lance_err(&data_dir, e))?;
+    let num_rows: u64 = videos.iter().map(|v| v.t).sum();
+    if fragment_rows.iter().sum::<u64>() != num_rows {
+        return Err(lance_err(
+            &data_dir,
+            "Lance wrote a different number of frames than were sent",
+        ));
+    }
+    fsync_tree(&data_dir)?;
+    let quality = if opts.webp.quality.fract() == 0.0 {
+        J::from(opts.webp.quality as i64)
+    } else {
+        J::from(f64::from(opts.webp.quality))
+    };
+    let metadata = VideoFramesMetadata {
+        cache_format_version: CACHE_FORMAT_VERSION,
+        format: "lance".into(),
+        layout: LAYOUT_LANCE_VIDEO_FRAMES.into(),
+        schema_fingerprint: features.fingerprint(),
+        num_rows,
+        total_rows: num_rows,
+        n_videos: videos.len() as u64,
+        n_skipped: tasks - videos.len() as u64,
+        encoding: "webp".into(),
+        quality,
+        resize: opts.resize.map(u64::from),
+        video_column: column.to_string(),
+        videos,
+        lineage: opts.lineage.clone(),
+        resize_mode: opts.resize.map(|_| opts.resize_mode.name().to_string()),
+        webp_method: Some(opts.webp.method),
+        skipped: (!skipped.is_empty()).then_some(skipped),
+        fragment_row_counts: Some(fragment_rows),
+        features: Some(features_to_json(features)),
+        writer: Some(WriterInfo::current()),
+        metadata_xxh64: None,
+    };
+    write_json_checksummed(&staging.path().join(METADATA_FILE), &metadata)?;
+    staging.publish()?;
+    Ok(WrittenVideoFrames {
+        dir: cache_dir.to_path_buf(),
+        metadata,
+    })
+}

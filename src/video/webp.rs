@@ -1,0 +1,255 @@
+//! WebP frames through libwebp: lossy encode of YUV 4:2:0 planes (what video
+//! decoders produce, so no RGB round trip) and decode to packed RGB.
+
+use std::os::raw::c_int;
+
+use libwebp_sys as sys;
+
+/// Lossy WebP settings.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct WebpSettings {
+    /// Quality 0..=100 (the reference's default is 65).
+    pub quality: f32,
+    /// Effort 0 (fastest) ..= 6 (smallest); libwebp's and OpenCV's default is 4.
+    pub method: u8,
+}
+
+impl Default for WebpSettings {
+    fn default() -> Self {
+        WebpSettings {
+            quality: 65.0,
+            method: 4,
+        }
+    }
+}
+
+/// A borrowed YUV 4:2:0 picture (planes with their strides).
+#[derive(Debug, Clone, Copy)]
+pub struct Yuv420<'a> {
+    /// Width in pixels.
+    pub width: usize,
+    /// Height in pixels.
+    pub height: usize,
+    /// Luma plane.
+    pub y: &'a [u8],
+    /// Bytes per luma row.
+    pub y_stride: usize,
+    /// Cb plane.
+    pub u: &'a [u8],
+    /// Cr plane.
+    pub v: &'a [u8],
+    /// Bytes per chroma row.
+    pub uv_stride: usize,
+}
+
+impl Yuv420<'_> {
+    fn check(&self) -> Result<(), String> {
+        let (w, h) = (self.width, self.height);
+        let (cw, ch) = (w.div_ceil(2), h.div_ceil(2));
+        if w == 0 || h == 0 || w > 16383 || h > 16383 {
+            return Err(format!(
+                "WebP cannot hold a {w}x{h} frame (1..=16383 per side)"
+            ));
+        }
+        let need = |stride: usize, rows: usize, width: usize| (rows - 1) * stride + width;
+        if self.y_stride < w
+            || self.uv_stride < cw
+            || self.y.len() < need(self.y_stride, h, w)
+            || self.u.len() < need(self.uv_stride, ch, cw)
+            || self.v.len() < need(self.uv_stride, ch, cw)
+        {
+            return Err("YUV planes smaller than the frame".into());
+        }
+        Ok(())
+    }
+}
+
+unsafe extern "C" fn append_to_vec(
+    data: *const u8,
+    size: usize,
+    pic: *const sys::WebPPicture,
+) -> c_int {
+    // SAFETY: `custom_ptr` is the `Vec<u8>` set up by `encode_yuv420` for the
+    // duration of `WebPEncode`; libwebp passes `size` readable bytes.
+    let out = unsafe { &mut *((*pic).custom_ptr as *mut Vec<u8>) };
+    if size > 0 {
+        out.extend_from_slice(unsafe { std::slice::from_raw_parts(data, size) });
+    }
+    1
+}
+
+/// Encodes one YUV 4:2:0 frame as lossy WebP.
+///
+/// # Errors
+/// A message when the frame is out of WebP's limits or libwebp fails.
+pub fn encode_yuv420(frame: &Yuv420<'_>, settings: WebpSettings) -> Result<Vec<u8>, String> {
+    frame.check()?;
+    if !(0.0..=100.0).contains(&settings.quality) || settings.method > 6 {
+        return Err(format!(
+            "WebP quality must be 0..=100 and method 0..=6, got {} and {}",
+            settings.quality, settings.method
+        ));
+    }
+    let mut config =
+        sys::WebPConfig::new_with_preset(sys::WebPPreset::WEBP_PRESET_DEFAULT, settings.quality)
+            .map_err(|_| "libwebp refused its default configuration".to_string())?;
+    config.method = c_int::from(settings.method);
+    let mut pic = sys::WebPPicture::new().map_err(|_| "libwebp: picture init".to_string())?;
+    let mut out: Vec<u8> = Vec::with_capacity(frame.width * frame.height / 8);
+    pic.use_argb = 0;
+    pic.colorspace = sys::WebPEncCSP::WEBP_YUV420;
+    pic.width = frame.width as c_int;
+    pic.height = frame.height as c_int;
+    // libwebp only reads the planes of a YUV picture it did not allocate.
+    pic.y = frame.y.as_ptr() as *mut u8;
+    pic.u = frame.u.as_ptr() as *mut u8;
+    pic.v = frame.v.as_ptr() as *mut u8;
+    pic.y_stride = frame.y_stride as c_int;
+    pic.uv_stride = frame.uv_stride as c_int;
+    pic.writer = Some(append_to_vec);
+    pic.custom_ptr = &mut out as *mut Vec<u8> as *mut std::ffi::c_void;
+    // SAFETY: config and picture are initialised; the planes outlive the call
+    // and were bounds-checked above; the writer appends to `out`.
+    let ok = unsafe { sys::WebPEncode(&config, &mut pic) };
+    let code = pic.error_code;
+    // SAFETY: frees only what libwebp allocated itself (nothing for views).
+    unsafe { sys::WebPPictureFree(&mut pic) };
+    if ok == 0 {
+        return Err(format!("libwebp encode failed ({code:?})"));
+    }
+    Ok(out)
+}
+
+/// Width and height of a WebP image.
+///
+/// # Errors
+/// A message when the bytes are not a WebP image.
+pub fn dimensions(data: &[u8]) -> Result<(usize, usize), String> {
+    let (mut w, mut h) = (0 as c_int, 0 as c_int);
+    // SAFETY: libwebp reads at most `data.len()` bytes.
+    let ok = unsafe { sys::WebPGetInfo(data.as_ptr(), data.len(), &mut w, &mut h) };
+    if ok == 0 || w <= 0 || h <= 0 {
+        return Err(format!("not a WebP image ({} bytes)", data.len()));
+    }
+    Ok((w as usize, h as usize))
+}
+
+/// Decodes a WebP image into `out` as packed RGB (`w * h * 3` bytes),
+/// expecting the given size.
+///
+/// # Errors
+/// A message when the bytes are not a WebP image of that size.
+pub fn decode_rgb_into(
+    data: &[u8],
+    width: usize,
+    height: usize,
+    out: &mut [u8],
+) -> Result<(), String> {
+    let (w, h) = dimensions(data)?;
+    if (w, h) != (width, height) {
+        return Err(format!("frame is {w}x{h}, expected {width}x{height}"));
+    }
+    if out.len() != w * h * 3 {
+        return Err("output buffer of the wrong size".into());
+    }
+    // SAFETY: `out` holds exactly h rows of w*3 bytes; libwebp writes within it.
+    let p = unsafe {
+        sys::WebPDecodeRGBInto(
+            data.as_ptr(),
+            data.len(),
+            out.as_mut_ptr(),
+            out.len(),
+            (w * 3) as c_int,
+        )
+    };
+    if p.is_null() {
+        return Err(format!("corrupt WebP frame ({} bytes)", data.len()));
+    }
+    Ok(())
+}
+
+/// Decodes a WebP image to packed RGB with its size.
+///
+/// # Errors
+/// As [`decode_rgb_into`].
+pub fn decode_rgb(data: &[u8]) -> Result<(Vec<u8>, usize, usize), String> {
+    let (w, h) = dimensions(data)?;
+    let mut out = vec![0u8; w * h * 3];
+    decode_rgb_into(data, w, h, &mut out)?;
+    Ok((out, w, h))
+}
+
+/// Decodes the frames of a window into one RGB u8 tensor `[T, H, W, 3]`,
+/// frames in parallel. Every frame must have the first one's size.
+///
+/// # Errors
+/// A message naming the frame that does not decode or has another size.
+pub fn decode_window(frames: &[&[u8]]) -> Result<crate::value::Tensor, String> {
+    use rayon::prelude::*;
+    let (w, h) = match frames.first() {
+        Some(f) => dimensions(f).map_err(|e| format!("frame 0: {e}"))?,
+        None => (0, 0),
+    };
+    let per = w * h * 3;
+    let mut data = vec![0u8; per * frames.len()];
+    let work = |(i, (out, f)): (usize, (&mut [u8], &&[u8]))| {
+        decode_rgb_into(f, w, h, out).map_err(|e| format!("frame {i}: {e}"))
+    };
+    if frames.len() > 1 && per * frames.len() > 64 * 1024 {
+        data.par_chunks_mut(per.max(1))
+            .zip(frames.par_iter())
+            .enumerate()
+            .try_for_each(work)?;
+    } else {
+        data.chunks_mut(per.max(1))
+            .zip(frames.iter())
+            .enumerate()
+            .try_for_each(work)?;
+    }
+    Ok(crate::value::Tensor {
+        dtype: crate::features::Dtype::UInt8,
+        shape: vec![frames.len(), h, w, 3],
+        data,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn roundtrip_is_close_and_garbage_is_an_error() {
+        let (w, h) = (33usize, 17usize);
+        let (cw, ch) = (w.div_ceil(2), h.div_ceil(2));
+        let y: Vec<u8> = (0..w * h).map(|i| (16 + (i % w) * 6) as u8).collect();
+        let u = vec![128u8; cw * ch];
+        let v = vec![128u8; cw * ch];
+        let f = Yuv420 {
+            width: w,
+            height: h,
+            y: &y,
+            y_stride: w,
+            u: &u,
+            v: &v,
+            uv_stride: cw,
+        };
+        let bytes = encode_yuv420(
+            &f,
+            WebpSettings {
+                quality: 90.0,
+                method: 4,
+            },
+        )
+        .unwrap();
+        assert_eq!(&bytes[..4], b"RIFF");
+        let (rgb, dw, dh) = decode_rgb(&bytes).unwrap();
+        assert_eq!((dw, dh), (w, h));
+        // A grey ramp: R = G = B close to the luma ramp (limited range).
+        let px = |x: usize| rgb[(8 * w + x) * 3] as i32;
+        assert!(px(30) > px(2) + 100, "{} {}", px(30), px(2));
+        assert!(decode_rgb(b"RIFF....WEBPVP8 junk").is_err());
+        assert!(decode_rgb(&bytes[..bytes.len() / 2]).is_err());
+        let small = Yuv420 { y: &y[..10], ..f };
+        assert!(encode_yuv420(&small, WebpSettings::default()).is_err());
+    }
+}
