@@ -192,6 +192,11 @@ impl DatasetBuilder for CsvFile {
     fn version(&self) -> &str {
         "1.0.0"
     }
+    /// One config named after the kind of input, so that `data.jsonl` and
+    /// `data.csv` do not share a cache.
+    fn configs(&self) -> Vec<crate::builder::BuilderConfig> {
+        vec![crate::builder::BuilderConfig::new("csv", "a CSV file")]
+    }
     fn info(&self, _config: &str) -> std::result::Result<DatasetInfo, BoxError> {
         Ok(DatasetInfo::new(self.features.clone()))
     }

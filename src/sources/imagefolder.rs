@@ -261,6 +261,11 @@ impl DatasetBuilder for ImageFolder {
     fn version(&self) -> &str {
         "1.0.0"
     }
+    /// One config named after the kind of input, so that `data.jsonl` and
+    /// `data.csv` do not share a cache.
+    fn configs(&self) -> Vec<crate::builder::BuilderConfig> {
+        vec![crate::builder::BuilderConfig::new("imagefolder", "an image folder")]
+    }
     fn info(&self, _config: &str) -> std::result::Result<DatasetInfo, BoxError> {
         Ok(DatasetInfo::new(self.features()))
     }

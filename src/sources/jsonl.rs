@@ -129,6 +129,11 @@ impl DatasetBuilder for JsonLines {
     fn version(&self) -> &str {
         "1.0.0"
     }
+    /// One config named after the kind of input, so that `data.jsonl` and
+    /// `data.csv` do not share a cache.
+    fn configs(&self) -> Vec<crate::builder::BuilderConfig> {
+        vec![crate::builder::BuilderConfig::new("jsonl", "a JSON lines file")]
+    }
     fn info(&self, _config: &str) -> std::result::Result<DatasetInfo, BoxError> {
         Ok(DatasetInfo::new(self.features.clone()))
     }

@@ -4,7 +4,8 @@
 //! ([`CsvFile`]), with feature inference for the last two ([`infer`]).
 //!
 //! Each is a [`DatasetBuilder`](crate::DatasetBuilder) named after its input
-//! (see [`builder_name`]), version `1.0.0`, declaring its input files as
+//! (see [`builder_name`]), version `1.0.0`, with one config named after the
+//! kind of input (`imagefolder`, `jsonl`, `csv`), declaring its input files as
 //! sources, so `load` caches it under the reference's naming and rebuilds it
 //! when a file changes.
 

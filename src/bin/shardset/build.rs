@@ -292,7 +292,8 @@ fn reuse_features(b: &dyn DatasetBuilder, opts: &LoadOptions) -> Option<Features
     }
     let c = open_cache(&dir).ok()?;
     let recorded = c.metadata.get("sources")?;
-    let now = b.sources("default", "train").ok()??.stamp().ok()?;
+    let config = shardset::builder::resolve_config(b, None).ok()?;
+    let now = b.sources(&config, "train").ok()??.stamp().ok()?;
     if !source_changes(recorded, &now).is_empty() {
         return None;
     }

@@ -78,7 +78,7 @@ enum Cmd {
         /// The cache directory.
         path: PathBuf,
         /// Rows: A..B, A.., ..B or N; negative values count from the end (default 0..10).
-        #[arg(long)]
+        #[arg(long, allow_hyphen_values = true)]
         rows: Option<String>,
         /// Only these columns, comma-separated.
         #[arg(long)]
