@@ -196,7 +196,11 @@ impl Error {
         }
     }
 
-    pub(crate) fn input(path: impl AsRef<Path>, line: Option<u64>, reason: impl Into<String>) -> Self {
+    pub(crate) fn input(
+        path: impl AsRef<Path>,
+        line: Option<u64>,
+        reason: impl Into<String>,
+    ) -> Self {
         Error::Input {
             path: path.as_ref().to_path_buf(),
             location: line.map(|l| format!(":{l}")).unwrap_or_default(),

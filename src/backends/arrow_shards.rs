@@ -422,7 +422,12 @@ fn buffer_count(t: &arrow_schema::DataType) -> usize {
         D::Null => 0,
         D::Utf8 | D::Binary | D::LargeUtf8 | D::LargeBinary => 3,
         D::List(item) | D::LargeList(item) => 2 + buffer_count(item.data_type()),
-        D::Struct(children) => 1 + children.iter().map(|c| buffer_count(c.data_type())).sum::<usize>(),
+        D::Struct(children) => {
+            1 + children
+                .iter()
+                .map(|c| buffer_count(c.data_type()))
+                .sum::<usize>()
+        }
         _ => 2,
     }
 }
@@ -451,7 +456,11 @@ pub fn shard_column_bytes(path: &Path, expected: &Schema) -> Result<Vec<(u64, u6
         let start = block.offset() as usize;
         let meta_len = block.metaDataLength() as usize;
         let meta = &buf[start..start + meta_len];
-        let (len_at, skip) = if meta[..4] == [0xff; 4] { (4, 8) } else { (0, 4) };
+        let (len_at, skip) = if meta[..4] == [0xff; 4] {
+            (4, 8)
+        } else {
+            (0, 4)
+        };
         let msg_len = i32::from_le_bytes(meta[len_at..len_at + 4].try_into().expect("4 bytes"));
         let msg = arrow_ipc::root_as_message(&meta[skip..skip + msg_len as usize])
             .map_err(|e| Error::corrupt(path, format!("unreadable record batch message: {e}")))?;

@@ -178,7 +178,10 @@ impl LanceRows {
                 .iter()
                 .map(|f| (f.id, f.bytes_on_disk))
                 .collect();
-            fn subtree(f: &lance::datatypes::Field, by_id: &std::collections::HashMap<u32, u64>) -> u64 {
+            fn subtree(
+                f: &lance::datatypes::Field,
+                by_id: &std::collections::HashMap<u32, u64>,
+            ) -> u64 {
                 by_id.get(&(f.id as u32)).copied().unwrap_or(0)
                     + f.children.iter().map(|c| subtree(c, by_id)).sum::<u64>()
             }

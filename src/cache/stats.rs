@@ -137,7 +137,8 @@ pub fn cache_stats(cache: &Cache) -> Result<CacheStats> {
                 let bytes = std::fs::metadata(&path)
                     .map_err(|e| Error::io("stat shard", &path, e))?
                     .len();
-                for (c, (disk, mem)) in columns.iter_mut().zip(shard_column_bytes(&path, &schema)?) {
+                for (c, (disk, mem)) in columns.iter_mut().zip(shard_column_bytes(&path, &schema)?)
+                {
                     c.on_disk += disk;
                     c.in_memory += mem;
                 }
@@ -192,10 +193,7 @@ pub fn cache_stats(cache: &Cache) -> Result<CacheStats> {
                 .zip(sample)
                 .map(|(name, s)| ColumnStats {
                     name: name.clone(),
-                    on_disk: disk
-                        .iter()
-                        .find(|(d, _)| d == name)
-                        .map_or(0, |(_, b)| *b),
+                    on_disk: disk.iter().find(|(d, _)| d == name).map_or(0, |(_, b)| *b),
                     in_memory: scale(s),
                 })
                 .collect();

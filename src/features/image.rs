@@ -66,7 +66,8 @@ pub struct ImageInfo {
 /// # Errors
 /// A message for bytes that are not a recognised image or whose header is damaged.
 pub fn probe(bytes: &[u8]) -> Result<ImageInfo, String> {
-    let container = sniff(bytes).ok_or("not a recognised image (PNG, JPEG, GIF, WebP, BMP, TIFF)")?;
+    let container =
+        sniff(bytes).ok_or("not a recognised image (PNG, JPEG, GIF, WebP, BMP, TIFF)")?;
     let (width, height) = match container {
         Container::Png => {
             let reader = png::Decoder::new(Cursor::new(bytes))
@@ -291,7 +292,10 @@ mod tests {
     fn probe_reads_sizes_and_refuses_damaged_headers() {
         let png = encode(&gradient(7, 5, 3), ImageFormat::Png).unwrap();
         let i = probe(&png).unwrap();
-        assert_eq!((i.container, i.width, i.height), (Container::Png, Some(5), Some(7)));
+        assert_eq!(
+            (i.container, i.width, i.height),
+            (Container::Png, Some(5), Some(7))
+        );
         let jpg = encode(&gradient(16, 24, 3), ImageFormat::Jpeg).unwrap();
         let i = probe(&jpg).unwrap();
         assert_eq!((i.width, i.height), (Some(24), Some(16)));

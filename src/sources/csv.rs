@@ -148,7 +148,11 @@ impl CsvFile {
             Ok(())
         })?;
         if inf.rows() == 0 {
-            return Err(Error::input(path, None, "the file has a header but no rows"));
+            return Err(Error::input(
+                path,
+                None,
+                "the file has a header but no rows",
+            ));
         }
         Ok((inf.features(path)?, inf.rows()))
     }
@@ -217,17 +221,18 @@ impl DatasetBuilder for CsvFile {
         let base = self.path.parent().unwrap_or(Path::new(".")).to_path_buf();
         Ok(Box::new(rdr.into_records().map(
             move |rec| -> std::result::Result<(String, Example), BoxError> {
-            let rec = rec.map_err(|e| csv_err(&self.path, e))?;
-            let line = rec.position().map_or(0, |p| p.line());
-            let mut ex = Example::with_capacity(self.features.len());
-            for ((name, f), col) in self.features.iter().zip(&columns) {
-                let cell = col.and_then(|c| rec.get(c)).unwrap_or("");
-                let v = csv_to_value(cell, f, &base).map_err(|e| {
-                    Error::input(&self.path, Some(line), format!("column '{name}': {e}"))
-                })?;
-                ex.set(name.to_string(), v);
-            }
-            Ok((line.to_string(), ex))
-        })))
+                let rec = rec.map_err(|e| csv_err(&self.path, e))?;
+                let line = rec.position().map_or(0, |p| p.line());
+                let mut ex = Example::with_capacity(self.features.len());
+                for ((name, f), col) in self.features.iter().zip(&columns) {
+                    let cell = col.and_then(|c| rec.get(c)).unwrap_or("");
+                    let v = csv_to_value(cell, f, &base).map_err(|e| {
+                        Error::input(&self.path, Some(line), format!("column '{name}': {e}"))
+                    })?;
+                    ex.set(name.to_string(), v);
+                }
+                Ok((line.to_string(), ex))
+            },
+        )))
     }
 }

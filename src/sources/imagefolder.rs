@@ -53,7 +53,9 @@ fn list_dir(dir: &Path) -> Result<Vec<(String, PathBuf, bool)>> {
             continue;
         }
         // Follows symlinks, as a user linking class folders in expects.
-        let is_dir = std::fs::metadata(e.path()).map(|m| m.is_dir()).unwrap_or(false);
+        let is_dir = std::fs::metadata(e.path())
+            .map(|m| m.is_dir())
+            .unwrap_or(false);
         out.push((name, e.path(), is_dir));
     }
     out.sort();
@@ -78,8 +80,11 @@ fn collect_images(dir: &Path, root: &Path, out: &mut Vec<PathBuf>) -> Result<()>
     Ok(())
 }
 
+/// Class folders of one split: (class name, files relative to the root).
+type ClassFiles = Vec<(String, Vec<PathBuf>)>;
+
 /// Class folders of one split directory: (class name, files relative to `root`).
-fn scan_classes(split_dir: &Path, root: &Path) -> Result<Vec<(String, Vec<PathBuf>)>> {
+fn scan_classes(split_dir: &Path, root: &Path) -> Result<ClassFiles> {
     let mut out = Vec::new();
     for (name, path, is_dir) in list_dir(split_dir)? {
         if is_dir {
@@ -107,9 +112,12 @@ impl ImageFolder {
         let top = list_dir(dir)?;
         let subdirs: Vec<&String> = top.iter().filter(|t| t.2).map(|t| &t.0).collect();
         let has_splits = subdirs.iter().any(|d| SPLIT_FOLDERS.contains(&d.as_str()));
-        let mut per_split: Vec<(String, Vec<(String, Vec<PathBuf>)>)> = Vec::new();
+        let mut per_split: Vec<(String, ClassFiles)> = Vec::new();
         if has_splits {
-            if let Some(other) = subdirs.iter().find(|d| !SPLIT_FOLDERS.contains(&d.as_str())) {
+            if let Some(other) = subdirs
+                .iter()
+                .find(|d| !SPLIT_FOLDERS.contains(&d.as_str()))
+            {
                 return Err(Error::input(
                     dir,
                     None,
@@ -180,11 +188,7 @@ impl ImageFolder {
             .collect::<Vec<_>>();
         for (s, files) in &splits {
             if files.iter().all(Vec::is_empty) {
-                return Err(Error::input(
-                    dir.join(s),
-                    None,
-                    "this split holds no image",
-                ));
+                return Err(Error::input(dir.join(s), None, "this split holds no image"));
             }
         }
         Ok(ImageFolder {
@@ -226,12 +230,10 @@ impl ImageFolder {
 
     /// The features: `image` (Image) and `label` (ClassLabel).
     pub fn features(&self) -> Features {
-        Features::new()
-            .with("image", Feature::image())
-            .with(
-                "label",
-                Feature::class_label(&self.classes).expect("classes are non-empty and unique"),
-            )
+        Features::new().with("image", Feature::image()).with(
+            "label",
+            Feature::class_label(&self.classes).expect("classes are non-empty and unique"),
+        )
     }
 
     fn split_files(&self, split: &str) -> Option<&Vec<Vec<PathBuf>>> {
@@ -247,7 +249,11 @@ impl ImageFolder {
             && matches!(info.container, Container::Png | Container::Jpeg)
         {
             decode(&bytes).map_err(|e| {
-                Error::input(&path, None, format!("damaged {}: {e}", info.container.name()))
+                Error::input(
+                    &path,
+                    None,
+                    format!("damaged {}: {e}", info.container.name()),
+                )
             })?;
         }
         Ok(bytes)
@@ -264,7 +270,10 @@ impl DatasetBuilder for ImageFolder {
     /// One config named after the kind of input, so that `data.jsonl` and
     /// `data.csv` do not share a cache.
     fn configs(&self) -> Vec<crate::builder::BuilderConfig> {
-        vec![crate::builder::BuilderConfig::new("imagefolder", "an image folder")]
+        vec![crate::builder::BuilderConfig::new(
+            "imagefolder",
+            "an image folder",
+        )]
     }
     fn info(&self, _config: &str) -> std::result::Result<DatasetInfo, BoxError> {
         Ok(DatasetInfo::new(self.features()))

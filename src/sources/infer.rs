@@ -282,9 +282,7 @@ fn tensor(dtype: Dtype, shape: Vec<usize>, leaves: &[&J]) -> std::result::Result
     ) -> std::result::Result<Tensor, String> {
         let vals = leaves
             .iter()
-            .map(|v| {
-                f(v).ok_or_else(|| format!("{v} does not fit {}", T::DTYPE.name()))
-            })
+            .map(|v| f(v).ok_or_else(|| format!("{v} does not fit {}", T::DTYPE.name())))
             .collect::<std::result::Result<Vec<T>, _>>()?;
         Tensor::from_vec(shape, vals).map_err(|e| e.to_string())
     }
@@ -304,7 +302,11 @@ fn tensor(dtype: Dtype, shape: Vec<usize>, leaves: &[&J]) -> std::result::Result
         Dtype::Bool => {
             let vals = leaves
                 .iter()
-                .map(|v| v.as_bool().map(u8::from).ok_or("a bool array holds a non-bool"))
+                .map(|v| {
+                    v.as_bool()
+                        .map(u8::from)
+                        .ok_or("a bool array holds a non-bool")
+                })
                 .collect::<std::result::Result<Vec<u8>, _>>()?;
             let n: usize = shape.iter().product();
             if n != vals.len() {
@@ -361,7 +363,11 @@ pub fn csv_cell(s: &str) -> J {
 ///
 /// # Errors
 /// As [`json_to_value`].
-pub fn csv_to_value(cell: &str, feature: &Feature, base: &Path) -> std::result::Result<Value, String> {
+pub fn csv_to_value(
+    cell: &str,
+    feature: &Feature,
+    base: &Path,
+) -> std::result::Result<Value, String> {
     match feature {
         Feature::Value(Dtype::String) if !cell.is_empty() => Ok(Value::Str(cell.to_string())),
         Feature::Value(Dtype::Binary) if !cell.is_empty() => {
@@ -402,7 +408,10 @@ mod tests {
             Some(&Feature::sequence(Feature::value(Dtype::Float64)))
         );
         let e = inf.observe(p, 9, "x", &json!("a")).unwrap_err().to_string();
-        assert!(e.contains("f.jsonl:9") && e.contains("'x'") && e.contains("line 1"), "{e}");
+        assert!(
+            e.contains("f.jsonl:9") && e.contains("'x'") && e.contains("line 1"),
+            "{e}"
+        );
     }
 
     #[test]

@@ -132,7 +132,10 @@ impl DatasetBuilder for JsonLines {
     /// One config named after the kind of input, so that `data.jsonl` and
     /// `data.csv` do not share a cache.
     fn configs(&self) -> Vec<crate::builder::BuilderConfig> {
-        vec![crate::builder::BuilderConfig::new("jsonl", "a JSON lines file")]
+        vec![crate::builder::BuilderConfig::new(
+            "jsonl",
+            "a JSON lines file",
+        )]
     }
     fn info(&self, _config: &str) -> std::result::Result<DatasetInfo, BoxError> {
         Ok(DatasetInfo::new(self.features.clone()))
@@ -157,9 +160,12 @@ impl DatasetBuilder for JsonLines {
             let line = match line {
                 Ok(l) => l,
                 Err(e) => {
-                    return Some(Err(
-                        Error::input(&self.path, Some(n), format!("cannot read: {e}")).into()
-                    ))
+                    return Some(Err(Error::input(
+                        &self.path,
+                        Some(n),
+                        format!("cannot read: {e}"),
+                    )
+                    .into()))
                 }
             };
             if line.trim().is_empty() {

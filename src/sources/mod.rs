@@ -72,7 +72,10 @@ pub(crate) fn single_file_sources(path: &Path) -> Sources {
         .parent()
         .filter(|p| !p.as_os_str().is_empty())
         .unwrap_or(Path::new("."));
-    let name = path.file_name().map(|n| n.to_os_string()).unwrap_or_default();
+    let name = path
+        .file_name()
+        .map(|n| n.to_os_string())
+        .unwrap_or_default();
     Sources::new(parent, [name])
 }
 

@@ -66,7 +66,9 @@ fn json_out(root: &Path, args: &[&str]) -> J {
 }
 
 fn png(w: u32, h: u32, seed: u8) -> Vec<u8> {
-    let px = (0..w * h * 3).map(|i| (i as u8).wrapping_mul(seed)).collect();
+    let px = (0..w * h * 3)
+        .map(|i| (i as u8).wrapping_mul(seed))
+        .collect();
     image::encode(&ImageData::new(h, w, 3, px).unwrap(), ImageFormat::Png).unwrap()
 }
 
@@ -132,7 +134,10 @@ fn build_imagefolder_with_splits_keeps_bytes_and_sorted_labels() {
     // Files the source must skip: hidden ones and non-images.
     write(&dir.join("train/cat/.DS_Store"), b"junk");
     write(&dir.join("train/cat/notes.txt"), b"junk");
-    let s = json_out(&root, &["build", "imagefolder", dir.to_str().unwrap(), "--json"]);
+    let s = json_out(
+        &root,
+        &["build", "imagefolder", dir.to_str().unwrap(), "--json"],
+    );
     assert_eq!(s["source"], "imagefolder");
     assert_eq!(s["name"], "pets");
     let train = cache_dir(&s, "train");
@@ -284,7 +289,10 @@ fn build_jsonl_with_a_features_file_into_out_dir() {
     assert!(published(&root).is_empty());
 
     // A key the features do not declare is an error naming the line.
-    write(&file, b"{\"x\": 1, \"label\": \"a\", \"arr\": [[1, 2], [3, 4]], \"zz\": 1}\n");
+    write(
+        &file,
+        b"{\"x\": 1, \"label\": \"a\", \"arr\": [[1, 2], [3, 4]], \"zz\": 1}\n",
+    );
     let e = fails(&root, &args, 1);
     assert!(e.contains("d.jsonl:1") && e.contains("'zz'"), "{e}");
     // A features file that is not one names itself.
@@ -299,23 +307,50 @@ fn build_jsonl_as_lance() {
     let t = tempfile::tempdir().unwrap();
     let root = t.path().join("root");
     let file = t.path().join("d.jsonl");
-    let text: String = (0..50).map(|i| format!("{{\"x\": {i}, \"s\": \"r{i}\"}}\n")).collect();
+    let text: String = (0..50)
+        .map(|i| format!("{{\"x\": {i}, \"s\": \"r{i}\"}}\n"))
+        .collect();
     write(&file, text.as_bytes());
     let s = json_out(
         &root,
-        &["build", "jsonl", file.to_str().unwrap(), "--format", "lance", "--json"],
+        &[
+            "build",
+            "jsonl",
+            file.to_str().unwrap(),
+            "--format",
+            "lance",
+            "--json",
+        ],
     );
     assert_eq!(s["caches"][0]["layout"], "lance-rows");
     let c = open_cache(cache_dir(&s, "train")).unwrap();
     assert_eq!(c.len(), 50);
-    assert_eq!(c.backend.get(49).unwrap().get("s"), Some(&Value::Str("r49".into())));
-    let r = json_out(&root, &["inspect", cache_dir(&s, "train").to_str().unwrap(), "--json"]);
+    assert_eq!(
+        c.backend.get(49).unwrap().get("s"),
+        Some(&Value::Str("r49".into()))
+    );
+    let r = json_out(
+        &root,
+        &[
+            "inspect",
+            cache_dir(&s, "train").to_str().unwrap(),
+            "--json",
+        ],
+    );
     assert_eq!(r["layout"], "lance-rows");
     assert_eq!(r["columns"][1]["name"], "s");
     // The arrow-only knobs are refused for Lance.
     let e = fails(
         &root,
-        &["build", "jsonl", file.to_str().unwrap(), "--format", "lance", "--compression", "zstd"],
+        &[
+            "build",
+            "jsonl",
+            file.to_str().unwrap(),
+            "--format",
+            "lance",
+            "--compression",
+            "zstd",
+        ],
         2,
     );
     assert!(e.contains("--compression"), "{e}");
@@ -329,10 +364,16 @@ fn jsonl_type_conflict_names_line_and_column_and_publishes_nothing() {
     write(&file, b"{\"x\": 1}\n{\"x\": null}\n{\"x\": \"oops\"}\n");
     let e = fails(&root, &["build", "jsonl", file.to_str().unwrap()], 1);
     assert!(e.contains("bad.jsonl:3"), "{e}");
-    assert!(e.contains("'x'") && e.contains("string") && e.contains("line 1"), "{e}");
+    assert!(
+        e.contains("'x'") && e.contains("string") && e.contains("line 1"),
+        "{e}"
+    );
     write(&file, b"{\"x\": 1}\nnot json\n");
     let e = fails(&root, &["build", "jsonl", file.to_str().unwrap()], 1);
-    assert!(e.contains("bad.jsonl:2") && e.contains("invalid JSON"), "{e}");
+    assert!(
+        e.contains("bad.jsonl:2") && e.contains("invalid JSON"),
+        "{e}"
+    );
     write(&file, b"{\"x\": null}\n");
     let e = fails(&root, &["build", "jsonl", file.to_str().unwrap()], 1);
     assert!(e.contains("'x'") && e.contains("--features"), "{e}");
@@ -344,7 +385,10 @@ fn build_csv_infers_and_ragged_rows_name_the_line() {
     let t = tempfile::tempdir().unwrap();
     let root = t.path().join("root");
     let file = t.path().join("table.csv");
-    write(&file, b"id,score,name,ok\n1,2.5,\"a, b\",true\n2,,c,FALSE\n3,4,d,\n");
+    write(
+        &file,
+        b"id,score,name,ok\n1,2.5,\"a, b\",true\n2,,c,FALSE\n3,4,d,\n",
+    );
     let s = json_out(&root, &["build", "csv", file.to_str().unwrap(), "--json"]);
     let c = open_cache(cache_dir(&s, "train")).unwrap();
     let f = c.features();
@@ -352,18 +396,31 @@ fn build_csv_infers_and_ragged_rows_name_the_line() {
     assert_eq!(f.get("score"), Some(&Feature::value(Dtype::Float64)));
     assert_eq!(f.get("name"), Some(&Feature::value(Dtype::String)));
     assert_eq!(f.get("ok"), Some(&Feature::value(Dtype::Bool)));
-    assert_eq!(c.backend.get(0).unwrap().get("name"), Some(&Value::Str("a, b".into())));
+    assert_eq!(
+        c.backend.get(0).unwrap().get("name"),
+        Some(&Value::Str("a, b".into()))
+    );
     assert_eq!(c.backend.get(1).unwrap().get("score"), Some(&Value::Null));
-    assert_eq!(c.backend.get(1).unwrap().get("ok"), Some(&Value::Bool(false)));
+    assert_eq!(
+        c.backend.get(1).unwrap().get("ok"),
+        Some(&Value::Bool(false))
+    );
     // The same stem as a JSON lines file does not share its cache.
-    let name = cache_dir(&s, "train").file_name().unwrap().to_string_lossy().into_owned();
+    let name = cache_dir(&s, "train")
+        .file_name()
+        .unwrap()
+        .to_string_lossy()
+        .into_owned();
     assert!(name.starts_with("table_csv_train_"), "{name}");
 
     let ragged = t.path().join("ragged.csv");
     write(&ragged, b"a,b\n1,2\n3\n");
     let e = fails(&root, &["build", "csv", ragged.to_str().unwrap()], 1);
     assert!(e.contains("ragged.csv:3"), "{e}");
-    assert!(e.contains("1 field(s)") && e.contains("header has 2"), "{e}");
+    assert!(
+        e.contains("1 field(s)") && e.contains("header has 2"),
+        "{e}"
+    );
     let mixed = t.path().join("mixed.csv");
     write(&mixed, b"a\n1\nx\n");
     let e = fails(&root, &["build", "csv", mixed.to_str().unwrap()], 1);
@@ -376,8 +433,15 @@ fn bad_folders_and_images_name_the_path_and_publish_nothing() {
     let t = tempfile::tempdir().unwrap();
     let root = t.path().join("root");
     let missing = t.path().join("nope");
-    let e = fails(&root, &["build", "imagefolder", missing.to_str().unwrap()], 1);
-    assert!(e.contains(missing.to_str().unwrap()) && e.contains("No such file"), "{e}");
+    let e = fails(
+        &root,
+        &["build", "imagefolder", missing.to_str().unwrap()],
+        1,
+    );
+    assert!(
+        e.contains(missing.to_str().unwrap()) && e.contains("No such file"),
+        "{e}"
+    );
 
     let empty = t.path().join("empty");
     std::fs::create_dir(&empty).unwrap();
@@ -386,7 +450,11 @@ fn bad_folders_and_images_name_the_path_and_publish_nothing() {
 
     let no_images = t.path().join("noimg");
     write(&no_images.join("cat/readme.txt"), b"hi");
-    let e = fails(&root, &["build", "imagefolder", no_images.to_str().unwrap()], 1);
+    let e = fails(
+        &root,
+        &["build", "imagefolder", no_images.to_str().unwrap()],
+        1,
+    );
     assert!(e.contains("'cat'") && e.contains("no image"), "{e}");
 
     let corrupt = t.path().join("corrupt");
@@ -394,16 +462,27 @@ fn bad_folders_and_images_name_the_path_and_publish_nothing() {
     let mut broken = png(2, 2, 1);
     broken.truncate(20);
     write(&corrupt.join("cat/1.png"), &broken);
-    let e = fails(&root, &["build", "imagefolder", corrupt.to_str().unwrap()], 1);
+    let e = fails(
+        &root,
+        &["build", "imagefolder", corrupt.to_str().unwrap()],
+        1,
+    );
     assert!(e.contains("cat/1.png") && e.contains("damaged PNG"), "{e}");
 
     let fake = t.path().join("fake");
     write(&fake.join("dog/0.jpg"), b"this is text, not a JPEG");
     let e = fails(&root, &["build", "imagefolder", fake.to_str().unwrap()], 1);
-    assert!(e.contains("dog/0.jpg") && e.contains("not a recognised image"), "{e}");
+    assert!(
+        e.contains("dog/0.jpg") && e.contains("not a recognised image"),
+        "{e}"
+    );
 
     let missing_file = t.path().join("none.jsonl");
-    let e = fails(&root, &["build", "jsonl", missing_file.to_str().unwrap()], 1);
+    let e = fails(
+        &root,
+        &["build", "jsonl", missing_file.to_str().unwrap()],
+        1,
+    );
     assert!(e.contains("none.jsonl"), "{e}");
     assert!(published(&root).is_empty());
 }
@@ -433,9 +512,10 @@ fn a_path_that_is_not_a_cache_is_a_clear_error() {
 
 fn text_rows(n: usize) -> impl Iterator<Item = Example> {
     (0..n).map(|i| {
-        Example::new()
-            .with("id", i as i64)
-            .with("text", format!("the same words again and again, row {}", i % 7))
+        Example::new().with("id", i as i64).with(
+            "text",
+            format!("the same words again and again, row {}", i % 7),
+        )
     })
 }
 
@@ -498,9 +578,15 @@ fn inspect_reports_exact_column_bytes_on_disk_and_in_memory() {
     assert_eq!(p["checksums"]["shard_xxh64"], true);
     assert_eq!(p["checksums"]["metadata_xxh64"], true);
     assert_eq!(p["checksums"]["verified"], J::Null);
-    assert_eq!(p["features"]["text"], json!({"type": "Value", "dtype": "string"}));
+    assert_eq!(
+        p["features"]["text"],
+        json!({"type": "Value", "dtype": "string"})
+    );
 
-    let v = json_out(&root, &["inspect", plain.to_str().unwrap(), "--json", "--verify"]);
+    let v = json_out(
+        &root,
+        &["inspect", plain.to_str().unwrap(), "--json", "--verify"],
+    );
     assert_eq!(v["checksums"]["verified"]["ok"], true);
     let human = ok(&root, &["inspect", plain.to_str().unwrap()]);
     for want in [
@@ -522,7 +608,13 @@ fn verify_names_the_damaged_shard_and_exits_non_zero() {
     let (t, dir) = f2_cache(3000, 100, 4 << 10);
     let root = t.path().join("root");
     let good = t.path().join("good");
-    write_arrow_cache(f2_rows(10), &features_f2(), &good, &ArrowWriteOptions::default()).unwrap();
+    write_arrow_cache(
+        f2_rows(10),
+        &features_f2(),
+        &good,
+        &ArrowWriteOptions::default(),
+    )
+    .unwrap();
     let out = ok(&root, &["verify", dir.to_str().unwrap()]);
     assert!(out.contains("ok:"), "{out}");
 
@@ -532,16 +624,26 @@ fn verify_names_the_damaged_shard_and_exits_non_zero() {
     bytes[mid] ^= 0xff;
     std::fs::write(&shard, &bytes).unwrap();
     let e = fails(&root, &["verify", dir.to_str().unwrap()], 1);
-    assert!(e.contains("shard-00001.arrow") && e.contains("mismatch"), "{e}");
+    assert!(
+        e.contains("shard-00001.arrow") && e.contains("mismatch"),
+        "{e}"
+    );
     assert!(!e.contains("shard-00000.arrow"), "{e}");
 
     // A root of caches: the good one is ok, the damaged one fails the run.
     let o = run(&root, &["verify", t.path().to_str().unwrap()]);
     assert_eq!(o.status.code(), Some(1));
-    assert!(stdout(&o).contains(good.to_str().unwrap()), "{}", stdout(&o));
+    assert!(
+        stdout(&o).contains(good.to_str().unwrap()),
+        "{}",
+        stdout(&o)
+    );
     assert!(stderr(&o).contains("shard-00001.arrow"), "{}", stderr(&o));
 
-    let o = run(&root, &["inspect", dir.to_str().unwrap(), "--verify", "--json"]);
+    let o = run(
+        &root,
+        &["inspect", dir.to_str().unwrap(), "--verify", "--json"],
+    );
     assert_eq!(o.status.code(), Some(1));
     let r: J = serde_json::from_str(&stdout(&o)).unwrap();
     assert_eq!(r["checksums"]["verified"]["ok"], false);
@@ -556,10 +658,16 @@ fn cat_prints_rows_as_json_lines() {
     let t = tempfile::tempdir().unwrap();
     let (root, dir) = (t.path().join("root"), t.path().join("pets"));
     split_folder(&dir);
-    let s = json_out(&root, &["build", "imagefolder", dir.to_str().unwrap(), "--json"]);
+    let s = json_out(
+        &root,
+        &["build", "imagefolder", dir.to_str().unwrap(), "--json"],
+    );
     let train = cache_dir(&s, "train");
     let out = ok(&root, &["cat", train.to_str().unwrap(), "--rows", "1..3"]);
-    let rows: Vec<J> = out.lines().map(|l| serde_json::from_str(l).unwrap()).collect();
+    let rows: Vec<J> = out
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
     assert_eq!(rows.len(), 2);
     let file = std::fs::read(dir.join("train/cat/1.png")).unwrap();
     assert_eq!(rows[0]["label"], json!({"id": 0, "name": "cat"}));
@@ -573,16 +681,33 @@ fn cat_prints_rows_as_json_lines() {
     );
     assert_eq!(rows[1]["label"]["name"], "dog");
 
-    let full = ok(&root, &["cat", train.to_str().unwrap(), "--rows", "1", "--full", "--columns", "image"]);
+    let full = ok(
+        &root,
+        &[
+            "cat",
+            train.to_str().unwrap(),
+            "--rows",
+            "1",
+            "--full",
+            "--columns",
+            "image",
+        ],
+    );
     let r: J = serde_json::from_str(full.trim()).unwrap();
     assert!(r.get("label").is_none());
     let b = base64::engine::general_purpose::STANDARD
         .decode(r["image"]["base64"].as_str().unwrap())
         .unwrap();
     assert_eq!(b, file);
-    assert_eq!(ok(&root, &["cat", train.to_str().unwrap()]).lines().count(), 4);
+    assert_eq!(
+        ok(&root, &["cat", train.to_str().unwrap()]).lines().count(),
+        4
+    );
     let last = ok(&root, &["cat", train.to_str().unwrap(), "--rows", "-1"]);
-    assert_eq!(serde_json::from_str::<J>(last.trim()).unwrap()["label"]["name"], "dog");
+    assert_eq!(
+        serde_json::from_str::<J>(last.trim()).unwrap()["label"]["name"],
+        "dog"
+    );
     let e = fails(&root, &["cat", train.to_str().unwrap(), "--rows", "9"], 2);
     assert!(e.contains("row 9") && e.contains("4 rows"), "{e}");
 
@@ -592,7 +717,10 @@ fn cat_prints_rows_as_json_lines() {
         .with("a", Feature::array(vec![2, 3], Dtype::Int16).unwrap())
         .with("blob", Feature::value(Dtype::Binary));
     let ex = Example::new()
-        .with("a", Tensor::from_vec(vec![2, 3], vec![1i16, 2, 3, 4, 5, -6]).unwrap())
+        .with(
+            "a",
+            Tensor::from_vec(vec![2, 3], vec![1i16, 2, 3, 4, 5, -6]).unwrap(),
+        )
         .with("blob", vec![1u8, 2, 3]);
     write_arrow_cache([ex], &f, &arr, &ArrowWriteOptions::default()).unwrap();
     let r: J = serde_json::from_str(ok(&root, &["cat", arr.to_str().unwrap()]).trim()).unwrap();
@@ -613,12 +741,23 @@ fn export_writes_a_rows_images_as_png() {
     let jpg_bytes = jpeg(8, 6);
     write(&dir.join("a/0.png"), &png_bytes);
     write(&dir.join("b/0.jpg"), &jpg_bytes);
-    let s = json_out(&root, &["build", "imagefolder", dir.to_str().unwrap(), "--json"]);
+    let s = json_out(
+        &root,
+        &["build", "imagefolder", dir.to_str().unwrap(), "--json"],
+    );
     let train = cache_dir(&s, "train");
     let out = t.path().join("export");
     let r = json_out(
         &root,
-        &["export", train.to_str().unwrap(), "--row", "0", "--out", out.to_str().unwrap(), "--json"],
+        &[
+            "export",
+            train.to_str().unwrap(),
+            "--row",
+            "0",
+            "--out",
+            out.to_str().unwrap(),
+            "--json",
+        ],
     );
     let p0 = PathBuf::from(r["files"][0]["path"].as_str().unwrap());
     assert_eq!(p0, out.join("row0_image.png"));
@@ -626,18 +765,51 @@ fn export_writes_a_rows_images_as_png() {
 
     let r = json_out(
         &root,
-        &["export", train.to_str().unwrap(), "--row", "-1", "--out", out.to_str().unwrap(), "--json"],
+        &[
+            "export",
+            train.to_str().unwrap(),
+            "--row",
+            "-1",
+            "--out",
+            out.to_str().unwrap(),
+            "--json",
+        ],
     );
     let p1 = PathBuf::from(r["files"][0]["path"].as_str().unwrap());
     assert_eq!(p1, out.join("row1_image.png"));
     let written = std::fs::read(&p1).unwrap();
     assert_eq!(image::sniff(&written), Some(image::Container::Png));
-    assert_eq!(image::decode(&written).unwrap(), image::decode(&jpg_bytes).unwrap());
+    assert_eq!(
+        image::decode(&written).unwrap(),
+        image::decode(&jpg_bytes).unwrap()
+    );
 
-    let e = fails(&root, &["export", train.to_str().unwrap(), "--row", "5", "--out", out.to_str().unwrap()], 1);
+    let e = fails(
+        &root,
+        &[
+            "export",
+            train.to_str().unwrap(),
+            "--row",
+            "5",
+            "--out",
+            out.to_str().unwrap(),
+        ],
+        1,
+    );
     assert!(e.contains("index 5 out of range"), "{e}");
     let (t2, f2) = f2_cache(10, 10, 1 << 20);
-    let e = fails(&root, &["export", f2.to_str().unwrap(), "--row", "0", "--out", t2.path().to_str().unwrap()], 1);
+    let e = fails(
+        &root,
+        &[
+            "export",
+            f2.to_str().unwrap(),
+            "--row",
+            "0",
+            "--out",
+            t2.path().to_str().unwrap(),
+        ],
+        1,
+    );
     assert!(e.contains("no image"), "{e}");
 }
 
@@ -646,19 +818,28 @@ fn ls_lists_caches_under_the_root() {
     let t = tempfile::tempdir().unwrap();
     let (root, dir) = (t.path().join("root"), t.path().join("pets"));
     split_folder(&dir);
-    ok(&root, &["build", "imagefolder", dir.to_str().unwrap(), "-q"]);
+    ok(
+        &root,
+        &["build", "imagefolder", dir.to_str().unwrap(), "-q"],
+    );
     let l = json_out(&root, &["ls", "--json"]);
     assert_eq!(l["root"], root.to_str().unwrap());
     let caches = l["caches"].as_array().unwrap();
     assert_eq!(caches.len(), 2);
     let names: Vec<&str> = caches.iter().map(|c| c["name"].as_str().unwrap()).collect();
-    assert!(names[0].starts_with("processed/pets_imagefolder_test_"), "{names:?}");
+    assert!(
+        names[0].starts_with("processed/pets_imagefolder_test_"),
+        "{names:?}"
+    );
     assert_eq!(caches[0]["rows"], 2);
     assert_eq!(caches[1]["rows"], 4);
     assert_eq!(caches[1]["layout"], "arrow-shards");
     assert!(caches[1]["bytes_on_disk"].as_u64().unwrap() > 0);
     let human = ok(&root, &["ls", root.to_str().unwrap()]);
-    assert!(human.contains("2 cache(s)") && human.contains("pets_imagefolder_train_"), "{human}");
+    assert!(
+        human.contains("2 cache(s)") && human.contains("pets_imagefolder_train_"),
+        "{human}"
+    );
     let empty = t.path().join("nothing");
     std::fs::create_dir(&empty).unwrap();
     assert!(ok(&root, &["ls", empty.to_str().unwrap()]).contains("no caches"));
@@ -670,7 +851,13 @@ fn gc_removes_leftovers_but_never_a_live_builds_temp_dir() {
     let root = t.path().join("root");
     let processed = root.join("processed");
     let cache = processed.join("ds_default_train_0123456789abcdef");
-    write_arrow_cache(f2_rows(10), &features_f2(), &cache, &ArrowWriteOptions::default()).unwrap();
+    write_arrow_cache(
+        f2_rows(10),
+        &features_f2(),
+        &cache,
+        &ArrowWriteOptions::default(),
+    )
+    .unwrap();
     let before = snapshot(&cache);
     let live = processed.join(".live_default_train_0000000000000000_tmp_abcd1234");
     let dead = processed.join(".ds_default_train_0123456789abcdef_tmp_zzzz9999");
@@ -714,11 +901,29 @@ fn quiet_runs_and_non_terminals_get_no_progress() {
     let text: String = (0..3000).map(|i| format!("{{\"x\": {i}}}\n")).collect();
     write(&file, text.as_bytes());
     // stderr is a pipe here: no progress line, and nothing else either.
-    let o = run(&root, &["build", "jsonl", file.to_str().unwrap(), "--batch-size", "100"]);
+    let o = run(
+        &root,
+        &[
+            "build",
+            "jsonl",
+            file.to_str().unwrap(),
+            "--batch-size",
+            "100",
+        ],
+    );
     assert!(o.status.success());
     assert_eq!(stderr(&o), "");
     assert!(stdout(&o).contains("built 3,000 rows"), "{}", stdout(&o));
-    let o = run(&root, &["build", "jsonl", file.to_str().unwrap(), "--rebuild", "--quiet"]);
+    let o = run(
+        &root,
+        &[
+            "build",
+            "jsonl",
+            file.to_str().unwrap(),
+            "--rebuild",
+            "--quiet",
+        ],
+    );
     assert!(o.status.success());
     assert_eq!((stdout(&o), stderr(&o)), (String::new(), String::new()));
 }
@@ -736,7 +941,11 @@ fn bad_options_are_usage_errors() {
     assert!(e.contains("big"), "{e}");
     let e = fails(&root, &["build", "jsonl", f, "--compression", "gzip"], 2);
     assert!(e.contains("gzip"), "{e}");
-    let e = fails(&root, &["build", "videofolder", t.path().to_str().unwrap()], 2);
+    let e = fails(
+        &root,
+        &["build", "videofolder", t.path().to_str().unwrap()],
+        2,
+    );
     assert!(e.contains("not part of this build"), "{e}");
     assert!(published(&root).is_empty());
 }

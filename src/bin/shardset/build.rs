@@ -156,13 +156,15 @@ pub fn run(source: BuildSource) -> CliResult {
             let lopts = load_options(&opts, Arc::default(), 1000)?;
             let (features, rows) = match features {
                 Some(p) => (read_features(&p)?, None),
-                None => match reuse_features(&named(JsonLines::new(&file, Features::new())), &lopts) {
-                    Some(f) => (f, None),
-                    None => {
-                        let (f, n) = JsonLines::infer(&file)?;
-                        (f, Some(n))
+                None => {
+                    match reuse_features(&named(JsonLines::new(&file, Features::new())), &lopts) {
+                        Some(f) => (f, None),
+                        None => {
+                            let (f, n) = inferring(&file, &opts, || JsonLines::infer(&file))?;
+                            (f, Some(n))
+                        }
                     }
-                },
+                }
             };
             let b = named(JsonLines::new(&file, features));
             let f2 = file.clone();
@@ -201,13 +203,15 @@ pub fn run(source: BuildSource) -> CliResult {
             let lopts = load_options(&opts, Arc::default(), 1000)?;
             let (features, rows) = match features {
                 Some(p) => (read_features(&p)?, None),
-                None => match reuse_features(&named(CsvFile::new(&file, Features::new())), &lopts) {
-                    Some(f) => (f, None),
-                    None => {
-                        let (f, n) = CsvFile::infer(&file, delim)?;
-                        (f, Some(n))
+                None => {
+                    match reuse_features(&named(CsvFile::new(&file, Features::new())), &lopts) {
+                        Some(f) => (f, None),
+                        None => {
+                            let (f, n) = inferring(&file, &opts, || CsvFile::infer(&file, delim))?;
+                            (f, Some(n))
+                        }
                     }
-                },
+                }
             };
             let b = named(CsvFile::new(&file, features));
             let f2 = file.clone();
@@ -228,6 +232,23 @@ pub fn run(source: BuildSource) -> CliResult {
             dir.display()
         ))),
     }
+}
+
+/// Runs the inference pass, saying so on a terminal (it reads the whole file).
+fn inferring<T>(
+    file: &Path,
+    o: &BuildOpts,
+    f: impl FnOnce() -> shardset::Result<T>,
+) -> CliResult<T> {
+    let show = progress::wanted(o.quiet);
+    if show {
+        eprint!("reading {} to infer its features...", file.display());
+    }
+    let r = f();
+    if show {
+        eprint!("\r\x1b[2K");
+    }
+    Ok(r?)
 }
 
 /// The absolute path of an existing input, or an error naming it.
@@ -262,7 +283,10 @@ pub fn read_features(path: &Path) -> CliResult<Features> {
     };
     let mut j: J =
         serde_json::from_slice(&text).map_err(|e| bad(format!("not valid JSON ({e})")))?;
-    if let Some(f) = j.get("features").filter(|_| j.get("cache_format_version").is_some()) {
+    if let Some(f) = j
+        .get("features")
+        .filter(|_| j.get("cache_format_version").is_some())
+    {
         j = f.clone();
     }
     let obj = j

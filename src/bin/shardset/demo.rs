@@ -270,4 +270,3 @@ fn run_demo(builder: &SyntheticImages, opts: &LoadOptions, a: &DemoArgs) -> Resu
     );
     Ok(())
 }
-

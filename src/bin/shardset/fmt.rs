@@ -44,7 +44,7 @@ pub fn parse_size(s: &str) -> Result<u64, String> {
     let v: f64 = num
         .parse()
         .map_err(|_| format!("cannot read size '{s}' (e.g. 256MB)"))?;
-    if !(v > 0.0) || !v.is_finite() {
+    if !v.is_finite() || v <= 0.0 {
         return Err(format!("size '{s}' must be positive"));
     }
     Ok((v * mul as f64) as u64)
@@ -68,7 +68,7 @@ pub fn parse_duration(s: &str) -> Result<Duration, String> {
         "w" => 7.0 * 86400.0,
         _ => return Err(format!("duration '{s}' needs a unit: s, m, h, d or w")),
     };
-    if !(v >= 0.0) || !v.is_finite() {
+    if !v.is_finite() || v < 0.0 {
         return Err(format!("duration '{s}' must not be negative"));
     }
     Ok(Duration::from_secs_f64(v * secs))
@@ -93,7 +93,7 @@ pub fn count(n: u64) -> String {
     let s = n.to_string();
     let mut out = String::with_capacity(s.len() + s.len() / 3);
     for (i, c) in s.chars().enumerate() {
-        if i > 0 && (s.len() - i) % 3 == 0 {
+        if i > 0 && (s.len() - i).is_multiple_of(3) {
             out.push(',');
         }
         out.push(c);
@@ -161,7 +161,10 @@ pub fn walk_dirs(root: &Path) -> Vec<PathBuf> {
 
 /// The caches at or under `root`, sorted.
 pub fn find_caches(root: &Path) -> Vec<PathBuf> {
-    let mut v: Vec<PathBuf> = walk_dirs(root).into_iter().filter(|d| is_cache(d)).collect();
+    let mut v: Vec<PathBuf> = walk_dirs(root)
+        .into_iter()
+        .filter(|d| is_cache(d))
+        .collect();
     v.sort();
     v
 }

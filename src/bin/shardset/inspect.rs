@@ -86,7 +86,11 @@ fn u(j: &J, k: &str) -> u64 {
 
 fn print_human(r: &J, arrow_checksum_hint: bool) {
     println!("cache        {}", s(r, "path"));
-    println!("layout       {} (format {})", s(r, "layout"), s(r, "format"));
+    println!(
+        "layout       {} (format {})",
+        s(r, "layout"),
+        s(r, "format")
+    );
     println!("rows         {}", count(u(r, "num_rows")));
     println!("compression  {}", s(r, "compression"));
     println!("fingerprint  {}", s(r, "schema_fingerprint"));
@@ -153,7 +157,10 @@ fn print_human(r: &J, arrow_checksum_hint: bool) {
         .max()
         .unwrap_or(7)
         .max(7);
-    println!("  {:<w$}  {:<fw$}  {:>12}  {:>12}", "name", "feature", "on disk", "in memory");
+    println!(
+        "  {:<w$}  {:<fw$}  {:>12}  {:>12}",
+        "name", "feature", "on disk", "in memory"
+    );
     for c in &cols {
         println!(
             "  {:<w$}  {:<fw$}  {:>12}  {:>12}",
@@ -166,7 +173,10 @@ fn print_human(r: &J, arrow_checksum_hint: bool) {
     let shards = r["shards"].as_array().cloned().unwrap_or_default();
     println!("shards       {}", shards.len());
     for (i, sh) in shards.iter().enumerate() {
-        let bytes = sh["bytes"].as_u64().map(human).unwrap_or_else(|| "-".into());
+        let bytes = sh["bytes"]
+            .as_u64()
+            .map(human)
+            .unwrap_or_else(|| "-".into());
         println!(
             "  {i:>5}  {:<20} {:>12} rows  {bytes:>12}",
             s(sh, "name"),
@@ -210,7 +220,11 @@ pub fn inspect(path: PathBuf, json: bool, verify: bool) -> CliResult {
                 println!();
             }
             match r.get("error") {
-                Some(e) => println!("cache        {}\nerror        {}", s(r, "path"), e.as_str().unwrap_or("")),
+                Some(e) => println!(
+                    "cache        {}\nerror        {}",
+                    s(r, "path"),
+                    e.as_str().unwrap_or("")
+                ),
                 None => print_human(r, !verify && s(r, "layout") == LAYOUT_ARROW_SHARDS),
             }
         }
@@ -221,7 +235,9 @@ pub fn inspect(path: PathBuf, json: bool, verify: bool) -> CliResult {
         )));
     }
     if failures > 0 {
-        return Err(CliError::Failed(format!("{failures} cache(s) cannot be read")));
+        return Err(CliError::Failed(format!(
+            "{failures} cache(s) cannot be read"
+        )));
     }
     Ok(())
 }

@@ -134,7 +134,12 @@ pub fn parse_leftover(file_name: &str) -> Option<(String, Leftover)> {
 }
 
 /// Runs `shardset gc`.
-pub fn gc(root: Option<PathBuf>, dry_run: bool, older_than: Option<String>, json_out: bool) -> CliResult {
+pub fn gc(
+    root: Option<PathBuf>,
+    dry_run: bool,
+    older_than: Option<String>,
+    json_out: bool,
+) -> CliResult {
     let min_age = older_than
         .as_deref()
         .map(parse_duration)

@@ -84,10 +84,7 @@ fn tensor_json(t: &Tensor) -> J {
     // Nest from the innermost dimension out.
     let mut cur = flat;
     for &d in t.shape.iter().skip(1).rev() {
-        cur = cur
-            .chunks(d.max(1))
-            .map(|c| J::Array(c.to_vec()))
-            .collect();
+        cur = cur.chunks(d.max(1)).map(|c| J::Array(c.to_vec())).collect();
     }
     J::Array(cur)
 }
@@ -105,7 +102,9 @@ pub fn cell_json(v: &Value, feature: Option<&Feature>, full: bool) -> J {
         Value::Path(p) => J::String(p.to_string_lossy().into_owned()),
         Value::Bytes(b) if matches!(feature, Some(Feature::Image(_))) => {
             let mut o = match probe(b) {
-                Ok(i) => json!({"format": i.container.name(), "width": i.width, "height": i.height}),
+                Ok(i) => {
+                    json!({"format": i.container.name(), "width": i.width, "height": i.height})
+                }
                 Err(e) => json!({"format": null, "error": e}),
             };
             o["bytes"] = json!(b.len());
@@ -147,7 +146,11 @@ pub fn cell_json(v: &Value, feature: Option<&Feature>, full: bool) -> J {
                 "checksum": r.checksum,
             });
             if let Some(b) = &r.bytes {
-                o["bytes"] = if full { J::String(b64(b)) } else { json!(b.len()) };
+                o["bytes"] = if full {
+                    J::String(b64(b))
+                } else {
+                    json!(b.len())
+                };
             }
             o
         }
@@ -165,7 +168,11 @@ fn open_dataset(path: &Path) -> CliResult<Dataset> {
 pub fn cat(path: PathBuf, rows: Option<String>, columns: Option<String>, full: bool) -> CliResult {
     let mut ds = open_dataset(&path)?;
     if let Some(cols) = columns {
-        let cols: Vec<&str> = cols.split(',').map(str::trim).filter(|c| !c.is_empty()).collect();
+        let cols: Vec<&str> = cols
+            .split(',')
+            .map(str::trim)
+            .filter(|c| !c.is_empty())
+            .collect();
         ds = ds.select_columns(&cols)?;
     }
     let (start, end) =
@@ -219,10 +226,12 @@ fn write_image(bytes: &[u8], out: &Path, stem: &str, column: &str) -> CliResult<
         path: p.to_path_buf(),
         source: e,
     };
-    let bad = |reason: String| CliError::Lib(shardset::Error::Decode {
-        column: column.to_string(),
-        reason,
-    });
+    let bad = |reason: String| {
+        CliError::Lib(shardset::Error::Decode {
+            column: column.to_string(),
+            reason,
+        })
+    };
     let info = probe(bytes).map_err(bad)?;
     let (data, ext, note) = match info.container {
         Container::Png => (bytes.to_vec(), "png", None),
