@@ -138,9 +138,13 @@ fn print_human(r: &J, arrow_checksum_hint: bool) {
             "absent"
         }
     );
+    let source = match s(r, "features_source") {
+        "metadata" => "the cache's metadata",
+        "inferred" => "the Arrow schema (no class names or shapes stored)",
+        other => other,
+    };
     println!(
-        "columns      (features from {}; bytes on disk {}, in memory {})",
-        s(r, "features_source"),
+        "columns      (features from {source}; bytes on disk {}, in memory {})",
         s(r, "column_bytes_on_disk"),
         s(r, "column_bytes_in_memory")
     );

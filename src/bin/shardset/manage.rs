@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use serde_json::{json, Value as J};
 use shardset::cache::lock::{lock_path, CacheLock};
-use shardset::cache::metadata::METADATA_FILE;
+use shardset::cache::metadata::{read_common, METADATA_FILE};
 use shardset::cache::stats::dir_size;
 use shardset::{cache_root, open_cache};
 
@@ -60,10 +60,16 @@ pub fn ls(root: Option<PathBuf>, json_out: bool) -> CliResult {
                 "name": name, "path": dir, "layout": c.layout, "rows": c.len(),
                 "bytes_on_disk": bytes, "age_seconds": age_s,
             }),
-            Err(e) => json!({
-                "name": name, "path": dir, "layout": null, "rows": null,
-                "bytes_on_disk": bytes, "age_seconds": age_s, "error": e.to_string(),
-            }),
+            Err(e) => {
+                // What the metadata says, when it can be read at all.
+                let raw = read_common(dir).ok().map(|c| c.raw);
+                json!({
+                    "name": name, "path": dir,
+                    "layout": raw.as_ref().and_then(|r| r.get("layout")).cloned(),
+                    "rows": raw.as_ref().and_then(|r| r.get("num_rows")).cloned(),
+                    "bytes_on_disk": bytes, "age_seconds": age_s, "error": e.to_string(),
+                })
+            }
         });
     }
     if json_out {
@@ -86,10 +92,7 @@ pub fn ls(root: Option<PathBuf>, json_out: bool) -> CliResult {
     );
     for r in &rows {
         let rows_s = r["rows"].as_u64().map(count).unwrap_or_else(|| "?".into());
-        let layout = match r.get("error") {
-            Some(_) => "damaged",
-            None => r["layout"].as_str().unwrap_or("?"),
-        };
+        let layout = r["layout"].as_str().unwrap_or("?");
         println!(
             "{:<w$}  {:<18}  {:>12}  {:>11}  {:>5}",
             r["name"].as_str().unwrap_or(""),
@@ -99,7 +102,7 @@ pub fn ls(root: Option<PathBuf>, json_out: bool) -> CliResult {
             age(Duration::from_secs(r["age_seconds"].as_u64().unwrap_or(0)))
         );
         if let Some(e) = r.get("error").and_then(|e| e.as_str()) {
-            println!("{:<w$}  ({e})", "");
+            println!("{:<w$}  (cannot open: {e})", "");
         }
     }
     println!("{} cache(s) under {}", rows.len(), root.display());
