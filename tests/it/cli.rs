@@ -339,6 +339,14 @@ fn build_jsonl_as_lance() {
     );
     assert_eq!(r["layout"], "lance-rows");
     assert_eq!(r["columns"][1]["name"], "s");
+    let dir = cache_dir(&s, "train");
+    let v = ok(&root, &["verify", dir.to_str().unwrap()]);
+    assert!(v.contains("ok:") && v.contains("lance-rows"), "{v}");
+    let last = ok(&root, &["cat", dir.to_str().unwrap(), "--rows", "-1"]);
+    assert_eq!(
+        serde_json::from_str::<J>(last.trim()).unwrap(),
+        json!({"x": 49, "s": "r49"})
+    );
     // The arrow-only knobs are refused for Lance.
     let e = fails(
         &root,
