@@ -152,7 +152,20 @@ fn why(path: PathBuf) -> CliResult {
     )))
 }
 
+/// Rust ignores SIGPIPE, so printing into a closed pipe (`shardset ls |
+/// head -1`) would be an error in every `println!`; like other Unix tools,
+/// end quietly instead.
+fn default_sigpipe() {
+    #[cfg(unix)]
+    // SAFETY: called first thing in main, before any thread exists;
+    // SIG_DFL is a valid disposition for SIGPIPE.
+    unsafe {
+        libc::signal(libc::SIGPIPE, libc::SIG_DFL);
+    }
+}
+
 fn main() -> ExitCode {
+    default_sigpipe();
     let cli = Cli::parse();
     let res = match cli.cmd {
         Cmd::Demo {
