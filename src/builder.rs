@@ -415,6 +415,9 @@ impl StorageFormat {
 pub struct LoadOptions {
     /// The cache root (default `$STABLE_DATASETS_CACHE_DIR`, else `~/.stable-datasets`).
     pub cache_root: Option<PathBuf>,
+    /// The exact cache directory, overriding the root and the reference's
+    /// naming (for one split; the command line's `--out`).
+    pub cache_dir: Option<PathBuf>,
     /// The config (default: the builder's default).
     pub config: Option<String>,
     /// The layout to build.
@@ -434,6 +437,11 @@ impl LoadOptions {
     /// Sets the cache root.
     pub fn with_cache_root(mut self, root: impl Into<PathBuf>) -> Self {
         self.cache_root = Some(root.into());
+        self
+    }
+    /// Sets the exact cache directory (overrides the root and the naming).
+    pub fn with_cache_dir(mut self, dir: impl Into<PathBuf>) -> Self {
+        self.cache_dir = Some(dir.into());
         self
     }
     /// Sets the config.
@@ -536,6 +544,9 @@ pub fn cache_dir_for(
     let version = Version::parse(builder.version())?;
     check_name("split", split)?;
     check_name("config", config)?;
+    if let Some(dir) = &opts.cache_dir {
+        return Ok(dir.clone());
+    }
     let root = opts.cache_root.clone().unwrap_or_else(cache_root);
     Ok(root.join("processed").join(cache_fingerprint(
         builder.name(),

@@ -152,6 +152,18 @@ pub enum Error {
         message: String,
     },
 
+    /// An input file of a ready-made source (image folder, JSON lines, CSV)
+    /// is missing, empty or holds data that does not fit.
+    #[error("{path}{location}: {reason}")]
+    Input {
+        /// The file or directory.
+        path: PathBuf,
+        /// Where in it, e.g. `:7` for line 7 (may be empty).
+        location: String,
+        /// What is wrong, and how to fix it when the user can.
+        reason: String,
+    },
+
     /// An Arrow operation failed.
     #[error("arrow error{}: {source}", path.as_ref().map(|p| format!(" in {}", p.display())).unwrap_or_default())]
     Arrow {
@@ -190,6 +202,18 @@ impl Error {
         Error::Arrow {
             path: path.map(Path::to_path_buf),
             source,
+        }
+    }
+
+    pub(crate) fn input(
+        path: impl AsRef<Path>,
+        line: Option<u64>,
+        reason: impl Into<String>,
+    ) -> Self {
+        Error::Input {
+            path: path.as_ref().to_path_buf(),
+            location: line.map(|l| format!(":{l}")).unwrap_or_default(),
+            reason: reason.into(),
         }
     }
 

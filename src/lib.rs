@@ -34,6 +34,7 @@ pub mod features;
 #[cfg(feature = "lance")]
 pub mod lance;
 pub mod sampler;
+pub mod sources;
 pub mod util;
 pub mod value;
 #[cfg(feature = "video")]

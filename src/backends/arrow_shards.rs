@@ -415,6 +415,83 @@ fn block_rows(
     u64::try_from(rb.length()).map_err(|_| Error::corrupt(path, "negative row count"))
 }
 
+/// Number of IPC buffers a field of this type (with its children) has.
+fn buffer_count(t: &arrow_schema::DataType) -> usize {
+    use arrow_schema::DataType as D;
+    match t {
+        D::Null => 0,
+        D::Utf8 | D::Binary | D::LargeUtf8 | D::LargeBinary => 3,
+        D::List(item) | D::LargeList(item) => 2 + buffer_count(item.data_type()),
+        D::Struct(children) => {
+            1 + children
+                .iter()
+                .map(|c| buffer_count(c.data_type()))
+                .sum::<usize>()
+        }
+        _ => 2,
+    }
+}
+
+/// Bytes of each top-level column of an IPC shard file, summed over its
+/// record batches: `(stored, in_memory)`. `stored` is the sum of the column's
+/// buffer lengths in the file (compressed when the shard is); `in_memory` is
+/// what the buffers take once read (for compressed buffers, the uncompressed
+/// length from each buffer's 8-byte prefix). Only headers are read.
+///
+/// # Errors
+/// [`Error::MissingShard`], [`Error::CorruptShard`] naming the file.
+pub fn shard_column_bytes(path: &Path, expected: &Schema) -> Result<Vec<(u64, u64)>> {
+    let buf = map_file(path)?;
+    let footer = read_footer(path, &buf)?;
+    check_schema(path, &footer.schema, expected)?;
+    let counts: Vec<usize> = expected
+        .fields()
+        .iter()
+        .map(|f| buffer_count(f.data_type()))
+        .collect();
+    let mut out = vec![(0u64, 0u64); counts.len()];
+    for block in &footer.blocks {
+        // Checks every offset and length the loop below relies on.
+        block_rows(path, &buf, block, buf.len(), expected)?;
+        let start = block.offset() as usize;
+        let meta_len = block.metaDataLength() as usize;
+        let meta = &buf[start..start + meta_len];
+        let (len_at, skip) = if meta[..4] == [0xff; 4] {
+            (4, 8)
+        } else {
+            (0, 4)
+        };
+        let msg_len = i32::from_le_bytes(meta[len_at..len_at + 4].try_into().expect("4 bytes"));
+        let msg = arrow_ipc::root_as_message(&meta[skip..skip + msg_len as usize])
+            .map_err(|e| Error::corrupt(path, format!("unreadable record batch message: {e}")))?;
+        let rb = msg
+            .header_as_record_batch()
+            .ok_or_else(|| Error::corrupt(path, "block is not a record batch"))?;
+        let compressed = rb.compression().is_some();
+        let body = start + meta_len;
+        let mut bufs = rb.buffers().into_iter().flat_map(|b| b.iter());
+        for (c, &k) in counts.iter().enumerate() {
+            for _ in 0..k {
+                let b = bufs
+                    .next()
+                    .ok_or_else(|| Error::corrupt(path, "fewer buffers than the schema needs"))?;
+                let len = b.length() as u64;
+                let mem = if compressed && len >= 8 {
+                    let at = body + b.offset() as usize;
+                    let raw = i64::from_le_bytes(buf[at..at + 8].try_into().expect("8 bytes"));
+                    // -1: this buffer was left uncompressed after its prefix.
+                    u64::try_from(raw).unwrap_or(len - 8)
+                } else {
+                    len
+                };
+                out[c].0 += len;
+                out[c].1 += mem;
+            }
+        }
+    }
+    Ok(out)
+}
+
 fn check_schema(path: &Path, found: &Schema, expected: &Schema) -> Result<()> {
     if found.fields().len() != expected.fields().len() {
         return Err(Error::corrupt(

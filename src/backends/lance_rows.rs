@@ -185,6 +185,40 @@ impl LanceRows {
         Ok(arrow_schema::Schema::from(ds.schema()))
     }
 
+    /// Bytes on disk of each top-level column (its nested fields included),
+    /// as Lance's data statistics report them (0 for the legacy file format).
+    ///
+    /// # Errors
+    /// A Lance error naming the dataset.
+    pub fn column_bytes_on_disk(dir: &Path) -> Result<Vec<(String, u64)>> {
+        use lance::dataset::statistics::DatasetStatisticsExt;
+        let uri = dir.to_string_lossy().into_owned();
+        block_on(async move {
+            let ds = Arc::new(Dataset::open(&uri).await?);
+            let stats = ds.calculate_data_stats().await?;
+            let by_id: std::collections::HashMap<u32, u64> = stats
+                .fields
+                .iter()
+                .map(|f| (f.id, f.bytes_on_disk))
+                .collect();
+            fn subtree(
+                f: &lance::datatypes::Field,
+                by_id: &std::collections::HashMap<u32, u64>,
+            ) -> u64 {
+                by_id.get(&(f.id as u32)).copied().unwrap_or(0)
+                    + f.children.iter().map(|c| subtree(c, by_id)).sum::<u64>()
+            }
+            Ok::<_, lance::Error>(
+                ds.schema()
+                    .fields
+                    .iter()
+                    .map(|f| (f.name.clone(), subtree(f, &by_id)))
+                    .collect(),
+            )
+        })?
+        .map_err(|e| lance_err(dir, e))
+    }
+
     fn state(&self) -> Result<Arc<State>> {
         let pid = std::process::id();
         let mut g = self.inner.state.lock().unwrap_or_else(|p| p.into_inner());

@@ -9,6 +9,7 @@
 use std::fs::File;
 use std::io::{BufWriter, Write};
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
 use arrow_array::{Array, RecordBatch};
@@ -91,6 +92,11 @@ pub struct ArrowWriteOptions {
     /// Also keep one xxh64 per row (`_row_xxh64/`), so that `verify` can name
     /// the exact rows of a damaged shard (costs a hash per row at write time).
     pub record_checksums: bool,
+    /// A counter the writer adds each batch's rows to once the batch is
+    /// written (rows committed by a resumed build are added at the start),
+    /// so a caller can show progress from another thread. One relaxed atomic
+    /// add per batch.
+    pub progress: Option<Arc<AtomicU64>>,
 }
 
 impl Default for ArrowWriteOptions {
@@ -103,6 +109,7 @@ impl Default for ArrowWriteOptions {
             lineage: None,
             build_id: None,
             record_checksums: false,
+            progress: None,
         }
     }
 }
@@ -138,6 +145,11 @@ impl ArrowWriteOptions {
         self.lineage = Some(lineage);
         self
     }
+    /// Sets the rows-written counter (see [`ArrowWriteOptions::progress`]).
+    pub fn with_progress(mut self, counter: Arc<AtomicU64>) -> Self {
+        self.progress = Some(counter);
+        self
+    }
 }
 
 /// The in-memory size of a batch as pyarrow's `RecordBatch.nbytes` reports it
@@ -149,6 +161,15 @@ pub fn pyarrow_nbytes(batch: &RecordBatch) -> u64 {
         .iter()
         .map(|c| array_nbytes(c.as_ref()))
         .sum()
+}
+
+/// [`pyarrow_nbytes`] of each column of a batch.
+pub fn column_nbytes(batch: &RecordBatch) -> Vec<u64> {
+    batch
+        .columns()
+        .iter()
+        .map(|c| array_nbytes(c.as_ref()))
+        .collect()
 }
 
 fn array_nbytes(a: &dyn Array) -> u64 {
@@ -689,6 +710,10 @@ where
     E: Into<BoxError>,
 {
     let cache_dir = staging.target().to_path_buf();
+    let progress = opts.progress.as_deref();
+    if let Some(p) = progress {
+        p.fetch_add(skip, Ordering::Relaxed);
+    }
     pipeline::run(
         examples,
         Arc::new(features.clone()),
@@ -698,7 +723,13 @@ where
             threads: opts.encode_threads,
             row_offset: skip,
         },
-        |batch| shards.write(&batch),
+        |batch| {
+            shards.write(&batch)?;
+            if let Some(p) = progress {
+                p.fetch_add(batch.num_rows() as u64, Ordering::Relaxed);
+            }
+            Ok(())
+        },
     )?;
     let records = shards.finish()?;
     let rows: u64 = records.iter().map(|r| r.num_rows).sum();

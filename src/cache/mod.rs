@@ -10,3 +10,4 @@ pub mod open;
 pub mod pipeline;
 pub mod publish;
 pub mod rowsum;
+pub mod stats;

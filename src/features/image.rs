@@ -22,6 +22,84 @@ pub enum Container {
     Tiff,
 }
 
+impl Container {
+    /// The usual upper-case name (`PNG`, `JPEG`, ...).
+    pub fn name(self) -> &'static str {
+        match self {
+            Container::Png => "PNG",
+            Container::Jpeg => "JPEG",
+            Container::Gif => "GIF",
+            Container::Webp => "WEBP",
+            Container::Bmp => "BMP",
+            Container::Tiff => "TIFF",
+        }
+    }
+
+    /// The usual file extension, without the dot.
+    pub fn extension(self) -> &'static str {
+        match self {
+            Container::Png => "png",
+            Container::Jpeg => "jpg",
+            Container::Gif => "gif",
+            Container::Webp => "webp",
+            Container::Bmp => "bmp",
+            Container::Tiff => "tif",
+        }
+    }
+}
+
+/// What an encoded image's header says, read without decoding pixels.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ImageInfo {
+    /// The container.
+    pub container: Container,
+    /// Width in pixels, when the header was read (PNG, JPEG, GIF, BMP).
+    pub width: Option<u32>,
+    /// Height in pixels, when the header was read.
+    pub height: Option<u32>,
+}
+
+/// Identifies an encoded image and reads its size from the header: PNG and
+/// JPEG headers are parsed in full (a damaged header is an error), GIF and BMP
+/// sizes are read from fixed offsets; WebP and TIFF are recognised by magic only.
+///
+/// # Errors
+/// A message for bytes that are not a recognised image or whose header is damaged.
+pub fn probe(bytes: &[u8]) -> Result<ImageInfo, String> {
+    let container =
+        sniff(bytes).ok_or("not a recognised image (PNG, JPEG, GIF, WebP, BMP, TIFF)")?;
+    let (width, height) = match container {
+        Container::Png => {
+            let reader = png::Decoder::new(Cursor::new(bytes))
+                .read_info()
+                .map_err(|e| format!("damaged PNG: {e}"))?;
+            let info = reader.info();
+            (Some(info.width), Some(info.height))
+        }
+        Container::Jpeg => {
+            let mut dec = jpeg_decoder::Decoder::new(Cursor::new(bytes));
+            dec.read_info().map_err(|e| format!("damaged JPEG: {e}"))?;
+            let info = dec.info().ok_or("damaged JPEG: no frame header")?;
+            (Some(info.width as u32), Some(info.height as u32))
+        }
+        Container::Gif if bytes.len() >= 10 => (
+            Some(u16::from_le_bytes([bytes[6], bytes[7]]) as u32),
+            Some(u16::from_le_bytes([bytes[8], bytes[9]]) as u32),
+        ),
+        Container::Bmp => {
+            let w = i32::from_le_bytes(bytes[18..22].try_into().expect("4 bytes"));
+            let h = i32::from_le_bytes(bytes[22..26].try_into().expect("4 bytes"));
+            (Some(w.unsigned_abs()), Some(h.unsigned_abs()))
+        }
+        _ => (None, None),
+    };
+    Ok(ImageInfo {
+        container,
+        width,
+        height,
+    })
+}
+
 /// Identifies an encoded image by its magic bytes.
 pub fn sniff(bytes: &[u8]) -> Option<Container> {
     if bytes.starts_with(b"\x89PNG\r\n\x1a\n") {
@@ -208,6 +286,21 @@ mod tests {
             e.contains("limit") || e.contains("CRC") || e.contains("crc"),
             "{e}"
         );
+    }
+
+    #[test]
+    fn probe_reads_sizes_and_refuses_damaged_headers() {
+        let png = encode(&gradient(7, 5, 3), ImageFormat::Png).unwrap();
+        let i = probe(&png).unwrap();
+        assert_eq!(
+            (i.container, i.width, i.height),
+            (Container::Png, Some(5), Some(7))
+        );
+        let jpg = encode(&gradient(16, 24, 3), ImageFormat::Jpeg).unwrap();
+        let i = probe(&jpg).unwrap();
+        assert_eq!((i.width, i.height), (Some(24), Some(16)));
+        assert!(probe(&png[..20]).is_err());
+        assert!(probe(b"not an image").is_err());
     }
 
     #[test]

@@ -3,6 +3,7 @@
 //! peak memory is a few batches whatever the row count.
 
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
 use arrow_array::{RecordBatch, RecordBatchReader};
@@ -37,6 +38,9 @@ pub struct LanceWriteOptions {
     pub encode_threads: usize,
     /// Provenance recorded under `lineage`.
     pub lineage: Option<serde_json::Value>,
+    /// A counter the writer adds each batch's rows to once the batch is
+    /// handed to Lance (see `ArrowWriteOptions::progress`).
+    pub progress: Option<Arc<AtomicU64>>,
 }
 
 impl Default for LanceWriteOptions {
@@ -47,6 +51,7 @@ impl Default for LanceWriteOptions {
             data_storage_version: None,
             encode_threads: 0,
             lineage: None,
+            progress: None,
         }
     }
 }
@@ -70,6 +75,11 @@ impl LanceWriteOptions {
     /// Sets the number of encode threads.
     pub fn with_encode_threads(mut self, n: usize) -> Self {
         self.encode_threads = n;
+        self
+    }
+    /// Sets the rows-written counter.
+    pub fn with_progress(mut self, counter: Arc<AtomicU64>) -> Self {
+        self.progress = Some(counter);
         self
     }
 }
@@ -237,8 +247,13 @@ where
                 row_offset: 0,
             },
             |batch| {
+                let n = batch.num_rows() as u64;
                 tx.send(batch)
-                    .map_err(|_| lance_err(&data_dir, "the Lance writer stopped early"))
+                    .map_err(|_| lance_err(&data_dir, "the Lance writer stopped early"))?;
+                if let Some(p) = &opts.progress {
+                    p.fetch_add(n, Ordering::Relaxed);
+                }
+                Ok(())
             },
         );
         drop(tx);

@@ -2,6 +2,7 @@
 
 mod bad_input;
 mod builder;
+mod cli;
 mod common;
 mod crash;
 mod dataset_api;

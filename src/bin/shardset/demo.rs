@@ -1,109 +1,17 @@
-//! The `shardset` command line: a thin layer over the library.
+//! `shardset demo`: a synthetic image + label dataset built through a
+//! `DatasetBuilder`, reopened, split, iterated and verified.
 
 use std::path::PathBuf;
-use std::process::ExitCode;
 use std::time::Instant;
 
-use clap::{Parser, Subcommand};
 use shardset::error::BoxError;
 use shardset::{
-    load_with_report, open_cache, ArrowWriteOptions, BuilderConfig, Compression, DatasetBuilder,
-    DatasetInfo, Dtype, Example, ExampleStream, Feature, Features, ImageData, LoadOptions, Loader,
+    load_with_report, ArrowWriteOptions, BuilderConfig, Compression, DatasetBuilder, DatasetInfo,
+    Dtype, Example, ExampleStream, Feature, Features, ImageData, LoadOptions, Loader,
     LoaderOptions, Order, Partition, TestSize, Value, WithinShard, WorkUnit,
 };
 
-#[derive(Parser)]
-#[command(
-    name = "shardset",
-    version,
-    about = "Build, inspect and read sharded dataset caches"
-)]
-struct Cli {
-    #[command(subcommand)]
-    cmd: Cmd,
-}
-
-#[derive(Subcommand)]
-enum Cmd {
-    /// Build a small synthetic image + label dataset, reopen it and print a summary.
-    Demo {
-        /// Cache root (default: $STABLE_DATASETS_CACHE_DIR, else a fresh temp dir removed afterwards).
-        #[arg(long)]
-        root: Option<PathBuf>,
-        /// Number of training examples (the test split gets a fifth).
-        #[arg(long, default_value_t = 5000)]
-        rows: usize,
-        /// Shard byte budget, e.g. 256KB, 64MB.
-        #[arg(long, default_value = "1MB")]
-        shard_size: String,
-        /// none, lz4 or zstd.
-        #[arg(long, default_value = "none")]
-        compression: String,
-        /// Encode threads (0 = one per core).
-        #[arg(long, default_value_t = 0)]
-        threads: usize,
-        /// Examples per record batch.
-        #[arg(long, default_value_t = 1000)]
-        batch_size: usize,
-        /// Build even if the cache exists.
-        #[arg(long)]
-        rebuild: bool,
-        /// Print one JSON line instead of the summary.
-        #[arg(long)]
-        json: bool,
-    },
-    /// Print what a cache holds: layout, rows, shards, features.
-    Inspect {
-        /// The cache directory.
-        path: PathBuf,
-        /// Machine-readable output.
-        #[arg(long)]
-        json: bool,
-    },
-    /// Recompute every shard checksum; exit non-zero on a mismatch.
-    Verify {
-        /// The cache directory.
-        path: PathBuf,
-    },
-    /// Say why a cache would be rebuilt (damage, changed sources); exit 1 if it would.
-    Why {
-        /// The cache directory.
-        path: PathBuf,
-    },
-}
-
-fn parse_size(s: &str) -> Result<u64, String> {
-    let t = s.trim().to_ascii_uppercase();
-    let (num, mul) = [
-        ("GB", 1u64 << 30),
-        ("MB", 1 << 20),
-        ("KB", 1 << 10),
-        ("B", 1),
-    ]
-    .iter()
-    .find_map(|(suf, m)| t.strip_suffix(suf).map(|n| (n.trim().to_string(), *m)))
-    .unwrap_or((t.clone(), 1));
-    let v: f64 = num
-        .parse()
-        .map_err(|_| format!("cannot read size '{s}' (e.g. 256MB)"))?;
-    if v <= 0.0 {
-        return Err(format!("size '{s}' must be positive"));
-    }
-    Ok((v * mul as f64) as u64)
-}
-
-fn human(bytes: u64) -> String {
-    let b = bytes as f64;
-    if b >= (1u64 << 30) as f64 {
-        format!("{:.2} GiB", b / (1u64 << 30) as f64)
-    } else if b >= (1 << 20) as f64 {
-        format!("{:.2} MiB", b / (1 << 20) as f64)
-    } else if b >= 1024.0 {
-        format!("{:.1} KiB", b / 1024.0)
-    } else {
-        format!("{bytes} B")
-    }
-}
+use crate::fmt::{human, parse_size};
 
 const CLASSES: [&str; 10] = [
     "airplane",
@@ -205,18 +113,19 @@ impl DatasetBuilder for SyntheticImages {
     }
 }
 
-struct DemoArgs {
-    root: Option<PathBuf>,
-    rows: usize,
-    batch_size: usize,
-    shard_size: String,
-    compression: String,
-    threads: usize,
-    rebuild: bool,
-    json: bool,
+/// Options of `shardset demo`.
+pub struct DemoArgs {
+    pub root: Option<PathBuf>,
+    pub rows: usize,
+    pub batch_size: usize,
+    pub shard_size: String,
+    pub compression: String,
+    pub threads: usize,
+    pub rebuild: bool,
+    pub json: bool,
 }
 
-fn demo(a: DemoArgs) -> Result<(), String> {
+pub fn demo(a: DemoArgs) -> Result<(), String> {
     // An explicit --root, else $STABLE_DATASETS_CACHE_DIR, else a temp dir
     // removed afterwards (the demo never fills a home directory uninvited).
     let env_root =
@@ -360,145 +269,4 @@ fn run_demo(builder: &SyntheticImages, opts: &LoadOptions, a: &DemoArgs) -> Resu
         bad.len()
     );
     Ok(())
-}
-
-fn inspect(path: PathBuf, json: bool) -> Result<(), String> {
-    let cache = open_cache(&path).map_err(|e| e.to_string())?;
-    let m = &cache.metadata;
-    if json {
-        let out = serde_json::json!({
-            "path": path,
-            "layout": cache.layout,
-            "num_rows": cache.len(),
-            "num_shards": cache.backend.num_shards(),
-            "shard_row_counts": cache.backend.shard_row_counts(),
-            "shard_num_bytes": m.get("shard_num_bytes"),
-            "compression": m.get("compression"),
-            "schema_fingerprint": m.get("schema_fingerprint"),
-            "features": shardset::features::describe::features_to_json(cache.features()),
-            "features_source": format!("{:?}", cache.features_source),
-        });
-        println!(
-            "{}",
-            serde_json::to_string_pretty(&out).map_err(|e| e.to_string())?
-        );
-        return Ok(());
-    }
-    println!("cache        {}", path.display());
-    println!("layout       {}", cache.layout);
-    println!("rows         {}", cache.len());
-    println!(
-        "compression  {}",
-        m.get("compression")
-            .and_then(|c| c.as_str())
-            .unwrap_or("none")
-    );
-    println!(
-        "fingerprint  {}",
-        m.get("schema_fingerprint")
-            .and_then(|c| c.as_str())
-            .unwrap_or("")
-    );
-    println!("features     ({:?})", cache.features_source);
-    for (name, f) in cache.features().iter() {
-        println!("  {name:<16} {}", shardset::features::repr::feature_repr(f));
-    }
-    let sizes = m.get("shard_num_bytes").and_then(|v| v.as_array()).cloned();
-    println!("shards       {}", cache.backend.num_shards());
-    for (i, rows) in cache.backend.shard_row_counts().iter().enumerate() {
-        let size = sizes
-            .as_ref()
-            .and_then(|s| s.get(i))
-            .and_then(|v| v.as_u64())
-            .map(human)
-            .unwrap_or_else(|| "?".into());
-        println!("  {i:>5}  {rows:>10} rows  {size:>12}");
-    }
-    Ok(())
-}
-
-fn verify(path: PathBuf) -> Result<(), String> {
-    let bad = shardset::verify_checksums(&path).map_err(|e| e.to_string())?;
-    if bad.is_empty() {
-        println!("ok: every shard matches its recorded xxh64");
-        Ok(())
-    } else {
-        for b in &bad {
-            eprintln!(
-                "checksum mismatch: {} (recorded {}, found {})",
-                b.path.display(),
-                b.expected,
-                b.found
-            );
-        }
-        if let Ok(located) = shardset::cache::open::locate_corrupt_rows(&path) {
-            for l in located {
-                if !l.rows.is_empty() {
-                    let shown: Vec<String> = l.rows.iter().take(20).map(u64::to_string).collect();
-                    eprintln!(
-                        "  {}: changed row(s) {}{}",
-                        l.shard.display(),
-                        shown.join(", "),
-                        if l.rows.len() > 20 { ", ..." } else { "" }
-                    );
-                }
-                for (a, b) in l.unreadable {
-                    eprintln!(
-                        "  {}: rows {a}..{b} unreadable or unchecked",
-                        l.shard.display()
-                    );
-                }
-            }
-        }
-        Err(format!("{} shard(s) do not match", bad.len()))
-    }
-}
-
-fn main() -> ExitCode {
-    let cli = Cli::parse();
-    let res = match cli.cmd {
-        Cmd::Demo {
-            root,
-            rows,
-            shard_size,
-            compression,
-            threads,
-            batch_size,
-            rebuild,
-            json,
-        } => demo(DemoArgs {
-            root,
-            rows,
-            batch_size,
-            shard_size,
-            compression,
-            threads,
-            rebuild,
-            json,
-        }),
-        Cmd::Inspect { path, json } => inspect(path, json),
-        Cmd::Verify { path } => verify(path),
-        Cmd::Why { path } => {
-            match shardset::builder::why_cache(&path) {
-                Ok(reasons) if reasons.is_empty() => {
-                    println!("up to date: no recorded source changed and every shard matches its checksum");
-                    Ok(())
-                }
-                Ok(reasons) => {
-                    for r in &reasons {
-                        println!("{r}");
-                    }
-                    Err(format!("{} reason(s) to rebuild", reasons.len()))
-                }
-                Err(e) => Err(e.to_string()),
-            }
-        }
-    };
-    match res {
-        Ok(()) => ExitCode::SUCCESS,
-        Err(e) => {
-            eprintln!("error: {e}");
-            ExitCode::FAILURE
-        }
-    }
 }

@@ -1,0 +1,454 @@
+//! `shardset build imagefolder|jsonl|csv`: a cache from files, through the
+//! library's ready-made builders (`shardset::sources`) and `load`, so the
+//! cache is named, locked, published, resumed and kept fresh exactly as a
+//! library build is.
+
+use std::path::{Path, PathBuf};
+use std::sync::atomic::AtomicU64;
+use std::sync::Arc;
+use std::time::Instant;
+
+use clap::{Args, Subcommand};
+use serde_json::{json, Value as J};
+use shardset::builder::{cache_status, source_changes, why};
+use shardset::cache::stats::dir_size;
+use shardset::features::describe::features_from_json;
+use shardset::sources::{CsvFile, ImageCheck, ImageFolder, JsonLines};
+use shardset::{
+    load_with_report, open_cache, ArrowWriteOptions, Compression, DatasetBuilder, Features,
+    LoadOptions, StorageFormat,
+};
+
+use crate::fmt::{count, human, parse_size, CliError, CliResult};
+use crate::progress::{self, Progress};
+
+/// Options shared by every source.
+#[derive(Args, Debug, Clone)]
+pub struct BuildOpts {
+    /// Write the caches to DIR/<split> instead of the cache root
+    /// ($STABLE_DATASETS_CACHE_DIR or ~/.stable-datasets, reference naming).
+    #[arg(long, value_name = "DIR")]
+    pub out: Option<PathBuf>,
+    /// The dataset (builder) name in cache names (default: the input's name).
+    #[arg(long)]
+    pub name: Option<String>,
+    /// arrow (Arrow IPC shards) or lance (a Lance dataset).
+    #[arg(long, default_value = "arrow")]
+    pub format: String,
+    /// Shard byte budget, e.g. 256MB (arrow only; default 256MB).
+    #[arg(long, value_name = "SIZE")]
+    pub shard_size: Option<String>,
+    /// none, lz4 or zstd (arrow only; default none).
+    #[arg(long)]
+    pub compression: Option<String>,
+    /// Threads for reading and encoding (0 = one per core).
+    #[arg(long, default_value_t = 0)]
+    pub threads: usize,
+    /// Examples per record batch (default 128 for images, 1000 otherwise).
+    #[arg(long)]
+    pub batch_size: Option<usize>,
+    /// Build even if an up-to-date cache exists.
+    #[arg(long)]
+    pub rebuild: bool,
+    /// No progress and no summary (errors are still printed).
+    #[arg(long, short)]
+    pub quiet: bool,
+    /// Print a JSON summary on stdout.
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// Where a build reads from.
+#[derive(Subcommand, Debug)]
+pub enum BuildSource {
+    /// DIR/<class>/<image>, or DIR/{train,validation,test}/<class>/<image>:
+    /// columns `image` (bytes as stored) and `label` (sorted class folder names).
+    Imagefolder {
+        /// The folder.
+        dir: PathBuf,
+        /// Decode every PNG and JPEG completely while building (default: check headers).
+        #[arg(long)]
+        decode_check: bool,
+        #[command(flatten)]
+        opts: BuildOpts,
+    },
+    /// A JSON lines file: one object per line, one `train` split.
+    Jsonl {
+        /// The file.
+        file: PathBuf,
+        /// The features as JSON (see README); default: inferred from the data.
+        #[arg(long, value_name = "FILE")]
+        features: Option<PathBuf>,
+        #[command(flatten)]
+        opts: BuildOpts,
+    },
+    /// A CSV file with a header row, one `train` split.
+    Csv {
+        /// The file.
+        file: PathBuf,
+        /// The features as JSON (see README); default: inferred from the data.
+        #[arg(long, value_name = "FILE")]
+        features: Option<PathBuf>,
+        /// Field delimiter (default: tab for .tsv, else comma).
+        #[arg(long)]
+        delimiter: Option<char>,
+        #[command(flatten)]
+        opts: BuildOpts,
+    },
+    /// A folder of videos (arrives with the lance-video-frames layout).
+    #[command(hide = true)]
+    Videofolder {
+        /// The folder.
+        dir: PathBuf,
+        /// path, bytes or frames.
+        #[arg(long, default_value = "path")]
+        storage: String,
+        #[command(flatten)]
+        opts: BuildOpts,
+    },
+}
+
+/// Runs `shardset build`.
+pub fn run(source: BuildSource) -> CliResult {
+    match source {
+        BuildSource::Imagefolder {
+            dir,
+            decode_check,
+            opts,
+        } => {
+            // Sources are recorded by absolute path, so a build from another
+            // working directory finds the same cache fresh.
+            let abs = match std::fs::canonicalize(&dir) {
+                Ok(p) => p,
+                Err(_) => {
+                    ImageFolder::open(&dir)?;
+                    dir.clone()
+                }
+            };
+            let mut folder = ImageFolder::open(&abs)?.with_check(if decode_check {
+                ImageCheck::Decode
+            } else {
+                ImageCheck::Header
+            });
+            if let Some(n) = &opts.name {
+                folder = folder.with_name(n);
+            }
+            let splits: Vec<(String, Option<u64>)> = folder
+                .split_names()
+                .into_iter()
+                .map(|s| {
+                    let n = folder.num_images(&s);
+                    (s, Some(n))
+                })
+                .collect();
+            build_splits(&folder, "imagefolder", &splits, &opts, 128, &|| Ok(None))
+        }
+        BuildSource::Jsonl {
+            file,
+            features,
+            opts,
+        } => {
+            let file = canonical(&file)?;
+            let named = |b: JsonLines| match &opts.name {
+                Some(n) => b.with_name(n),
+                None => b,
+            };
+            let lopts = load_options(&opts, Arc::default(), 1000)?;
+            let (features, rows) = match features {
+                Some(p) => (read_features(&p)?, None),
+                None => {
+                    match reuse_features(&named(JsonLines::new(&file, Features::new())), &lopts) {
+                        Some(f) => (f, None),
+                        None => {
+                            let (f, n) = inferring(&file, &opts, || JsonLines::infer(&file))?;
+                            (f, Some(n))
+                        }
+                    }
+                }
+            };
+            let b = named(JsonLines::new(&file, features));
+            let f2 = file.clone();
+            build_splits(
+                &b,
+                "jsonl",
+                &[("train".into(), rows)],
+                &opts,
+                1000,
+                &move || Ok(Some(JsonLines::count_rows(&f2)?)),
+            )
+        }
+        BuildSource::Csv {
+            file,
+            features,
+            delimiter,
+            opts,
+        } => {
+            let file = canonical(&file)?;
+            let delim = match delimiter {
+                Some(c) if c.is_ascii() => c as u8,
+                Some(c) => {
+                    return Err(CliError::Usage(format!(
+                        "--delimiter must be one ASCII character, got '{c}'"
+                    )))
+                }
+                None => shardset::sources::csv::default_delimiter(&file),
+            };
+            let named = |b: CsvFile| {
+                let b = b.with_delimiter(delim);
+                match &opts.name {
+                    Some(n) => b.with_name(n),
+                    None => b,
+                }
+            };
+            let lopts = load_options(&opts, Arc::default(), 1000)?;
+            let (features, rows) = match features {
+                Some(p) => (read_features(&p)?, None),
+                None => {
+                    match reuse_features(&named(CsvFile::new(&file, Features::new())), &lopts) {
+                        Some(f) => (f, None),
+                        None => {
+                            let (f, n) = inferring(&file, &opts, || CsvFile::infer(&file, delim))?;
+                            (f, Some(n))
+                        }
+                    }
+                }
+            };
+            let b = named(CsvFile::new(&file, features));
+            let f2 = file.clone();
+            build_splits(
+                &b,
+                "csv",
+                &[("train".into(), rows)],
+                &opts,
+                1000,
+                &move || Ok(Some(CsvFile::count_rows(&f2, delim)?)),
+            )
+        }
+        // Extension point: a video folder source (`path`, `bytes` or `frames`
+        // storage) plugs in here as one more builder handed to `build_splits`.
+        BuildSource::Videofolder { dir, storage, .. } => Err(CliError::Usage(format!(
+            "build videofolder {} --storage {storage}: not part of this build yet \
+             (it arrives with the lance-video-frames layout)",
+            dir.display()
+        ))),
+    }
+}
+
+/// Runs the inference pass, saying so on a terminal (it reads the whole file).
+fn inferring<T>(
+    file: &Path,
+    o: &BuildOpts,
+    f: impl FnOnce() -> shardset::Result<T>,
+) -> CliResult<T> {
+    let show = progress::wanted(o.quiet);
+    if show {
+        eprint!("reading {} to infer its features...", file.display());
+    }
+    let r = f();
+    if show {
+        eprint!("\r\x1b[2K");
+    }
+    Ok(r?)
+}
+
+/// The absolute path of an existing input, or an error naming it.
+fn canonical(p: &Path) -> CliResult<PathBuf> {
+    std::fs::canonicalize(p).map_err(|e| {
+        shardset::Error::Io {
+            op: "open",
+            path: p.to_path_buf(),
+            source: e,
+        }
+        .into()
+    })
+}
+
+/// Reads a `--features` file: the features description `_metadata.json`
+/// stores (`{"col": {"type": "Value", "dtype": "int64"}, ...}`), where a bare
+/// dtype string stands for a `Value` (`{"col": "int64"}`); a whole
+/// `_metadata.json` is accepted too (its `features` are used).
+pub fn read_features(path: &Path) -> CliResult<Features> {
+    let text = std::fs::read(path).map_err(|e| shardset::Error::Io {
+        op: "read features file",
+        path: path.to_path_buf(),
+        source: e,
+    })?;
+    let bad = |reason: String| -> CliError {
+        shardset::Error::Input {
+            path: path.to_path_buf(),
+            location: String::new(),
+            reason,
+        }
+        .into()
+    };
+    let mut j: J =
+        serde_json::from_slice(&text).map_err(|e| bad(format!("not valid JSON ({e})")))?;
+    if let Some(f) = j
+        .get("features")
+        .filter(|_| j.get("cache_format_version").is_some())
+    {
+        j = f.clone();
+    }
+    let obj = j
+        .as_object_mut()
+        .ok_or_else(|| bad("the features must be a JSON object of column descriptions".into()))?;
+    for v in obj.values_mut() {
+        if let J::String(d) = v {
+            *v = json!({"type": "Value", "dtype": d});
+        }
+    }
+    let f = features_from_json(&j).map_err(|e| bad(e.to_string()))?;
+    if f.is_empty() {
+        return Err(bad("no column is described".into()));
+    }
+    Ok(f)
+}
+
+/// The features of a published cache of this builder whose sources have not
+/// changed: a warm `build` then skips reading the data to infer them.
+fn reuse_features(b: &dyn DatasetBuilder, opts: &LoadOptions) -> Option<Features> {
+    if opts.rebuild {
+        return None;
+    }
+    let (dir, exists) = cache_status(b, "train", opts).ok()?;
+    if !exists {
+        return None;
+    }
+    let c = open_cache(&dir).ok()?;
+    let recorded = c.metadata.get("sources")?;
+    let config = shardset::builder::resolve_config(b, None).ok()?;
+    let now = b.sources(&config, "train").ok()??.stamp().ok()?;
+    if !source_changes(recorded, &now).is_empty() {
+        return None;
+    }
+    Some(c.features().as_ref().clone())
+}
+
+fn load_options(o: &BuildOpts, counter: Arc<AtomicU64>, batch: usize) -> CliResult<LoadOptions> {
+    let format = match o.format.to_ascii_lowercase().as_str() {
+        "arrow" => StorageFormat::Arrow,
+        "lance" => StorageFormat::Lance,
+        other => {
+            return Err(CliError::Usage(format!(
+                "--format must be arrow or lance, got '{other}'"
+            )))
+        }
+    };
+    if format == StorageFormat::Lance && (o.shard_size.is_some() || o.compression.is_some()) {
+        return Err(CliError::Usage(
+            "--shard-size and --compression apply to --format arrow only".into(),
+        ));
+    }
+    let batch = o.batch_size.unwrap_or(batch);
+    if batch == 0 {
+        return Err(CliError::Usage("--batch-size must be at least 1".into()));
+    }
+    let shard = parse_size(o.shard_size.as_deref().unwrap_or("256MB")).map_err(CliError::Usage)?;
+    let compression = Compression::parse(o.compression.as_deref().unwrap_or("none"))
+        .map_err(|e| CliError::Usage(e.to_string()))?;
+    let write = ArrowWriteOptions::default()
+        .with_batch_size(batch)
+        .with_shard_size_bytes(Some(shard))
+        .with_compression(compression)
+        .with_encode_threads(o.threads)
+        .with_progress(counter.clone());
+    let opts = LoadOptions::default()
+        .with_format(format)
+        .with_rebuild(o.rebuild)
+        .with_unit_parallelism(o.threads)
+        .with_write_options(write);
+    #[cfg(feature = "lance")]
+    let opts = opts.with_lance_write_options(
+        shardset::LanceWriteOptions::default()
+            .with_batch_size(batch)
+            .with_encode_threads(o.threads)
+            .with_progress(counter),
+    );
+    Ok(opts)
+}
+
+type RowCounter<'a> = &'a dyn Fn() -> CliResult<Option<u64>>;
+
+/// Builds (or finds up to date) every split, with progress, then prints the summary.
+fn build_splits(
+    b: &dyn DatasetBuilder,
+    kind: &str,
+    splits: &[(String, Option<u64>)],
+    o: &BuildOpts,
+    default_batch: usize,
+    count_rows: RowCounter<'_>,
+) -> CliResult {
+    let mut summaries = Vec::new();
+    for (split, total) in splits {
+        let counter = Arc::new(AtomicU64::new(0));
+        let mut opts = load_options(o, counter.clone(), default_batch)?;
+        if let Some(out) = &o.out {
+            opts = opts.with_cache_dir(out.join(split));
+        }
+        let reasons = why(b, split, &opts)?;
+        // Changed data can change inferred features (a new class folder, a
+        // column that became float): that is a rebuild, not a mismatch.
+        if reasons.iter().any(|r| r.starts_with("features changed")) {
+            opts.rebuild = true;
+        }
+        let building = opts.rebuild || !reasons.is_empty();
+        let show = progress::wanted(o.quiet) && building;
+        let total = match total {
+            Some(t) => Some(*t),
+            None if show => count_rows()?,
+            None => None,
+        };
+        let bar = show.then(|| Progress::start(split.clone(), total, counter.clone()));
+        let t = Instant::now();
+        let res = load_with_report(b, split, &opts);
+        if let Some(bar) = bar {
+            bar.finish();
+        }
+        let (ds, report) = res?;
+        let secs = t.elapsed().as_secs_f64();
+        let bytes = dir_size(&report.dir)?;
+        let s = json!({
+            "split": split,
+            "dir": report.dir,
+            "built": report.built,
+            "resumed_rows": report.resumed_rows,
+            "reasons": report.reasons,
+            "rows": ds.len(),
+            "shards": ds.backend().num_shards(),
+            "layout": ds.cache().map(|c| c.layout.clone()),
+            "bytes_on_disk": bytes,
+            "seconds": secs,
+        });
+        if !o.quiet && !o.json {
+            if report.built {
+                println!(
+                    "{split}: built {} rows in {} shard(s), {}, {:.1} s ({} rows/s) -> {}",
+                    count(ds.len()),
+                    ds.backend().num_shards(),
+                    human(bytes),
+                    secs,
+                    count((ds.len() as f64 / secs.max(1e-3)) as u64),
+                    report.dir.display()
+                );
+            } else {
+                println!(
+                    "{split}: up to date, {} rows -> {}",
+                    count(ds.len()),
+                    report.dir.display()
+                );
+            }
+        }
+        summaries.push(s);
+    }
+    if o.json {
+        println!(
+            "{}",
+            json!({
+                "source": kind,
+                "name": b.name(),
+                "caches": summaries,
+            })
+        );
+    }
+    Ok(())
+}

@@ -1,0 +1,222 @@
+//! Small helpers of the command line: sizes and durations in and out,
+//! finding caches under a root, the CLI's error type.
+
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use shardset::cache::metadata::METADATA_FILE;
+
+/// What a command can fail with.
+#[derive(Debug, thiserror::Error)]
+pub enum CliError {
+    /// A library error (names the path and the reason).
+    #[error(transparent)]
+    Lib(#[from] shardset::Error),
+    /// A bad option value or a request this build cannot do (exit code 2).
+    #[error("{0}")]
+    Usage(String),
+    /// A check that ran and found a problem (verify, why) (exit code 1).
+    #[error("{0}")]
+    Failed(String),
+}
+
+/// Result of a command.
+pub type CliResult<T = ()> = Result<T, CliError>;
+
+/// Reads `256MB`, `1.5GB`, `64KB`, `1000` (bytes).
+pub fn parse_size(s: &str) -> Result<u64, String> {
+    let t = s.trim().to_ascii_uppercase();
+    let (num, mul) = [
+        ("GIB", 1u64 << 30),
+        ("MIB", 1 << 20),
+        ("KIB", 1 << 10),
+        ("GB", 1u64 << 30),
+        ("MB", 1 << 20),
+        ("KB", 1 << 10),
+        ("G", 1u64 << 30),
+        ("M", 1 << 20),
+        ("K", 1 << 10),
+        ("B", 1),
+    ]
+    .iter()
+    .find_map(|(suf, m)| t.strip_suffix(suf).map(|n| (n.trim().to_string(), *m)))
+    .unwrap_or((t.clone(), 1));
+    let v: f64 = num
+        .parse()
+        .map_err(|_| format!("cannot read size '{s}' (e.g. 256MB)"))?;
+    if !v.is_finite() || v <= 0.0 {
+        return Err(format!("size '{s}' must be positive"));
+    }
+    Ok((v * mul as f64) as u64)
+}
+
+/// Reads `90s`, `30m`, `1h`, `2d`, `1w`.
+pub fn parse_duration(s: &str) -> Result<Duration, String> {
+    let t = s.trim();
+    let split = t
+        .find(|c: char| !c.is_ascii_digit() && c != '.')
+        .unwrap_or(t.len());
+    let (num, unit) = t.split_at(split);
+    let v: f64 = num
+        .parse()
+        .map_err(|_| format!("cannot read duration '{s}' (e.g. 30m, 1h, 2d)"))?;
+    let secs = match unit.trim() {
+        "s" => 1.0,
+        "m" | "min" => 60.0,
+        "h" => 3600.0,
+        "d" => 86400.0,
+        "w" => 7.0 * 86400.0,
+        _ => return Err(format!("duration '{s}' needs a unit: s, m, h, d or w")),
+    };
+    if !v.is_finite() || v < 0.0 {
+        return Err(format!("duration '{s}' must not be negative"));
+    }
+    Ok(Duration::from_secs_f64(v * secs))
+}
+
+/// Bytes for people: `12.3 MiB`.
+pub fn human(bytes: u64) -> String {
+    let b = bytes as f64;
+    if b >= (1u64 << 30) as f64 {
+        format!("{:.2} GiB", b / (1u64 << 30) as f64)
+    } else if b >= (1 << 20) as f64 {
+        format!("{:.2} MiB", b / (1 << 20) as f64)
+    } else if b >= 1024.0 {
+        format!("{:.1} KiB", b / 1024.0)
+    } else {
+        format!("{bytes} B")
+    }
+}
+
+/// A count with thousands separators: `1,234,567`.
+pub fn count(n: u64) -> String {
+    let s = n.to_string();
+    let mut out = String::with_capacity(s.len() + s.len() / 3);
+    for (i, c) in s.chars().enumerate() {
+        if i > 0 && (s.len() - i).is_multiple_of(3) {
+            out.push(',');
+        }
+        out.push(c);
+    }
+    out
+}
+
+/// An age or a remaining time for people: `42s`, `5m`, `3h`, `2d`.
+pub fn age(d: Duration) -> String {
+    let s = d.as_secs();
+    match s {
+        0..=119 => format!("{s}s"),
+        120..=7199 => format!("{}m", s / 60),
+        7200..=172_799 => format!("{}h", s / 3600),
+        _ => format!("{}d", s / 86400),
+    }
+}
+
+/// Time since a path was last modified (zero when unknown or in the future).
+pub fn modified_ago(p: &Path) -> Duration {
+    std::fs::symlink_metadata(p)
+        .and_then(|m| m.modified())
+        .ok()
+        .and_then(|t| t.elapsed().ok())
+        .unwrap_or_default()
+}
+
+/// True when `dir` holds a `_metadata.json` (a published cache).
+pub fn is_cache(dir: &Path) -> bool {
+    dir.join(METADATA_FILE).is_file()
+}
+
+/// How deep `find_caches` and `gc` look under a root (`ROOT/processed/<cache>`
+/// is depth 2; `--out DIR/<split>` is depth 1).
+pub const MAX_DEPTH: usize = 4;
+
+/// Directories under `root` (not hidden, not inside a cache), breadth first
+/// to `MAX_DEPTH`, `root` included.
+pub fn walk_dirs(root: &Path) -> Vec<PathBuf> {
+    let mut out = vec![root.to_path_buf()];
+    let mut level = vec![root.to_path_buf()];
+    for _ in 0..MAX_DEPTH {
+        let mut next = Vec::new();
+        for d in &level {
+            if is_cache(d) {
+                continue;
+            }
+            let Ok(entries) = std::fs::read_dir(d) else {
+                continue;
+            };
+            let mut subs: Vec<PathBuf> = entries
+                .flatten()
+                .filter(|e| !e.file_name().to_string_lossy().starts_with('.'))
+                .filter(|e| e.file_type().is_ok_and(|t| t.is_dir()))
+                .map(|e| e.path())
+                .collect();
+            subs.sort();
+            next.extend(subs);
+        }
+        out.extend(next.iter().cloned());
+        level = next;
+    }
+    out
+}
+
+/// The caches at or under `root`, sorted.
+pub fn find_caches(root: &Path) -> Vec<PathBuf> {
+    let mut v: Vec<PathBuf> = walk_dirs(root)
+        .into_iter()
+        .filter(|d| is_cache(d))
+        .collect();
+    v.sort();
+    v
+}
+
+/// `path` itself when it is a cache, else the caches under it; an error
+/// naming `path` when it is neither.
+pub fn cache_or_root(path: &Path) -> CliResult<(bool, Vec<PathBuf>)> {
+    if is_cache(path) {
+        return Ok((true, vec![path.to_path_buf()]));
+    }
+    if !path.exists() {
+        return Err(shardset::Error::Io {
+            op: "open",
+            path: path.to_path_buf(),
+            source: std::io::Error::from(std::io::ErrorKind::NotFound),
+        }
+        .into());
+    }
+    let found = find_caches(path);
+    if found.is_empty() {
+        // Opening it gives the library's precise reason (no _metadata.json, ...).
+        shardset::open_cache(path)?;
+        return Err(CliError::Failed(format!(
+            "{}: not a cache and holds no cache",
+            path.display()
+        )));
+    }
+    Ok((false, found))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn sizes_and_durations() {
+        assert_eq!(parse_size("256MB"), Ok(256 << 20));
+        assert_eq!(parse_size("1.5k"), Ok(1536));
+        assert_eq!(parse_size("10"), Ok(10));
+        assert!(parse_size("-1MB").is_err());
+        assert!(parse_size("lots").is_err());
+        assert_eq!(parse_duration("1h"), Ok(Duration::from_secs(3600)));
+        assert_eq!(parse_duration("2d"), Ok(Duration::from_secs(172_800)));
+        assert!(parse_duration("10").is_err());
+        assert!(parse_duration("x1h").is_err());
+    }
+
+    #[test]
+    fn people_formats() {
+        assert_eq!(count(1234567), "1,234,567");
+        assert_eq!(count(12), "12");
+        assert_eq!(human(2048), "2.0 KiB");
+        assert_eq!(age(Duration::from_secs(7200)), "2h");
+    }
+}

@@ -1,0 +1,322 @@
+//! `shardset inspect` and `shardset verify`: what a cache (or every cache
+//! under a root) holds and costs, and whether its bytes still match.
+
+use std::path::{Path, PathBuf};
+
+use serde_json::{json, Value as J};
+use shardset::cache::metadata::LAYOUT_ARROW_SHARDS;
+use shardset::cache::open::{locate_corrupt_rows, verify_checksums, ChecksumMismatch};
+use shardset::cache::stats::cache_stats;
+use shardset::features::describe::features_to_json;
+use shardset::features::repr::feature_repr;
+use shardset::open_cache;
+
+use crate::fmt::{cache_or_root, count, human, CliError, CliResult};
+
+/// Checksum verification of one cache: mismatching shards, or why it could not run.
+fn verify_one(dir: &Path) -> CliResult<Vec<ChecksumMismatch>> {
+    Ok(verify_checksums(dir)?)
+}
+
+/// The report of one cache, as JSON (the human table is printed from it).
+fn report(dir: &Path, verify: bool) -> CliResult<J> {
+    let cache = open_cache(dir)?;
+    let m = &cache.metadata;
+    let stats = cache_stats(&cache)?;
+    let arrow = cache.layout == LAYOUT_ARROW_SHARDS;
+    let verified = if verify && arrow && m.get("shard_xxh64").is_some() {
+        let bad = verify_one(dir)?;
+        json!({
+            "ok": bad.is_empty(),
+            "mismatches": bad.iter().map(|b| json!({
+                "shard": b.path, "recorded": b.expected, "found": b.found
+            })).collect::<Vec<_>>(),
+        })
+    } else {
+        J::Null
+    };
+    let features = cache.features();
+    let columns: Vec<J> = stats
+        .columns
+        .iter()
+        .map(|c| {
+            json!({
+                "name": c.name,
+                "feature": features.get(&c.name).map(feature_repr),
+                "bytes_on_disk": c.on_disk,
+                "bytes_in_memory": c.in_memory,
+            })
+        })
+        .collect();
+    Ok(json!({
+        "path": dir,
+        "layout": cache.layout,
+        "format": m.get("format"),
+        "num_rows": cache.len(),
+        "num_shards": cache.backend.num_shards(),
+        "compression": m.get("compression").and_then(|c| c.as_str()).unwrap_or("none"),
+        "schema_fingerprint": m.get("schema_fingerprint"),
+        "writer": m.get("writer"),
+        "build_id": m.get("build_id"),
+        "features": features_to_json(features),
+        "features_source": format!("{:?}", cache.features_source).to_lowercase(),
+        "shards": stats.shards.iter().map(|s| json!({
+            "name": s.name, "rows": s.rows, "bytes": s.bytes
+        })).collect::<Vec<_>>(),
+        "columns": columns,
+        "column_bytes_on_disk": stats.on_disk_measure.as_str(),
+        "column_bytes_in_memory": stats.in_memory_measure.as_str(),
+        "bytes_on_disk": stats.total_bytes_on_disk,
+        "bytes_in_memory": stats.in_memory_bytes(),
+        "checksums": {
+            "shard_xxh64": m.get("shard_xxh64").is_some(),
+            "metadata_xxh64": m.get("metadata_xxh64").is_some(),
+            "row_xxh64": m.get("row_checksums").and_then(|v| v.as_bool()).unwrap_or(false),
+            "verified": verified,
+        },
+    }))
+}
+
+fn s<'a>(j: &'a J, k: &str) -> &'a str {
+    j.get(k).and_then(|v| v.as_str()).unwrap_or("")
+}
+fn u(j: &J, k: &str) -> u64 {
+    j.get(k).and_then(|v| v.as_u64()).unwrap_or(0)
+}
+
+fn print_human(r: &J, arrow_checksum_hint: bool) {
+    println!("cache        {}", s(r, "path"));
+    println!(
+        "layout       {} (format {})",
+        s(r, "layout"),
+        s(r, "format")
+    );
+    println!("rows         {}", count(u(r, "num_rows")));
+    println!("compression  {}", s(r, "compression"));
+    println!("fingerprint  {}", s(r, "schema_fingerprint"));
+    if let Some(w) = r.get("writer").filter(|w| !w.is_null()) {
+        println!("writer       {} {}", s(w, "name"), s(w, "version"));
+    }
+    println!(
+        "size         {} on disk; a full load takes {} in memory ({})",
+        human(u(r, "bytes_on_disk")),
+        human(u(r, "bytes_in_memory")),
+        s(r, "column_bytes_in_memory")
+    );
+    let c = &r["checksums"];
+    let shard_line = match (&c["shard_xxh64"], &c["verified"]) {
+        (J::Bool(false), _) => "absent".to_string(),
+        (_, J::Null) if arrow_checksum_hint => "present (not verified; use --verify)".into(),
+        (_, J::Null) => "present".into(),
+        (_, v) if v["ok"] == J::Bool(true) => "present, verified: every shard matches".into(),
+        (_, v) => format!(
+            "present, verified: MISMATCH in {}",
+            v["mismatches"]
+                .as_array()
+                .map(|a| a
+                    .iter()
+                    .map(|m| s(m, "shard").to_string())
+                    .collect::<Vec<_>>()
+                    .join(", "))
+                .unwrap_or_default()
+        ),
+    };
+    println!("checksums    shards (xxh64): {shard_line}");
+    println!(
+        "             metadata (xxh64): {}",
+        if c["metadata_xxh64"] == J::Bool(true) {
+            "present (checked on every open)"
+        } else {
+            "absent"
+        }
+    );
+    println!(
+        "             per row: {}",
+        if c["row_xxh64"] == J::Bool(true) {
+            "present"
+        } else {
+            "absent"
+        }
+    );
+    let source = match s(r, "features_source") {
+        "metadata" => "the cache's metadata",
+        "inferred" => "the Arrow schema (no class names or shapes stored)",
+        other => other,
+    };
+    println!(
+        "columns      (features from {source}; bytes on disk {}, in memory {})",
+        s(r, "column_bytes_on_disk"),
+        s(r, "column_bytes_in_memory")
+    );
+    let cols = r["columns"].as_array().cloned().unwrap_or_default();
+    let w = cols
+        .iter()
+        .map(|c| s(c, "name").len())
+        .max()
+        .unwrap_or(4)
+        .max(4);
+    let fw = cols
+        .iter()
+        .map(|c| s(c, "feature").len())
+        .max()
+        .unwrap_or(7)
+        .max(7);
+    println!(
+        "  {:<w$}  {:<fw$}  {:>12}  {:>12}",
+        "name", "feature", "on disk", "in memory"
+    );
+    for c in &cols {
+        println!(
+            "  {:<w$}  {:<fw$}  {:>12}  {:>12}",
+            s(c, "name"),
+            s(c, "feature"),
+            human(u(c, "bytes_on_disk")),
+            human(u(c, "bytes_in_memory"))
+        );
+    }
+    let shards = r["shards"].as_array().cloned().unwrap_or_default();
+    println!("shards       {}", shards.len());
+    for (i, sh) in shards.iter().enumerate() {
+        let bytes = sh["bytes"]
+            .as_u64()
+            .map(human)
+            .unwrap_or_else(|| "-".into());
+        println!(
+            "  {i:>5}  {:<20} {:>12} rows  {bytes:>12}",
+            s(sh, "name"),
+            count(u(sh, "rows"))
+        );
+    }
+}
+
+/// Runs `shardset inspect`.
+pub fn inspect(path: PathBuf, json: bool, verify: bool) -> CliResult {
+    let (single, dirs) = cache_or_root(&path)?;
+    let mut reports = Vec::new();
+    let mut failures = 0;
+    for d in &dirs {
+        match report(d, verify) {
+            Ok(r) => reports.push(r),
+            Err(e) if single => return Err(e),
+            Err(e) => {
+                failures += 1;
+                reports.push(json!({"path": d, "error": e.to_string()}));
+            }
+        }
+    }
+    let mismatched = reports
+        .iter()
+        .filter(|r| r["checksums"]["verified"]["ok"] == J::Bool(false))
+        .count();
+    if json {
+        let out = if single {
+            reports.pop().unwrap_or(J::Null)
+        } else {
+            json!({"root": path, "caches": reports})
+        };
+        println!(
+            "{}",
+            serde_json::to_string_pretty(&out).unwrap_or_else(|_| out.to_string())
+        );
+    } else {
+        for (i, r) in reports.iter().enumerate() {
+            if i > 0 {
+                println!();
+            }
+            match r.get("error") {
+                Some(e) => println!(
+                    "cache        {}\nerror        {}",
+                    s(r, "path"),
+                    e.as_str().unwrap_or("")
+                ),
+                None => print_human(r, !verify && s(r, "layout") == LAYOUT_ARROW_SHARDS),
+            }
+        }
+    }
+    if mismatched > 0 {
+        return Err(CliError::Failed(format!(
+            "{mismatched} cache(s) have shards that do not match their checksums"
+        )));
+    }
+    if failures > 0 {
+        return Err(CliError::Failed(format!(
+            "{failures} cache(s) cannot be read"
+        )));
+    }
+    Ok(())
+}
+
+/// Verifies one cache; prints what it finds. `Ok(false)` on a mismatch.
+fn verify_cache(dir: &Path) -> CliResult<bool> {
+    let cache = open_cache(dir)?;
+    if cache.layout != LAYOUT_ARROW_SHARDS {
+        // Opening checked the metadata's own checksum and the dataset's row counts.
+        println!(
+            "ok: {} ({}: metadata checked; this layout records no shard checksums)",
+            dir.display(),
+            cache.layout
+        );
+        return Ok(true);
+    }
+    let bad = verify_one(dir)?;
+    if bad.is_empty() {
+        println!(
+            "ok: {} (every one of {} shard(s) matches its recorded xxh64)",
+            dir.display(),
+            cache.backend.num_shards()
+        );
+        return Ok(true);
+    }
+    for b in &bad {
+        eprintln!(
+            "checksum mismatch: {} (recorded {}, found {})",
+            b.path.display(),
+            b.expected,
+            b.found
+        );
+    }
+    if let Ok(located) = locate_corrupt_rows(dir) {
+        for l in located {
+            if !l.rows.is_empty() {
+                let shown: Vec<String> = l.rows.iter().take(20).map(u64::to_string).collect();
+                eprintln!(
+                    "  {}: changed row(s) {}{}",
+                    l.shard.display(),
+                    shown.join(", "),
+                    if l.rows.len() > 20 { ", ..." } else { "" }
+                );
+            }
+            for (a, b) in l.unreadable {
+                eprintln!(
+                    "  {}: rows {a}..{b} unreadable or unchecked",
+                    l.shard.display()
+                );
+            }
+        }
+    }
+    Ok(false)
+}
+
+/// Runs `shardset verify` on a cache or on every cache under a root.
+pub fn verify(path: PathBuf) -> CliResult {
+    let (single, dirs) = cache_or_root(&path)?;
+    let mut bad = 0;
+    for d in &dirs {
+        match verify_cache(d) {
+            Ok(true) => {}
+            Ok(false) => bad += 1,
+            Err(e) if single => return Err(e),
+            Err(e) => {
+                eprintln!("error: {e}");
+                bad += 1;
+            }
+        }
+    }
+    if bad > 0 {
+        return Err(CliError::Failed(format!(
+            "{bad} of {} cache(s) failed verification",
+            dirs.len()
+        )));
+    }
+    Ok(())
+}

@@ -1,0 +1,225 @@
+//! The `shardset` command line: a thin layer over the library. Each command
+//! lives in its own module; they share the helpers of `fmt`.
+
+mod build;
+mod demo;
+mod fmt;
+mod inspect;
+mod manage;
+mod progress;
+mod rows;
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use clap::{Parser, Subcommand};
+
+use crate::fmt::{CliError, CliResult};
+
+#[derive(Parser)]
+#[command(
+    name = "shardset",
+    version,
+    about = "Build, inspect and read sharded dataset caches"
+)]
+struct Cli {
+    #[command(subcommand)]
+    cmd: Cmd,
+}
+
+#[derive(Subcommand)]
+enum Cmd {
+    /// Build a small synthetic image + label dataset, reopen it and print a summary.
+    Demo {
+        /// Cache root (default: $STABLE_DATASETS_CACHE_DIR, else a fresh temp dir removed afterwards).
+        #[arg(long)]
+        root: Option<PathBuf>,
+        /// Number of training examples (the test split gets a fifth).
+        #[arg(long, default_value_t = 5000)]
+        rows: usize,
+        /// Shard byte budget, e.g. 256KB, 64MB.
+        #[arg(long, default_value = "1MB")]
+        shard_size: String,
+        /// none, lz4 or zstd.
+        #[arg(long, default_value = "none")]
+        compression: String,
+        /// Encode threads (0 = one per core).
+        #[arg(long, default_value_t = 0)]
+        threads: usize,
+        /// Examples per record batch.
+        #[arg(long, default_value_t = 1000)]
+        batch_size: usize,
+        /// Build even if the cache exists.
+        #[arg(long)]
+        rebuild: bool,
+        /// Print one JSON line instead of the summary.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Build a cache from an image folder, a JSON lines file or a CSV file.
+    Build {
+        #[command(subcommand)]
+        source: build::BuildSource,
+    },
+    /// What a cache (or every cache under a root) holds and costs: layout,
+    /// rows, shards, bytes per column on disk and in memory, features, checksums.
+    Inspect {
+        /// A cache directory, or a root holding caches.
+        path: PathBuf,
+        /// Machine-readable output.
+        #[arg(long)]
+        json: bool,
+        /// Recompute every shard checksum (reads every byte); exit 1 on a mismatch.
+        #[arg(long)]
+        verify: bool,
+    },
+    /// Print rows as JSON lines (bytes, images and arrays summarised unless --full).
+    Cat {
+        /// The cache directory.
+        path: PathBuf,
+        /// Rows: A..B, A.., ..B or N; negative values count from the end (default 0..10).
+        #[arg(long, allow_hyphen_values = true)]
+        rows: Option<String>,
+        /// Only these columns, comma-separated.
+        #[arg(long)]
+        columns: Option<String>,
+        /// Print bytes and images as base64 and arrays as nested lists.
+        #[arg(long)]
+        full: bool,
+    },
+    /// Write the images of one row as PNG files.
+    Export {
+        /// The cache directory.
+        path: PathBuf,
+        /// The row (negative counts from the end).
+        #[arg(long, allow_hyphen_values = true)]
+        row: i64,
+        /// Directory to write into (created if missing).
+        #[arg(long)]
+        out: PathBuf,
+        /// Print the files written as JSON.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Recompute every shard checksum of a cache (or of every cache under a
+    /// root); name each damaged shard and exit 1 on a mismatch.
+    Verify {
+        /// A cache directory, or a root holding caches.
+        path: PathBuf,
+    },
+    /// Say why a cache would be rebuilt (damage, changed sources); exit 1 if it would.
+    Why {
+        /// The cache directory.
+        path: PathBuf,
+    },
+    /// List the caches under a root: name, layout, rows, size on disk, age.
+    Ls {
+        /// The root (default: $STABLE_DATASETS_CACHE_DIR, else ~/.stable-datasets).
+        root: Option<PathBuf>,
+        /// Machine-readable output.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Remove temp dirs of builds that did not finish and replaced caches
+    /// left behind, except those whose build lock a live build holds.
+    Gc {
+        /// The root (default: $STABLE_DATASETS_CACHE_DIR, else ~/.stable-datasets).
+        root: Option<PathBuf>,
+        /// Only say what would be removed.
+        #[arg(long)]
+        dry_run: bool,
+        /// Only left-overs at least this old: 30m, 1h, 2d, 1w.
+        #[arg(long)]
+        older_than: Option<String>,
+        /// Machine-readable output.
+        #[arg(long)]
+        json: bool,
+    },
+}
+
+fn why(path: PathBuf) -> CliResult {
+    let reasons = shardset::builder::why_cache(&path)?;
+    if reasons.is_empty() {
+        println!("up to date: no recorded source changed and every shard matches its checksum");
+        return Ok(());
+    }
+    for r in &reasons {
+        println!("{r}");
+    }
+    Err(CliError::Failed(format!(
+        "{} reason(s) to rebuild",
+        reasons.len()
+    )))
+}
+
+/// Rust ignores SIGPIPE, so printing into a closed pipe (`shardset ls |
+/// head -1`) would be an error in every `println!`; like other Unix tools,
+/// end quietly instead.
+fn default_sigpipe() {
+    #[cfg(unix)]
+    // SAFETY: called first thing in main, before any thread exists;
+    // SIG_DFL is a valid disposition for SIGPIPE.
+    unsafe {
+        libc::signal(libc::SIGPIPE, libc::SIG_DFL);
+    }
+}
+
+fn main() -> ExitCode {
+    default_sigpipe();
+    let cli = Cli::parse();
+    let res = match cli.cmd {
+        Cmd::Demo {
+            root,
+            rows,
+            shard_size,
+            compression,
+            threads,
+            batch_size,
+            rebuild,
+            json,
+        } => demo::demo(demo::DemoArgs {
+            root,
+            rows,
+            batch_size,
+            shard_size,
+            compression,
+            threads,
+            rebuild,
+            json,
+        })
+        .map_err(CliError::Failed),
+        Cmd::Build { source } => build::run(source),
+        Cmd::Inspect { path, json, verify } => inspect::inspect(path, json, verify),
+        Cmd::Cat {
+            path,
+            rows,
+            columns,
+            full,
+        } => rows::cat(path, rows, columns, full),
+        Cmd::Export {
+            path,
+            row,
+            out,
+            json,
+        } => rows::export(path, row, out, json),
+        Cmd::Verify { path } => inspect::verify(path),
+        Cmd::Why { path } => why(path),
+        Cmd::Ls { root, json } => manage::ls(root, json),
+        Cmd::Gc {
+            root,
+            dry_run,
+            older_than,
+            json,
+        } => manage::gc(root, dry_run, older_than, json),
+    };
+    match res {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("error: {e}");
+            match e {
+                CliError::Usage(_) => ExitCode::from(2),
+                _ => ExitCode::FAILURE,
+            }
+        }
+    }
+}

@@ -1,0 +1,218 @@
+//! What an opened cache costs: bytes per shard and per column on disk, the
+//! memory a full load takes, and the files under its directory. Reads file
+//! headers only (IPC footers and record batch messages, Lance's statistics);
+//! never a row, except a small sample to estimate a Lance cache's memory.
+
+use std::path::Path;
+
+use super::metadata::LAYOUT_ARROW_SHARDS;
+#[cfg(feature = "lance")]
+use super::metadata::LAYOUT_LANCE_ROWS;
+use super::open::Cache;
+use crate::backends::arrow_shards::shard_column_bytes;
+use crate::error::{Error, Result};
+
+/// Rows read to estimate the memory of a layout whose headers do not say it.
+pub const MEMORY_SAMPLE_ROWS: u64 = 1024;
+
+/// One shard (Arrow IPC file, or Lance fragment).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ShardStats {
+    /// File name (Arrow) or `fragment-<i>` (Lance).
+    pub name: String,
+    /// Rows.
+    pub rows: u64,
+    /// Bytes on disk, when known (Lance fragments: not split out).
+    pub bytes: Option<u64>,
+}
+
+/// One top-level column.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ColumnStats {
+    /// Column name.
+    pub name: String,
+    /// Bytes stored on disk (after compression).
+    pub on_disk: u64,
+    /// Bytes the column takes in memory once fully loaded.
+    pub in_memory: u64,
+}
+
+/// How a figure was obtained.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Measure {
+    /// Summed exactly from file headers.
+    Exact,
+    /// Extrapolated from the first [`MEMORY_SAMPLE_ROWS`] rows.
+    Sampled,
+    /// Not available for this cache (e.g. the legacy Lance file format).
+    Unavailable,
+}
+
+impl Measure {
+    /// A short label for tables.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Measure::Exact => "exact",
+            Measure::Sampled => "estimated from a sample",
+            Measure::Unavailable => "unavailable",
+        }
+    }
+}
+
+/// Sizes of a cache.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CacheStats {
+    /// Shards or fragments, in order.
+    pub shards: Vec<ShardStats>,
+    /// Columns, in feature order.
+    pub columns: Vec<ColumnStats>,
+    /// How `on_disk` per column was measured.
+    pub on_disk_measure: Measure,
+    /// How `in_memory` per column was measured.
+    pub in_memory_measure: Measure,
+    /// Every file under the cache directory (shards, metadata, assets).
+    pub total_bytes_on_disk: u64,
+}
+
+impl CacheStats {
+    /// Sum of the columns' in-memory bytes: what a full load takes.
+    pub fn in_memory_bytes(&self) -> u64 {
+        self.columns.iter().map(|c| c.in_memory).sum()
+    }
+}
+
+/// Bytes of every file under `dir` (symlinks not followed).
+///
+/// # Errors
+/// [`Error::Io`] naming a directory that cannot be listed.
+pub fn dir_size(dir: &Path) -> Result<u64> {
+    let mut total = 0;
+    for e in std::fs::read_dir(dir).map_err(|e| Error::io("read directory", dir, e))? {
+        let e = e.map_err(|e| Error::io("read directory", dir, e))?;
+        let t = e
+            .file_type()
+            .map_err(|err| Error::io("stat", e.path(), err))?;
+        if t.is_dir() {
+            total += dir_size(&e.path())?;
+        } else if let Ok(m) = e.metadata() {
+            total += m.len();
+        }
+    }
+    Ok(total)
+}
+
+/// Measures an opened cache.
+///
+/// # Errors
+/// A read error naming the shard or dataset; [`Error::UnsupportedLayout`]
+/// for a layout this build cannot measure.
+pub fn cache_stats(cache: &Cache) -> Result<CacheStats> {
+    let features = cache.features();
+    let names: Vec<String> = features.names().iter().map(|n| n.to_string()).collect();
+    let total_bytes_on_disk = dir_size(&cache.dir)?;
+    match cache.layout.as_str() {
+        LAYOUT_ARROW_SHARDS => {
+            let schema = features.arrow_schema();
+            let files: Vec<String> = cache
+                .metadata
+                .get("shard_filenames")
+                .and_then(|v| v.as_array())
+                .map(|a| {
+                    a.iter()
+                        .filter_map(|s| s.as_str().map(str::to_string))
+                        .collect()
+                })
+                .unwrap_or_default();
+            let mut columns: Vec<ColumnStats> = names
+                .iter()
+                .map(|n| ColumnStats {
+                    name: n.clone(),
+                    on_disk: 0,
+                    in_memory: 0,
+                })
+                .collect();
+            let mut shards = Vec::with_capacity(files.len());
+            for (f, &rows) in files.iter().zip(cache.backend.shard_row_counts()) {
+                let path = cache.dir.join(f);
+                let bytes = std::fs::metadata(&path)
+                    .map_err(|e| Error::io("stat shard", &path, e))?
+                    .len();
+                for (c, (disk, mem)) in columns.iter_mut().zip(shard_column_bytes(&path, &schema)?)
+                {
+                    c.on_disk += disk;
+                    c.in_memory += mem;
+                }
+                shards.push(ShardStats {
+                    name: f.clone(),
+                    rows,
+                    bytes: Some(bytes),
+                });
+            }
+            Ok(CacheStats {
+                shards,
+                columns,
+                on_disk_measure: Measure::Exact,
+                in_memory_measure: Measure::Exact,
+                total_bytes_on_disk,
+            })
+        }
+        #[cfg(feature = "lance")]
+        LAYOUT_LANCE_ROWS => {
+            let shards = cache
+                .backend
+                .shard_row_counts()
+                .iter()
+                .enumerate()
+                .map(|(i, &rows)| ShardStats {
+                    name: format!("fragment-{i}"),
+                    rows,
+                    bytes: None,
+                })
+                .collect();
+            let disk = crate::backends::LanceRows::column_bytes_on_disk(&cache.dir)?;
+            let on_disk_measure = if disk.iter().any(|(_, b)| *b > 0) || cache.is_empty() {
+                Measure::Exact
+            } else {
+                Measure::Unavailable
+            };
+            let n = cache.len().min(MEMORY_SAMPLE_ROWS);
+            let sample = if n > 0 {
+                crate::cache::arrow_writer::column_nbytes(&cache.backend.slice(0, n)?)
+            } else {
+                vec![0; names.len()]
+            };
+            let scale = |b: u64| {
+                if n == 0 {
+                    0
+                } else {
+                    (b as u128 * cache.len() as u128 / n as u128) as u64
+                }
+            };
+            let columns = names
+                .iter()
+                .zip(sample)
+                .map(|(name, s)| ColumnStats {
+                    name: name.clone(),
+                    on_disk: disk.iter().find(|(d, _)| d == name).map_or(0, |(_, b)| *b),
+                    in_memory: scale(s),
+                })
+                .collect();
+            Ok(CacheStats {
+                shards,
+                columns,
+                on_disk_measure,
+                in_memory_measure: if n == cache.len() {
+                    Measure::Exact
+                } else {
+                    Measure::Sampled
+                },
+                total_bytes_on_disk,
+            })
+        }
+        other => Err(Error::UnsupportedLayout {
+            path: cache.dir.clone(),
+            layout: other.to_string(),
+            hint: "; sizes cannot be measured for it".into(),
+        }),
+    }
+}

@@ -1,0 +1,91 @@
+//! Ready-made dataset builders for common inputs, used by the command line
+//! (`shardset build imagefolder|jsonl|csv`) and usable from Rust: an image
+//! folder ([`ImageFolder`]), a JSON lines file ([`JsonLines`]) and a CSV file
+//! ([`CsvFile`]), with feature inference for the last two ([`infer`]).
+//!
+//! Each is a [`DatasetBuilder`](crate::DatasetBuilder) named after its input
+//! (see [`builder_name`]), version `1.0.0`, with one config named after the
+//! kind of input (`imagefolder`, `jsonl`, `csv`), declaring its input files as
+//! sources, so `load` caches it under the reference's naming and rebuilds it
+//! when a file changes.
+
+pub mod csv;
+pub mod imagefolder;
+pub mod infer;
+pub mod jsonl;
+
+use std::path::Path;
+
+pub use self::csv::CsvFile;
+pub use imagefolder::{ImageCheck, ImageFolder};
+pub use jsonl::JsonLines;
+
+use crate::builder::Sources;
+use crate::error::{Error, Result};
+
+/// A builder name from a path's file stem (the folder name for a folder):
+/// ASCII letters, digits, `_` and `-` are kept, anything else becomes `_`.
+pub fn builder_name(path: &Path) -> String {
+    let stem = if path.is_dir() {
+        path.file_name()
+    } else {
+        path.file_stem()
+    };
+    let stem = stem
+        .map(|s| s.to_string_lossy().into_owned())
+        .or_else(|| {
+            // `.` or `..`: the name of the folder they stand for.
+            std::fs::canonicalize(path)
+                .ok()
+                .and_then(|p| p.file_name().map(|n| n.to_string_lossy().into_owned()))
+        })
+        .unwrap_or_default();
+    let name: String = stem
+        .chars()
+        .map(|c| {
+            if c.is_ascii_alphanumeric() || c == '_' || c == '-' {
+                c
+            } else {
+                '_'
+            }
+        })
+        .collect();
+    if name.is_empty() {
+        "dataset".into()
+    } else {
+        name
+    }
+}
+
+/// Opens an input file, naming it in the error.
+pub(crate) fn open_file(path: &Path) -> Result<std::fs::File> {
+    let f = std::fs::File::open(path).map_err(|e| Error::io("open", path, e))?;
+    if f.metadata().is_ok_and(|m| m.is_dir()) {
+        return Err(Error::input(path, None, "is a directory, not a file"));
+    }
+    Ok(f)
+}
+
+/// One file as declared sources (stamped relative to its folder).
+pub(crate) fn single_file_sources(path: &Path) -> Sources {
+    let parent = path
+        .parent()
+        .filter(|p| !p.as_os_str().is_empty())
+        .unwrap_or(Path::new("."));
+    let name = path
+        .file_name()
+        .map(|n| n.to_os_string())
+        .unwrap_or_default();
+    Sources::new(parent, [name])
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn names_are_safe() {
+        assert_eq!(builder_name(Path::new("/x/my data.v2.jsonl")), "my_data_v2");
+        assert_eq!(builder_name(Path::new("/x/cifar-10")), "cifar-10");
+    }
+}
