@@ -209,6 +209,59 @@ pub fn cache_stats(cache: &Cache) -> Result<CacheStats> {
                 total_bytes_on_disk,
             })
         }
+        // Shards are the videos (frames as rows); in memory, frames count as
+        // decoded RGB pixels, what a full load hands a training loop.
+        #[cfg(feature = "video")]
+        super::metadata::LAYOUT_LANCE_VIDEO_FRAMES => {
+            let m: super::metadata::VideoFramesMetadata =
+                serde_json::from_value(cache.metadata.clone()).map_err(|e| {
+                    Error::metadata(
+                        cache.dir.join(super::metadata::METADATA_FILE),
+                        e.to_string(),
+                    )
+                })?;
+            let shards = m
+                .videos
+                .iter()
+                .map(|v| ShardStats {
+                    name: v
+                        .path
+                        .as_deref()
+                        .and_then(|p| Path::new(p).file_name())
+                        .map_or_else(
+                            || format!("video-{}", v.id),
+                            |n| n.to_string_lossy().into_owned(),
+                        ),
+                    rows: v.t,
+                    bytes: None,
+                })
+                .collect();
+            let disk = crate::backends::LanceRows::column_bytes_on_disk(&cache.dir)?;
+            let pixels: u64 = m.videos.iter().map(|v| v.t * v.h * v.w * 3).sum();
+            let columns = ["video_id", "frame_idx", "bytes"]
+                .iter()
+                .map(|c| ColumnStats {
+                    name: (*c).to_string(),
+                    on_disk: disk.iter().find(|(d, _)| d == c).map_or(0, |(_, b)| *b),
+                    in_memory: if *c == "bytes" {
+                        pixels
+                    } else {
+                        4 * m.num_rows
+                    },
+                })
+                .collect();
+            Ok(CacheStats {
+                shards,
+                columns,
+                on_disk_measure: if disk.iter().any(|(_, b)| *b > 0) {
+                    Measure::Exact
+                } else {
+                    Measure::Unavailable
+                },
+                in_memory_measure: Measure::Exact,
+                total_bytes_on_disk,
+            })
+        }
         other => Err(Error::UnsupportedLayout {
             path: cache.dir.clone(),
             layout: other.to_string(),

@@ -94,6 +94,8 @@ pub struct VideoFramesOptions {
     pub max_rows_per_file: usize,
     /// Provenance recorded under `lineage`.
     pub lineage: Option<J>,
+    /// Frames written so far (for a progress display).
+    pub progress: Option<Arc<std::sync::atomic::AtomicU64>>,
 }
 
 impl Default for VideoFramesOptions {
@@ -107,6 +109,7 @@ impl Default for VideoFramesOptions {
             skip_corrupt: true,
             max_rows_per_file: 1024 * 1024,
             lineage: None,
+            progress: None,
         }
     }
 }
@@ -479,6 +482,9 @@ where
                     let b = frames_batch(schema, task.id, frames, &f)?;
                     frames += f.len() as u64;
                     out.send(b).map_err(|_| lance_gone())?;
+                    if let Some(p) = &opts.progress {
+                        p.fetch_add(f.len() as u64, std::sync::atomic::Ordering::Relaxed);
+                    }
                 }
                 Ok(Msg::Done(n)) => break Ok(n),
                 Ok(Msg::Failed(e)) => break Err(e),

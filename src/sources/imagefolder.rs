@@ -69,11 +69,16 @@ fn is_image_name(name: &str) -> bool {
         .is_some_and(|e| IMAGE_EXTENSIONS.contains(&e.to_ascii_lowercase().as_str()))
 }
 
-fn collect_images(dir: &Path, root: &Path, out: &mut Vec<PathBuf>) -> Result<()> {
+fn collect_files(
+    dir: &Path,
+    root: &Path,
+    keep: fn(&str) -> bool,
+    out: &mut Vec<PathBuf>,
+) -> Result<()> {
     for (name, path, is_dir) in list_dir(dir)? {
         if is_dir {
-            collect_images(&path, root, out)?;
-        } else if is_image_name(&name) {
+            collect_files(&path, root, keep, out)?;
+        } else if keep(&name) {
             out.push(path.strip_prefix(root).unwrap_or(&path).to_path_buf());
         }
     }
@@ -84,16 +89,135 @@ fn collect_images(dir: &Path, root: &Path, out: &mut Vec<PathBuf>) -> Result<()>
 type ClassFiles = Vec<(String, Vec<PathBuf>)>;
 
 /// Class folders of one split directory: (class name, files relative to `root`).
-fn scan_classes(split_dir: &Path, root: &Path) -> Result<ClassFiles> {
+fn scan_classes(split_dir: &Path, root: &Path, keep: fn(&str) -> bool) -> Result<ClassFiles> {
     let mut out = Vec::new();
     for (name, path, is_dir) in list_dir(split_dir)? {
         if is_dir {
             let mut files = Vec::new();
-            collect_images(&path, root, &mut files)?;
+            collect_files(&path, root, keep, &mut files)?;
             out.push((name, files));
         }
     }
     Ok(out)
+}
+
+/// A scanned media folder: sorted class names and, per split, per class, its files.
+pub(crate) struct Scan {
+    pub classes: Vec<String>,
+    pub splits: Vec<(String, Vec<Vec<PathBuf>>)>,
+}
+
+/// Scans `DIR/<class>/<file>` or `DIR/<split>/<class>/<file>` keeping files
+/// whose name `keep` accepts (`what` names them in errors: "image", "video").
+pub(crate) fn scan_folder(
+    dir: &Path,
+    keep: fn(&str) -> bool,
+    what: &str,
+    extensions: &[&str],
+) -> Result<Scan> {
+    let meta = std::fs::metadata(dir).map_err(|e| {
+        Error::io(
+            if what == "image" {
+                "open image folder"
+            } else {
+                "open video folder"
+            },
+            dir,
+            e,
+        )
+    })?;
+    if !meta.is_dir() {
+        return Err(Error::input(dir, None, "not a directory"));
+    }
+    let top = list_dir(dir)?;
+    let subdirs: Vec<&String> = top.iter().filter(|t| t.2).map(|t| &t.0).collect();
+    let has_splits = subdirs.iter().any(|d| SPLIT_FOLDERS.contains(&d.as_str()));
+    let mut per_split: Vec<(String, ClassFiles)> = Vec::new();
+    if has_splits {
+        if let Some(other) = subdirs
+            .iter()
+            .find(|d| !SPLIT_FOLDERS.contains(&d.as_str()))
+        {
+            return Err(Error::input(
+                dir,
+                None,
+                format!(
+                    "has split folders ({}) and also '{other}', which is not a split name; \
+                     split folders must be named {}",
+                    subdirs
+                        .iter()
+                        .filter(|d| SPLIT_FOLDERS.contains(&d.as_str()))
+                        .map(|d| d.as_str())
+                        .collect::<Vec<_>>()
+                        .join(", "),
+                    SPLIT_FOLDERS.join(", ")
+                ),
+            ));
+        }
+        for s in SPLIT_FOLDERS {
+            if subdirs.iter().any(|d| d.as_str() == s) {
+                per_split.push((s.to_string(), scan_classes(&dir.join(s), dir, keep)?));
+            }
+        }
+    } else {
+        per_split.push(("train".to_string(), scan_classes(dir, dir, keep)?));
+    }
+    let mut classes: Vec<String> = per_split
+        .iter()
+        .flat_map(|(_, cs)| cs.iter().map(|(c, _)| c.clone()))
+        .collect();
+    classes.sort();
+    classes.dedup();
+    if classes.is_empty() {
+        return Err(Error::input(
+            dir,
+            None,
+            format!(
+                "no class folders: expected DIR/<class>/<{what}> or DIR/<split>/<class>/<{what}>"
+            ),
+        ));
+    }
+    for c in &classes {
+        let n: usize = per_split
+            .iter()
+            .flat_map(|(_, cs)| cs.iter().filter(|(n, _)| n == c).map(|(_, f)| f.len()))
+            .sum();
+        if n == 0 {
+            return Err(Error::input(
+                dir,
+                None,
+                format!(
+                    "class folder '{c}' holds no {what} (extensions: {})",
+                    extensions.join(", ")
+                ),
+            ));
+        }
+    }
+    let splits = per_split
+        .into_iter()
+        .map(|(s, cs)| {
+            let files: Vec<Vec<PathBuf>> = classes
+                .iter()
+                .map(|c| {
+                    cs.iter()
+                        .find(|(n, _)| n == c)
+                        .map(|(_, f)| f.clone())
+                        .unwrap_or_default()
+                })
+                .collect();
+            (s, files)
+        })
+        .collect::<Vec<_>>();
+    for (s, files) in &splits {
+        if files.iter().all(Vec::is_empty) {
+            return Err(Error::input(
+                dir.join(s),
+                None,
+                format!("this split holds no {what}"),
+            ));
+        }
+    }
+    Ok(Scan { classes, splits })
 }
 
 impl ImageFolder {
@@ -105,97 +229,12 @@ impl ImageFolder {
     /// no image, mixes split folders with other folders, or when a split or
     /// a class holds no image.
     pub fn open(dir: &Path) -> Result<Self> {
-        let meta = std::fs::metadata(dir).map_err(|e| Error::io("open image folder", dir, e))?;
-        if !meta.is_dir() {
-            return Err(Error::input(dir, None, "not a directory"));
-        }
-        let top = list_dir(dir)?;
-        let subdirs: Vec<&String> = top.iter().filter(|t| t.2).map(|t| &t.0).collect();
-        let has_splits = subdirs.iter().any(|d| SPLIT_FOLDERS.contains(&d.as_str()));
-        let mut per_split: Vec<(String, ClassFiles)> = Vec::new();
-        if has_splits {
-            if let Some(other) = subdirs
-                .iter()
-                .find(|d| !SPLIT_FOLDERS.contains(&d.as_str()))
-            {
-                return Err(Error::input(
-                    dir,
-                    None,
-                    format!(
-                        "has split folders ({}) and also '{other}', which is not a split name; \
-                         split folders must be named {}",
-                        subdirs
-                            .iter()
-                            .filter(|d| SPLIT_FOLDERS.contains(&d.as_str()))
-                            .map(|d| d.as_str())
-                            .collect::<Vec<_>>()
-                            .join(", "),
-                        SPLIT_FOLDERS.join(", ")
-                    ),
-                ));
-            }
-            for s in SPLIT_FOLDERS {
-                if subdirs.iter().any(|d| d.as_str() == s) {
-                    per_split.push((s.to_string(), scan_classes(&dir.join(s), dir)?));
-                }
-            }
-        } else {
-            per_split.push(("train".to_string(), scan_classes(dir, dir)?));
-        }
-        let mut classes: Vec<String> = per_split
-            .iter()
-            .flat_map(|(_, cs)| cs.iter().map(|(c, _)| c.clone()))
-            .collect();
-        classes.sort();
-        classes.dedup();
-        if classes.is_empty() {
-            return Err(Error::input(
-                dir,
-                None,
-                "no class folders: expected DIR/<class>/<image> or DIR/<split>/<class>/<image>",
-            ));
-        }
-        for c in &classes {
-            let n: usize = per_split
-                .iter()
-                .flat_map(|(_, cs)| cs.iter().filter(|(n, _)| n == c).map(|(_, f)| f.len()))
-                .sum();
-            if n == 0 {
-                return Err(Error::input(
-                    dir,
-                    None,
-                    format!(
-                        "class folder '{c}' holds no image (extensions: {})",
-                        IMAGE_EXTENSIONS.join(", ")
-                    ),
-                ));
-            }
-        }
-        let splits = per_split
-            .into_iter()
-            .map(|(s, cs)| {
-                let files: Vec<Vec<PathBuf>> = classes
-                    .iter()
-                    .map(|c| {
-                        cs.iter()
-                            .find(|(n, _)| n == c)
-                            .map(|(_, f)| f.clone())
-                            .unwrap_or_default()
-                    })
-                    .collect();
-                (s, files)
-            })
-            .collect::<Vec<_>>();
-        for (s, files) in &splits {
-            if files.iter().all(Vec::is_empty) {
-                return Err(Error::input(dir.join(s), None, "this split holds no image"));
-            }
-        }
+        let scan = scan_folder(dir, is_image_name, "image", &IMAGE_EXTENSIONS)?;
         Ok(ImageFolder {
             root: dir.to_path_buf(),
             name: builder_name(dir),
-            classes,
-            splits,
+            classes: scan.classes,
+            splits: scan.splits,
             check: ImageCheck::default(),
         })
     }

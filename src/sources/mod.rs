@@ -1,6 +1,6 @@
 //! Ready-made dataset builders for common inputs, used by the command line
 //! (`shardset build imagefolder|jsonl|csv`) and usable from Rust: an image
-//! folder ([`ImageFolder`]), a JSON lines file ([`JsonLines`]) and a CSV file
+//! folder ([`ImageFolder`]), a video folder ([`VideoFolder`]), a JSON lines file ([`JsonLines`]) and a CSV file
 //! ([`CsvFile`]), with feature inference for the last two ([`infer`]).
 //!
 //! Each is a [`DatasetBuilder`](crate::DatasetBuilder) named after its input
@@ -13,12 +13,14 @@ pub mod csv;
 pub mod imagefolder;
 pub mod infer;
 pub mod jsonl;
+pub mod videofolder;
 
 use std::path::Path;
 
 pub use self::csv::CsvFile;
 pub use imagefolder::{ImageCheck, ImageFolder};
 pub use jsonl::JsonLines;
+pub use videofolder::VideoFolder;
 
 use crate::builder::Sources;
 use crate::error::{Error, Result};

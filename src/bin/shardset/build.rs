@@ -13,7 +13,7 @@ use serde_json::{json, Value as J};
 use shardset::builder::{cache_status, source_changes, why};
 use shardset::cache::stats::dir_size;
 use shardset::features::describe::features_from_json;
-use shardset::sources::{CsvFile, ImageCheck, ImageFolder, JsonLines};
+use shardset::sources::{CsvFile, ImageCheck, ImageFolder, JsonLines, VideoFolder};
 use shardset::{
     load_with_report, open_cache, ArrowWriteOptions, Compression, DatasetBuilder, Features,
     LoadOptions, StorageFormat,
@@ -95,14 +95,31 @@ pub enum BuildSource {
         #[command(flatten)]
         opts: BuildOpts,
     },
-    /// A folder of videos (arrives with the lance-video-frames layout).
-    #[command(hide = true)]
+    /// DIR/<class>/<video>, or DIR/{train,validation,test}/<class>/<video>:
+    /// columns `video` and `label`. `--storage path` stages the files into
+    /// the cache, `bytes` inlines them, `frames` decodes every frame to WebP
+    /// (a lance-video-frames cache).
     Videofolder {
         /// The folder.
         dir: PathBuf,
         /// path, bytes or frames.
         #[arg(long, default_value = "path")]
         storage: String,
+        /// frames: WebP quality 0-100.
+        #[arg(long, default_value_t = 65.0)]
+        quality: f32,
+        /// frames: WebP method 0 (fastest) - 6 (smallest).
+        #[arg(long, default_value_t = 4)]
+        method: u8,
+        /// frames: resize bound in pixels.
+        #[arg(long)]
+        resize: Option<u32>,
+        /// frames: square (the reference's rule) or shorter-side (keeps the aspect ratio).
+        #[arg(long, default_value = "square")]
+        resize_mode: String,
+        /// frames: fail on an unreadable video instead of skipping it.
+        #[arg(long)]
+        strict: bool,
         #[command(flatten)]
         opts: BuildOpts,
     },
@@ -224,14 +241,144 @@ pub fn run(source: BuildSource) -> CliResult {
                 &move || Ok(Some(CsvFile::count_rows(&f2, delim)?)),
             )
         }
-        // Extension point: a video folder source (`path`, `bytes` or `frames`
-        // storage) plugs in here as one more builder handed to `build_splits`.
-        BuildSource::Videofolder { dir, storage, .. } => Err(CliError::Usage(format!(
-            "build videofolder {} --storage {storage}: not part of this build yet \
-             (it arrives with the lance-video-frames layout)",
-            dir.display()
-        ))),
+        BuildSource::Videofolder {
+            dir,
+            storage,
+            quality,
+            method,
+            resize,
+            resize_mode,
+            strict,
+            opts,
+        } => {
+            let storage = match shardset::VideoStorage::parse(&storage) {
+                Some(s) => s,
+                None => {
+                    return Err(CliError::Usage(format!(
+                        "--storage must be path, bytes or frames, got '{storage}'"
+                    )))
+                }
+            };
+            let abs = std::fs::canonicalize(&dir).unwrap_or_else(|_| dir.clone());
+            let mut folder = VideoFolder::open(&abs, storage)?;
+            if let Some(n) = &opts.name {
+                folder = folder.with_name(n);
+            }
+            let splits: Vec<(String, Option<u64>)> = folder
+                .split_names()
+                .into_iter()
+                .map(|s| {
+                    let n = folder.num_videos(&s);
+                    (s, Some(n))
+                })
+                .collect();
+            if storage != shardset::VideoStorage::Frames {
+                return build_splits(&folder, "videofolder", &splits, &opts, 16, &|| Ok(None));
+            }
+            let mode = match resize_mode.as_str() {
+                "square" => shardset::ResizeMode::Square,
+                "shorter-side" | "shorter_side" => shardset::ResizeMode::ShorterSide,
+                other => {
+                    return Err(CliError::Usage(format!(
+                        "--resize-mode must be square or shorter-side, got '{other}'"
+                    )))
+                }
+            };
+            let vopts = shardset::VideoFramesOptions {
+                webp: shardset::WebpSettings { quality, method },
+                resize,
+                resize_mode: mode,
+                threads: opts.threads,
+                skip_corrupt: !strict,
+                ..Default::default()
+            };
+            build_frames(&folder, &splits, &opts, vopts)
+        }
     }
+}
+
+/// `build videofolder --storage frames`: one lance-video-frames cache per
+/// split, in the cache root (reference naming, format `lance-video-frames`)
+/// or `--out DIR/<split>`. A cache that exists is kept unless `--rebuild`.
+fn build_frames(
+    folder: &VideoFolder,
+    splits: &[(String, Option<u64>)],
+    o: &BuildOpts,
+    vopts: shardset::VideoFramesOptions,
+) -> CliResult {
+    let mut summaries = Vec::new();
+    for (split, _) in splits {
+        let dir = match &o.out {
+            Some(out) => out.join(split),
+            None => shardset::cache::naming::processed_dir().join(shardset::cache_fingerprint(
+                folder.name(),
+                folder.version(),
+                "videofolder-frames",
+                split,
+                "lance-video-frames",
+            )),
+        };
+        let fresh = !o.rebuild && open_cache(&dir).is_ok();
+        let t = Instant::now();
+        if !fresh {
+            let counter = Arc::new(AtomicU64::new(0));
+            let bar = progress::wanted(o.quiet)
+                .then(|| Progress::start(format!("{split} (frames)"), None, counter.clone()));
+            let mut v = vopts.clone();
+            v.progress = Some(counter);
+            let items = folder
+                .examples(split)
+                .into_iter()
+                .map(|(k, e)| Ok::<_, std::convert::Infallible>((J::from(k), e)));
+            let res = shardset::try_write_video_frames_cache(items, &folder.features(), &dir, &v);
+            if let Some(bar) = bar {
+                bar.finish();
+            }
+            res?;
+        }
+        let secs = t.elapsed().as_secs_f64();
+        let c = open_cache(&dir)?;
+        let frames = c.metadata["num_rows"].as_u64().unwrap_or(0);
+        let videos = c.metadata["n_videos"].as_u64().unwrap_or(0);
+        let skipped = c.metadata["n_skipped"].as_u64().unwrap_or(0);
+        let bytes = dir_size(&dir)?;
+        if !o.quiet && !o.json {
+            if fresh {
+                println!(
+                    "{split}: up to date, {videos} videos, {} frames -> {}",
+                    count(frames),
+                    dir.display()
+                );
+            } else {
+                println!(
+                    "{split}: built {videos} videos ({skipped} skipped), {} frames, {}, {:.1} s ({} frames/s) -> {}",
+                    count(frames),
+                    human(bytes),
+                    secs,
+                    count((frames as f64 / secs.max(1e-3)) as u64),
+                    dir.display()
+                );
+            }
+        }
+        summaries.push(json!({
+            "split": split,
+            "dir": dir,
+            "built": !fresh,
+            "videos": videos,
+            "skipped": skipped,
+            "frames": frames,
+            "layout": c.layout,
+            "bytes_on_disk": bytes,
+            "seconds": secs,
+        }));
+    }
+    if o.json {
+        println!(
+            "{}",
+            json!({"source": "videofolder", "name": folder.name(), "caches": summaries})
+        );
+    }
+    Ok(())
 }
 
 /// Runs the inference pass, saying so on a terminal (it reads the whole file).

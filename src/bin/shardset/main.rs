@@ -97,6 +97,14 @@ enum Cmd {
         /// Directory to write into (created if missing).
         #[arg(long)]
         out: PathBuf,
+        /// Video: frames per window (a lance-video-frames row is the window
+        /// starting at that frame position; a path/bytes video gives this
+        /// many uniformly sampled frames).
+        #[arg(long, default_value_t = 8)]
+        window: u32,
+        /// Video: frames skipped between two frames of a window.
+        #[arg(long, default_value_t = 0)]
+        frame_skip: u32,
         /// Print the files written as JSON.
         #[arg(long)]
         json: bool,
@@ -200,8 +208,10 @@ fn main() -> ExitCode {
             path,
             row,
             out,
+            window,
+            frame_skip,
             json,
-        } => rows::export(path, row, out, json),
+        } => rows::export(path, row, out, (window, frame_skip), json),
         Cmd::Verify { path } => inspect::verify(path),
         Cmd::Why { path } => why(path),
         Cmd::Ls { root, json } => manage::ls(root, json),

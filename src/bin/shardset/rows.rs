@@ -258,9 +258,107 @@ fn write_image(bytes: &[u8], out: &Path, stem: &str, column: &str) -> CliResult<
     })
 }
 
-/// Runs `shardset export`: the image cells of one row as files in `out`.
-pub fn export(path: PathBuf, row: i64, out: PathBuf, json_out: bool) -> CliResult {
-    let ds = open_dataset(&path)?;
+/// Writes the frames of a clip (u8 `[T, H, W, 3]`) as PNG files and one
+/// looping GIF, so a person can look at them.
+#[cfg(feature = "video")]
+fn write_clip(
+    t: &shardset::Tensor,
+    out: &Path,
+    stem: &str,
+    column: &str,
+    indices: &[u64],
+) -> CliResult<Vec<Exported>> {
+    let bad = |reason: String| {
+        CliError::Lib(shardset::Error::Decode {
+            column: column.to_string(),
+            reason,
+        })
+    };
+    let io = |p: &Path, e: std::io::Error| shardset::Error::Io {
+        op: "write",
+        path: p.to_path_buf(),
+        source: e,
+    };
+    let [n, h, w, 3] = t.shape[..] else {
+        return Err(bad(format!(
+            "a clip of shape {:?} is not [T, H, W, 3]",
+            t.shape
+        )));
+    };
+    if t.dtype != shardset::Dtype::UInt8 || w > u16::MAX as usize || h > u16::MAX as usize {
+        return Err(bad("frames must be u8 and at most 65535 pixels wide".into()));
+    }
+    let per = h * w * 3;
+    let mut files = Vec::new();
+    let gif_path = out.join(format!("{stem}.gif"));
+    let f = std::fs::File::create(&gif_path).map_err(|e| io(&gif_path, e))?;
+    let mut enc = gif::Encoder::new(std::io::BufWriter::new(f), w as u16, h as u16, &[])
+        .map_err(|e| bad(format!("gif: {e}")))?;
+    enc.set_repeat(gif::Repeat::Infinite)
+        .map_err(|e| bad(format!("gif: {e}")))?;
+    for k in 0..n {
+        let px = &t.data[k * per..(k + 1) * per];
+        let img = shardset::ImageData {
+            height: h as u32,
+            width: w as u32,
+            channels: 3,
+            data: px.to_vec(),
+        };
+        let png = image::encode(&img, shardset::ImageFormat::Png).map_err(bad)?;
+        let idx = indices.get(k).copied().unwrap_or(k as u64);
+        let p = out.join(format!("{stem}_frame{idx:05}.png"));
+        std::fs::write(&p, png).map_err(|e| io(&p, e))?;
+        files.push(Exported {
+            column: column.to_string(),
+            path: p,
+            note: None,
+        });
+        let mut frame = gif::Frame::from_rgb_speed(w as u16, h as u16, px, 10);
+        frame.delay = 10;
+        enc.write_frame(&frame)
+            .map_err(|e| bad(format!("gif: {e}")))?;
+    }
+    drop(enc);
+    files.push(Exported {
+        column: column.to_string(),
+        path: gif_path,
+        note: Some(format!("{n} frames, animated")),
+    });
+    Ok(files)
+}
+
+/// Runs `shardset export`: the image cells of one row, or the frames of its
+/// video window or clip, as files in `out`.
+pub fn export(
+    path: PathBuf,
+    row: i64,
+    out: PathBuf,
+    window: (u32, u32),
+    json_out: bool,
+) -> CliResult {
+    #[cfg(feature = "video")]
+    let ds = {
+        let spec = shardset::WindowSpec::new(window.0, window.1, 1);
+        let cache = open_cache_with(
+            &path,
+            &OpenOptions::default()
+                .with_decode_images(false)
+                .with_windows(spec),
+        )?;
+        let ds = Dataset::new(cache);
+        if ds.features().iter().any(
+            |(_, f)| matches!(f, Feature::Video(v) if v.storage != shardset::VideoStorage::Frames),
+        ) {
+            ds.with_video_decode(Some(shardset::VideoDecode::new(window.0 as usize)))?
+        } else {
+            ds
+        }
+    };
+    #[cfg(not(feature = "video"))]
+    let ds = {
+        let _ = window;
+        open_dataset(&path)?
+    };
     let index = ds.physical_index(row)?;
     let r = ds.get(row)?;
     std::fs::create_dir_all(&out).map_err(|e| shardset::Error::Io {
@@ -285,15 +383,24 @@ pub fn export(path: PathBuf, row: i64, out: PathBuf, json_out: bool) -> CliResul
                     }
                 }
             }
-            // Extension point: a `Video` column exports a window of frames
-            // (e.g. `--window START..END` as PNG files) once the video layout
-            // and its decoder are part of the build.
+            #[cfg(feature = "video")]
+            (Some(Feature::Video(_)), Value::Tensor(t)) => {
+                let indices: Vec<u64> = match r.get("frame_indices") {
+                    Some(Value::List(l)) => l
+                        .iter()
+                        .filter_map(|v| v.as_i64())
+                        .map(|i| i as u64)
+                        .collect(),
+                    _ => Vec::new(),
+                };
+                written.extend(write_clip(t, &out, &stem, name, &indices)?);
+            }
             _ => {}
         }
     }
     if written.is_empty() {
         return Err(CliError::Failed(format!(
-            "{}: row {row} has no image to export (columns: {})",
+            "{}: row {row} has no image or video to export (columns: {})",
             path.display(),
             features.names().join(", ")
         )));
