@@ -1,5 +1,7 @@
 //! `shardset demo`: a synthetic image + label dataset built through a
-//! `DatasetBuilder`, reopened, split, iterated and verified.
+//! `DatasetBuilder`, reopened, split, iterated and verified; then three short
+//! clips shipped in the binary built into a `lance-video-frames` cache,
+//! inspected, and a window of frames read back.
 
 use std::path::PathBuf;
 use std::time::Instant;
@@ -147,7 +149,11 @@ pub fn demo(a: DemoArgs) -> Result<(), String> {
                 .with_batch_size(a.batch_size),
         );
     let builder = SyntheticImages { rows: a.rows };
-    let result = run_demo(&builder, &opts, &a);
+    let mut result = run_demo(&builder, &opts, &a);
+    #[cfg(feature = "video")]
+    if result.is_ok() && !a.json {
+        result = video_demo(&root, a.rebuild, a.threads);
+    }
     if tmp_root {
         let _ = std::fs::remove_dir_all(&root);
     }
@@ -267,6 +273,99 @@ fn run_demo(builder: &SyntheticImages, opts: &LoadOptions, a: &DemoArgs) -> Resu
         "  checksums:   {} shard(s) verified, {} mismatch(es)",
         ds.backend().num_shards(),
         bad.len()
+    );
+    Ok(())
+}
+
+/// Clips shipped with the binary (made with the ffmpeg CLI's test sources).
+#[cfg(feature = "video")]
+const CLIPS: [(&str, &str, &[u8]); 3] = [
+    (
+        "patterns",
+        "bars.mp4",
+        include_bytes!("../../../assets/demo/bars.mp4"),
+    ),
+    (
+        "patterns",
+        "cellauto.webm",
+        include_bytes!("../../../assets/demo/cellauto.webm"),
+    ),
+    (
+        "fractals",
+        "mandelbrot.mp4",
+        include_bytes!("../../../assets/demo/mandelbrot.mp4"),
+    ),
+];
+
+/// Builds the shipped clips into a frames cache (as `shardset build
+/// videofolder --storage frames` does), prints its inspect table and reads a
+/// window of frames back.
+#[cfg(feature = "video")]
+fn video_demo(root: &std::path::Path, rebuild: bool, threads: usize) -> Result<(), String> {
+    use shardset::sources::VideoFolder;
+    use shardset::{open_cache_with, LanceVideoFrames, OpenOptions, VideoStorage, WindowSpec};
+    let videos = root.join("demo-videos");
+    for (class, name, bytes) in CLIPS {
+        let d = videos.join(class);
+        std::fs::create_dir_all(&d).map_err(|e| format!("create {}: {e}", d.display()))?;
+        let p = d.join(name);
+        if std::fs::read(&p).ok().as_deref() != Some(bytes) {
+            std::fs::write(&p, bytes).map_err(|e| format!("write {}: {e}", p.display()))?;
+        }
+    }
+    let folder = VideoFolder::open(&videos, VideoStorage::Frames).map_err(|e| e.to_string())?;
+    let dir = root.join("processed").join(shardset::cache_fingerprint(
+        folder.name(),
+        folder.version(),
+        "videofolder-frames",
+        "train",
+        "lance-video-frames",
+    ));
+    println!();
+    let t = Instant::now();
+    if rebuild || shardset::open_cache(&dir).is_err() {
+        let items = folder
+            .examples("train")
+            .into_iter()
+            .map(|(k, e)| Ok::<_, std::convert::Infallible>((serde_json::Value::from(k), e)));
+        let opts = shardset::VideoFramesOptions {
+            threads,
+            ..Default::default()
+        };
+        let w = shardset::try_write_video_frames_cache(items, &folder.features(), &dir, &opts)
+            .map_err(|e| e.to_string())?;
+        let secs = t.elapsed().as_secs_f64();
+        println!(
+            "shardset demo: {} clips decoded with FFmpeg, {} frames stored as WebP (quality 65) in {:.2} s ({:.0} frames/s)",
+            w.metadata.n_videos,
+            w.metadata.num_rows,
+            secs,
+            w.metadata.num_rows as f64 / secs
+        );
+    } else {
+        println!("shardset demo: the clips' frames cache is up to date");
+    }
+    crate::inspect::inspect(dir.clone(), false, false).map_err(|e| format!("{e:?}"))?;
+    let spec = WindowSpec::new(8, 1, 4);
+    let c = open_cache_with(&dir, &OpenOptions::default().with_windows(spec))
+        .map_err(|e| e.to_string())?;
+    let be = c
+        .backend
+        .as_any()
+        .downcast_ref::<LanceVideoFrames>()
+        .ok_or("not a frames cache")?;
+    let i = be.sample(1, 7, true)[0];
+    let t = Instant::now();
+    let w = be.window(i).map_err(|e| e.to_string())?;
+    let ms = t.elapsed().as_secs_f64() * 1e3;
+    let mean = w.frames.data.iter().map(|&p| p as f64).sum::<f64>() / w.frames.data.len() as f64;
+    println!(
+        "  window {i} of {} (8 frames, every other frame, hop 4): video {} ({}), frames {:?}, RGB {:?}, mean pixel {mean:.1}, read + decoded in {ms:.1} ms",
+        c.len(),
+        w.video_idx,
+        w.filename.as_deref().and_then(|f| std::path::Path::new(f).file_name()).map_or("?".into(), |f| f.to_string_lossy()),
+        w.frame_indices,
+        w.frames.shape,
     );
     Ok(())
 }
