@@ -228,10 +228,7 @@ where
         ..Default::default()
     };
     let (tx, rx) = bounded::<RecordBatch>(4);
-    let reader = ChannelReader {
-        schema: schema.clone(),
-        rx,
-    };
+    let reader = ChannelReader::new(schema.clone(), rx);
     // A data dir that lance creates itself, inside the temp dir.
     let (rows, written) = std::thread::scope(|s| {
         let lance_thread = s.spawn(move || {
