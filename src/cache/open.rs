@@ -156,12 +156,7 @@ pub fn open_cache_with(dir: impl AsRef<Path>, opts: &OpenOptions) -> Result<Cach
         #[cfg(feature = "lance")]
         LAYOUT_LANCE_ROWS => {
             let meta = LanceRowsMetadata::from_common(dir, &common)?;
-            let described = match &meta.features {
-                Some(j) => Some(features_from_json(j).map_err(|e| {
-                    Error::metadata(&common.path, format!("bad 'features' description: {e}"))
-                })?),
-                None => None,
-            };
+            let described = described_features(&common.path, meta.features.as_ref())?;
             let (features, source) = choose_features(
                 dir,
                 &common.path,
@@ -213,12 +208,7 @@ pub fn open_cache_with(dir: impl AsRef<Path>, opts: &OpenOptions) -> Result<Cach
             let meta = VideoFramesMetadata::from_common(dir, &common)?;
             // The source features: the caller's, else our description; the
             // fingerprint is checked either way (the reference never checks it).
-            let described = match &meta.features {
-                Some(j) => Some(features_from_json(j).map_err(|e| {
-                    Error::metadata(&common.path, format!("bad 'features' description: {e}"))
-                })?),
-                None => None,
-            };
+            let described = described_features(&common.path, meta.features.as_ref())?;
             let expected = opts.features.clone().or(described);
             let source = match expected {
                 Some(f) => {
@@ -274,6 +264,16 @@ pub fn open_cache_with(dir: impl AsRef<Path>, opts: &OpenOptions) -> Result<Cach
             hint: String::new(),
         }),
     }
+}
+
+/// The features a cache describes in its metadata, if it does.
+#[cfg(feature = "lance")]
+fn described_features(path: &Path, j: Option<&serde_json::Value>) -> Result<Option<Features>> {
+    j.map(|j| {
+        features_from_json(j)
+            .map_err(|e| Error::metadata(path, format!("bad 'features' description: {e}")))
+    })
+    .transpose()
 }
 
 fn describe_diff(stored: &Features, wanted: &Features) -> String {

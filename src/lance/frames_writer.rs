@@ -21,7 +21,7 @@ use crossbeam_channel::{bounded, Receiver, Sender};
 use lance::dataset::{Dataset, WriteMode, WriteParams};
 use serde_json::Value as J;
 
-use super::writer::{fsync_tree, ChannelReader};
+use super::writer::{fragment_rows, fsync_tree, ChannelReader};
 use super::{block_on, lance_err};
 use crate::cache::lock::CacheLock;
 use crate::cache::metadata::{
@@ -617,16 +617,7 @@ where
         Err(e) => return Err(e),
     };
     let _ = std::fs::remove_dir_all(&inputs_dir);
-    let fragment_rows = block_on(async {
-        let mut counts = Vec::new();
-        for f in ds.get_fragments() {
-            counts.push(f.physical_rows().await.map(|n| n as u64));
-        }
-        counts
-    })?
-    .into_iter()
-    .collect::<std::result::Result<Vec<u64>, _>>()
-    .map_err(|e| lance_err(&data_dir, e))?;
+    let fragment_rows = fragment_rows(&ds, &data_dir)?;
     let num_rows: u64 = videos.iter().map(|v| v.t).sum();
     if fragment_rows.iter().sum::<u64>() != num_rows {
         return Err(lance_err(

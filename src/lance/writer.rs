@@ -173,6 +173,20 @@ fn storage_version(v: &str) -> Result<lance_file::version::LanceFileVersion> {
     })
 }
 
+/// Rows of each fragment of a dataset just written.
+pub(crate) fn fragment_rows(ds: &Dataset, dir: &Path) -> Result<Vec<u64>> {
+    block_on(async {
+        let mut counts = Vec::new();
+        for f in ds.get_fragments() {
+            counts.push(f.physical_rows().await.map(|n| n as u64));
+        }
+        counts
+    })?
+    .into_iter()
+    .collect::<std::result::Result<Vec<u64>, _>>()
+    .map_err(|e| lance_err(dir, e))
+}
+
 pub(crate) fn fsync_tree(dir: &Path) -> Result<()> {
     for e in std::fs::read_dir(dir).map_err(|e| Error::io("read directory", dir, e))? {
         let e = e.map_err(|e| Error::io("read directory", dir, e))?;
@@ -267,16 +281,7 @@ where
         (Ok(_), Ok(Err(e))) => return Err(lance_err(&data_dir, e)),
         (Ok(_), Err(e)) => return Err(e),
     };
-    let fragment_rows = block_on(async {
-        let mut counts = Vec::new();
-        for f in ds.get_fragments() {
-            counts.push(f.physical_rows().await.map(|n| n as u64));
-        }
-        counts
-    })?
-    .into_iter()
-    .collect::<std::result::Result<Vec<u64>, _>>()
-    .map_err(|e| lance_err(&data_dir, e))?;
+    let fragment_rows = fragment_rows(&ds, &data_dir)?;
     let num_rows: u64 = fragment_rows.iter().sum();
     fsync_tree(&data_dir)?;
     let metadata = LanceRowsMetadata {

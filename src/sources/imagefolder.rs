@@ -36,11 +36,8 @@ pub enum ImageCheck {
 /// A scanned image folder.
 #[derive(Debug, Clone)]
 pub struct ImageFolder {
-    root: PathBuf,
+    scan: Scan,
     name: String,
-    classes: Vec<String>,
-    /// Per split: its name and, per class (in `classes` order), its files relative to `root`.
-    splits: Vec<(String, Vec<Vec<PathBuf>>)>,
     check: ImageCheck,
 }
 
@@ -102,9 +99,58 @@ fn scan_classes(split_dir: &Path, root: &Path, keep: fn(&str) -> bool) -> Result
 }
 
 /// A scanned media folder: sorted class names and, per split, per class, its files.
+#[derive(Debug, Clone)]
 pub(crate) struct Scan {
+    pub root: PathBuf,
     pub classes: Vec<String>,
     pub splits: Vec<(String, Vec<Vec<PathBuf>>)>,
+}
+
+impl Scan {
+    /// The split names found.
+    pub fn split_names(&self) -> Vec<String> {
+        self.splits.iter().map(|(s, _)| s.clone()).collect()
+    }
+
+    /// Per class, the files of a split (relative to the root).
+    pub fn split_files(&self, split: &str) -> Option<&Vec<Vec<PathBuf>>> {
+        self.splits.iter().find(|(s, _)| s == split).map(|(_, f)| f)
+    }
+
+    /// Number of files of a split (0 for an unknown split).
+    pub fn num_files(&self, split: &str) -> u64 {
+        self.split_files(split)
+            .map_or(0, |f| f.iter().map(|c| c.len() as u64).sum())
+    }
+
+    /// One work unit per class.
+    pub fn work_units(&self) -> Vec<WorkUnit> {
+        self.classes.iter().map(WorkUnit::new).collect()
+    }
+
+    /// The split's files, as the build's sources.
+    pub fn sources(&self, split: &str) -> Sources {
+        let files = self.split_files(split).cloned().unwrap_or_default();
+        Sources::new(self.root.clone(), files.into_iter().flatten())
+    }
+
+    /// The label of a work unit and its files in a split.
+    pub fn unit_files(
+        &self,
+        split: &str,
+        unit: &WorkUnit,
+    ) -> std::result::Result<(usize, &[PathBuf]), BoxError> {
+        let label = self
+            .classes
+            .iter()
+            .position(|c| *c == unit.id)
+            .ok_or_else(|| format!("unknown class '{}'", unit.id))?;
+        let files = self
+            .split_files(split)
+            .and_then(|f| f.get(label))
+            .ok_or_else(|| format!("unknown split '{split}'"))?;
+        Ok((label, files))
+    }
 }
 
 /// Scans `DIR/<class>/<file>` or `DIR/<split>/<class>/<file>` keeping files
@@ -217,7 +263,11 @@ pub(crate) fn scan_folder(
             ));
         }
     }
-    Ok(Scan { classes, splits })
+    Ok(Scan {
+        root: dir.to_path_buf(),
+        classes,
+        splits,
+    })
 }
 
 impl ImageFolder {
@@ -229,12 +279,9 @@ impl ImageFolder {
     /// no image, mixes split folders with other folders, or when a split or
     /// a class holds no image.
     pub fn open(dir: &Path) -> Result<Self> {
-        let scan = scan_folder(dir, is_image_name, "image", &IMAGE_EXTENSIONS)?;
         Ok(ImageFolder {
-            root: dir.to_path_buf(),
+            scan: scan_folder(dir, is_image_name, "image", &IMAGE_EXTENSIONS)?,
             name: builder_name(dir),
-            classes: scan.classes,
-            splits: scan.splits,
             check: ImageCheck::default(),
         })
     }
@@ -253,35 +300,30 @@ impl ImageFolder {
 
     /// The class names, sorted (label ids are positions).
     pub fn classes(&self) -> &[String] {
-        &self.classes
+        &self.scan.classes
     }
 
     /// The split names found.
     pub fn split_names(&self) -> Vec<String> {
-        self.splits.iter().map(|(s, _)| s.clone()).collect()
+        self.scan.split_names()
     }
 
     /// Number of images of a split (0 for an unknown split).
     pub fn num_images(&self, split: &str) -> u64 {
-        self.split_files(split)
-            .map_or(0, |f| f.iter().map(|c| c.len() as u64).sum())
+        self.scan.num_files(split)
     }
 
     /// The features: `image` (Image) and `label` (ClassLabel).
     pub fn features(&self) -> Features {
         Features::new().with("image", Feature::image()).with(
             "label",
-            Feature::class_label(&self.classes).expect("classes are non-empty and unique"),
+            Feature::class_label(&self.scan.classes).expect("classes are non-empty and unique"),
         )
-    }
-
-    fn split_files(&self, split: &str) -> Option<&Vec<Vec<PathBuf>>> {
-        self.splits.iter().find(|(s, _)| s == split).map(|(_, f)| f)
     }
 
     /// Reads and checks one image file.
     fn read_image(&self, rel: &Path) -> Result<Vec<u8>> {
-        let path = self.root.join(rel);
+        let path = self.scan.root.join(rel);
         let bytes = std::fs::read(&path).map_err(|e| Error::io("read image", &path, e))?;
         let info = probe(&bytes).map_err(|e| Error::input(&path, None, e))?;
         if self.check == ImageCheck::Decode
@@ -321,14 +363,10 @@ impl DatasetBuilder for ImageFolder {
         Ok(self.split_names())
     }
     fn work_units(&self, _c: &str, _split: &str) -> std::result::Result<Vec<WorkUnit>, BoxError> {
-        Ok(self.classes.iter().map(WorkUnit::new).collect())
+        Ok(self.scan.work_units())
     }
     fn sources(&self, _c: &str, split: &str) -> std::result::Result<Option<Sources>, BoxError> {
-        let files = self.split_files(split).cloned().unwrap_or_default();
-        Ok(Some(Sources::new(
-            self.root.clone(),
-            files.into_iter().flatten(),
-        )))
+        Ok(Some(self.scan.sources(split)))
     }
     fn generate<'a>(
         &'a self,
@@ -336,15 +374,7 @@ impl DatasetBuilder for ImageFolder {
         split: &'a str,
         unit: &'a WorkUnit,
     ) -> std::result::Result<ExampleStream<'a>, BoxError> {
-        let label = self
-            .classes
-            .iter()
-            .position(|c| *c == unit.id)
-            .ok_or_else(|| format!("unknown class '{}'", unit.id))?;
-        let files = self
-            .split_files(split)
-            .and_then(|f| f.get(label))
-            .ok_or_else(|| format!("unknown split '{split}'"))?;
+        let (label, files) = self.scan.unit_files(split, unit)?;
         Ok(Box::new(files.iter().map(move |rel| {
             let bytes = self.read_image(rel)?;
             Ok((

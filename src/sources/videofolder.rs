@@ -5,10 +5,10 @@
 //! folder names). For `frames` storage the command line hands the same
 //! examples to the `lance-video-frames` writer instead ([`VideoFolder::examples`]).
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 use super::builder_name;
-use super::imagefolder::scan_folder;
+use super::imagefolder::{scan_folder, Scan};
 use crate::builder::{DatasetBuilder, DatasetInfo, ExampleStream, Sources, WorkUnit};
 use crate::error::{BoxError, Result};
 use crate::features::{Feature, Features, VideoStorage};
@@ -27,10 +27,8 @@ fn is_video_name(name: &str) -> bool {
 /// A scanned video folder.
 #[derive(Debug, Clone)]
 pub struct VideoFolder {
-    root: PathBuf,
+    scan: Scan,
     name: String,
-    classes: Vec<String>,
-    splits: Vec<(String, Vec<Vec<PathBuf>>)>,
     storage: VideoStorage,
 }
 
@@ -40,12 +38,9 @@ impl VideoFolder {
     /// # Errors
     /// As [`super::ImageFolder::open`], for videos.
     pub fn open(dir: &Path, storage: VideoStorage) -> Result<Self> {
-        let scan = scan_folder(dir, is_video_name, "video", &VIDEO_EXTENSIONS)?;
         Ok(VideoFolder {
-            root: dir.to_path_buf(),
+            scan: scan_folder(dir, is_video_name, "video", &VIDEO_EXTENSIONS)?,
             name: builder_name(dir),
-            classes: scan.classes,
-            splits: scan.splits,
             storage,
         })
     }
@@ -58,18 +53,17 @@ impl VideoFolder {
 
     /// The class names, sorted.
     pub fn classes(&self) -> &[String] {
-        &self.classes
+        &self.scan.classes
     }
 
     /// The split names found.
     pub fn split_names(&self) -> Vec<String> {
-        self.splits.iter().map(|(s, _)| s.clone()).collect()
+        self.scan.split_names()
     }
 
     /// Number of videos of a split.
     pub fn num_videos(&self, split: &str) -> u64 {
-        self.split_files(split)
-            .map_or(0, |f| f.iter().map(|c| c.len() as u64).sum())
+        self.scan.num_files(split)
     }
 
     /// The features: `video` (Video with the storage) and `label` (ClassLabel).
@@ -78,32 +72,28 @@ impl VideoFolder {
             .with("video", Feature::video(self.storage))
             .with(
                 "label",
-                Feature::class_label(&self.classes).expect("classes are non-empty and unique"),
+                Feature::class_label(&self.scan.classes).expect("classes are non-empty and unique"),
             )
     }
 
-    fn split_files(&self, split: &str) -> Option<&Vec<Vec<PathBuf>>> {
-        self.splits.iter().find(|(s, _)| s == split).map(|(_, f)| f)
+    fn example(&self, rel: &Path, label: usize) -> Example {
+        Example::with_capacity(2)
+            .with("video", Value::Path(self.scan.root.join(rel)))
+            .with("label", label as i64)
     }
 
     /// `(key, example)` of every video of a split, class by class: the key is
     /// the path relative to the folder, the video its absolute path.
     pub fn examples(&self, split: &str) -> Vec<(String, Example)> {
-        let Some(files) = self.split_files(split) else {
+        let Some(files) = self.scan.split_files(split) else {
             return Vec::new();
         };
         files
             .iter()
             .enumerate()
             .flat_map(|(label, fs)| {
-                fs.iter().map(move |rel| {
-                    (
-                        rel.to_string_lossy().into_owned(),
-                        Example::with_capacity(2)
-                            .with("video", Value::Path(self.root.join(rel)))
-                            .with("label", label as i64),
-                    )
-                })
+                fs.iter()
+                    .map(move |rel| (rel.to_string_lossy().into_owned(), self.example(rel, label)))
             })
             .collect()
     }
@@ -130,14 +120,10 @@ impl DatasetBuilder for VideoFolder {
         Ok(self.split_names())
     }
     fn work_units(&self, _c: &str, _split: &str) -> std::result::Result<Vec<WorkUnit>, BoxError> {
-        Ok(self.classes.iter().map(WorkUnit::new).collect())
+        Ok(self.scan.work_units())
     }
     fn sources(&self, _c: &str, split: &str) -> std::result::Result<Option<Sources>, BoxError> {
-        let files = self.split_files(split).cloned().unwrap_or_default();
-        Ok(Some(Sources::new(
-            self.root.clone(),
-            files.into_iter().flatten(),
-        )))
+        Ok(Some(self.scan.sources(split)))
     }
     fn generate<'a>(
         &'a self,
@@ -145,22 +131,9 @@ impl DatasetBuilder for VideoFolder {
         split: &'a str,
         unit: &'a WorkUnit,
     ) -> std::result::Result<ExampleStream<'a>, BoxError> {
-        let label = self
-            .classes
-            .iter()
-            .position(|c| *c == unit.id)
-            .ok_or_else(|| format!("unknown class '{}'", unit.id))?;
-        let files = self
-            .split_files(split)
-            .and_then(|f| f.get(label))
-            .ok_or_else(|| format!("unknown split '{split}'"))?;
+        let (label, files) = self.scan.unit_files(split, unit)?;
         Ok(Box::new(files.iter().map(move |rel| {
-            Ok((
-                rel.to_string_lossy().into_owned(),
-                Example::with_capacity(2)
-                    .with("video", Value::Path(self.root.join(rel)))
-                    .with("label", label as i64),
-            ))
+            Ok((rel.to_string_lossy().into_owned(), self.example(rel, label)))
         })))
     }
 }

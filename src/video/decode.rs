@@ -155,6 +155,26 @@ impl VideoFile {
         Ok(n)
     }
 
+    /// The next packet of the video stream (None at the end). Read errors
+    /// are retried (a damaged stretch of file), up to a limit.
+    fn next_packet(&mut self, path: &Path) -> Result<Option<ff::Packet>, String> {
+        let mut read_errors = 0u32;
+        loop {
+            let mut packet = ff::Packet::empty();
+            match packet.read(&mut self.ictx) {
+                Ok(()) if packet.stream() == self.stream => return Ok(Some(packet)),
+                Ok(()) => {}
+                Err(ff::Error::Eof) => return Ok(None),
+                Err(e) => {
+                    read_errors += 1;
+                    if read_errors > 64 {
+                        return Err(err(path, "cannot read", e));
+                    }
+                }
+            }
+        }
+    }
+
     /// Feeds packets to the decoder and hands each decoded frame (raw) to `f`
     /// until the stream ends or `f` returns false.
     fn decode_loop(
@@ -163,23 +183,7 @@ impl VideoFile {
         mut f: impl FnMut(&mut Self, &Frame) -> Result<bool, String>,
     ) -> Result<(), String> {
         let mut decoded = Frame::empty();
-        let mut read_errors = 0u32;
-        loop {
-            let mut packet = ff::Packet::empty();
-            match packet.read(&mut self.ictx) {
-                Ok(()) => {}
-                Err(ff::Error::Eof) => break,
-                Err(e) => {
-                    read_errors += 1;
-                    if read_errors > 64 {
-                        return Err(err(path, "cannot read", e));
-                    }
-                    continue;
-                }
-            }
-            if packet.stream() != self.stream {
-                continue;
-            }
+        while let Some(packet) = self.next_packet(path)? {
             if self.decoder.send_packet(&packet).is_err() {
                 self.bad_packets += 1;
                 continue;
@@ -265,23 +269,7 @@ impl FrameIndex {
         let mut key_ts = Vec::new();
         let mut complete = true;
         let mut count = 0u64;
-        let mut read_errors = 0;
-        loop {
-            let mut packet = ff::Packet::empty();
-            match packet.read(&mut v.ictx) {
-                Ok(()) => {}
-                Err(ff::Error::Eof) => break,
-                Err(e) => {
-                    read_errors += 1;
-                    if read_errors > 64 {
-                        return Err(err(path, "cannot read", e));
-                    }
-                    continue;
-                }
-            }
-            if packet.stream() != v.stream {
-                continue;
-            }
+        while let Some(packet) = v.next_packet(path)? {
             count += 1;
             match packet.pts() {
                 Some(t) => {

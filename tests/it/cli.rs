@@ -952,8 +952,20 @@ fn bad_options_are_usage_errors() {
     let e = fails(
         &root,
         &["build", "videofolder", t.path().to_str().unwrap()],
+        1,
+    );
+    assert!(e.contains("no class folders"), "{e}");
+    let e = fails(
+        &root,
+        &[
+            "build",
+            "videofolder",
+            t.path().to_str().unwrap(),
+            "--storage",
+            "reel",
+        ],
         2,
     );
-    assert!(e.contains("not part of this build"), "{e}");
+    assert!(e.contains("reel"), "{e}");
     assert!(published(&root).is_empty());
 }
