@@ -760,3 +760,43 @@ fn cli_builds_video_folders_in_every_storage_and_exports_windows() {
     );
     assert!(!o.status.success() && String::from_utf8_lossy(&o.stderr).contains("none"));
 }
+
+#[test]
+fn the_loader_reads_windows_shard_shuffled() {
+    use shardset::{Loader, LoaderOptions, Order, Partition, Remainder, WithinShard};
+    let (_t, dir) = golden_copy("lance_video_frames");
+    let c = open_cache_with(
+        &dir,
+        &OpenOptions::default().with_windows(WindowSpec::new(4, 1, 3)),
+    )
+    .unwrap();
+    let ds = Dataset::new(c);
+    let mut seen = Vec::new();
+    for worker in 0..3 {
+        let loader = Loader::new(
+            ds.clone(),
+            LoaderOptions {
+                order: Order::ShardShuffle(WithinShard::Random),
+                seed: 3,
+                partition: Partition::new(0, 1, worker, 3, Remainder::DropLast).unwrap(),
+                batch_size: 2,
+            },
+        )
+        .unwrap();
+        for batch in loader {
+            for row in batch.unwrap() {
+                let Value::Tensor(t) = row.get("video").unwrap() else {
+                    panic!()
+                };
+                assert_eq!(t.shape[0], 4);
+                seen.push(row.get("sample_idx").unwrap().as_i64().unwrap());
+            }
+        }
+    }
+    seen.sort();
+    assert_eq!(
+        seen,
+        (0..9).collect::<Vec<_>>(),
+        "every window once across the three workers"
+    );
+}
