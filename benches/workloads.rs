@@ -151,16 +151,34 @@ fn main() {
             .and_then(|v| v.parse().ok())
             .unwrap_or(1_000_000);
         let dir = tmp.path().join("rss");
+        let lance = args.iter().any(|a| a == "--lance");
         let t = Instant::now();
-        write_arrow_cache(
-            scalar_rows(n),
-            &scalar_features(),
-            &dir,
-            &ArrowWriteOptions::default().with_shard_size_bytes(Some(64 << 20)),
-        )
-        .unwrap();
+        #[cfg(feature = "lance")]
+        if lance {
+            write_lance_cache(
+                scalar_rows(n),
+                &scalar_features(),
+                &dir,
+                &LanceWriteOptions::default(),
+            )
+            .unwrap();
+        }
+        if !lance || cfg!(not(feature = "lance")) {
+            write_arrow_cache(
+                scalar_rows(n),
+                &scalar_features(),
+                &dir,
+                &ArrowWriteOptions::default().with_shard_size_bytes(Some(64 << 20)),
+            )
+            .unwrap();
+        }
         let secs = t.elapsed().as_secs_f64();
-        println!("{{\"side\": \"shardset\", \"workload\": \"rss\", \"rows\": {n}, \"seconds\": {secs:.3}, \"peak_rss_kb\": {}}}", peak_rss_kb());
+        let name = if lance && cfg!(feature = "lance") {
+            "rss_lance"
+        } else {
+            "rss"
+        };
+        println!("{{\"side\": \"shardset\", \"workload\": \"{name}\", \"rows\": {n}, \"seconds\": {secs:.3}, \"peak_rss_kb\": {}}}", peak_rss_kb());
         return;
     }
     let only = args
