@@ -5,8 +5,9 @@
 //! file readers) per fragment and reads rows in small contiguous chunks, kept
 //! decoded in a byte-bounded cache: a random `get` costs one chunk read the
 //! first time its chunk is touched and an Arrow slice after that; `take`
-//! loads the missing chunks concurrently. Iteration streams each fragment
-//! with Lance's scanner. Fragments are the shards that samplers shuffle.
+//! loads the missing chunks concurrently. Iteration reads each fragment as
+//! consecutive ranges through the same sessions, two reads decoding at once
+//! on the Lance runtime. Fragments are the shards that samplers shuffle.
 //!
 //! The dataset, sessions and cache live behind the process id: after a fork
 //! the child opens its own.
@@ -466,9 +467,15 @@ impl Backend for LanceRows {
     }
 }
 
-type Stream = lance::dataset::scanner::DatasetRecordBatchStream;
+/// Reads of `batch_size` rows running at once while iterating.
+const ITER_READS_IN_FLIGHT: usize = 2;
 
-/// Streams fragments in order with Lance's scanner.
+type Stream = futures::stream::BoxStream<'static, Result<RecordBatch>>;
+
+/// Streams fragments in order: each fragment is read as consecutive row
+/// ranges through its open session, two ranges at a time as tasks on the
+/// Lance runtime, so decoding runs on both of its threads while the caller
+/// consumes batches in order (Lance's scanner decodes one fragment on one).
 struct FragmentIter {
     this: LanceRows,
     st: Arc<State>,
@@ -476,34 +483,51 @@ struct FragmentIter {
     stream: Option<Stream>,
 }
 
+impl FragmentIter {
+    fn open(&self, f: usize) -> Result<Stream> {
+        let session = self.this.session(&self.st, f)?;
+        let rt = crate::lance::runtime()?;
+        let dir = self.this.inner.dir.clone();
+        let rows = self.this.inner.row_counts[f] as u32;
+        let step = self.this.inner.opts.batch_size.max(1) as u32;
+        let ranges: Vec<(u32, u32)> = (0..rows)
+            .step_by(step as usize)
+            .map(|a| (a, a.saturating_add(step).min(rows)))
+            .collect();
+        Ok(futures::stream::iter(ranges)
+            .map(move |(a, b)| {
+                let s = session.clone();
+                rt.spawn(async move {
+                    let idx: Vec<u32> = (a..b).collect();
+                    s.take(&idx).await
+                })
+            })
+            .buffered(ITER_READS_IN_FLIGHT)
+            .map(move |r| match r {
+                Ok(Ok(b)) => Ok(b),
+                Ok(Err(e)) => Err(lance_err(&dir, e)),
+                Err(e) => Err(lance_err(&dir, format!("read task failed: {e}"))),
+            })
+            .boxed())
+    }
+}
+
 impl Iterator for FragmentIter {
     type Item = Result<RecordBatch>;
 
     fn next(&mut self) -> Option<Result<RecordBatch>> {
-        let dir = self.this.inner.dir.clone();
         loop {
             if self.stream.is_none() {
                 let f = self.order.pop_front()?;
-                let frag = self.st.fragments[f].metadata().clone();
-                let ds = self.st.ds.clone();
-                let bs = self.this.inner.opts.batch_size;
-                let opened = block_on(async move {
-                    let mut scan = ds.scan();
-                    scan.with_fragments(vec![frag])
-                        .batch_size(bs)
-                        .scan_in_order(true);
-                    scan.try_into_stream().await
-                });
-                match opened {
-                    Ok(Ok(s)) => self.stream = Some(s),
-                    Ok(Err(e)) => return Some(Err(lance_err(&dir, e))),
+                match self.open(f) {
+                    Ok(s) => self.stream = Some(s),
                     Err(e) => return Some(Err(e)),
                 }
             }
             let stream = self.stream.as_mut().expect("stream");
             match block_on(stream.next()) {
                 Ok(Some(Ok(b))) => return Some(self.this.conform(b)),
-                Ok(Some(Err(e))) => return Some(Err(lance_err(&dir, e))),
+                Ok(Some(Err(e))) => return Some(Err(e)),
                 Ok(None) => self.stream = None,
                 Err(e) => return Some(Err(e)),
             }
