@@ -474,8 +474,8 @@ type Stream = futures::stream::BoxStream<'static, Result<RecordBatch>>;
 
 /// Streams fragments in order: each fragment is read as consecutive row
 /// ranges through its open session, two ranges at a time as tasks on the
-/// Lance runtime, so decoding runs on both of its threads while the caller
-/// consumes batches in order (Lance's scanner decodes one fragment on one).
+/// Lance runtime, so two reads decode at once while the caller consumes
+/// batches in order (measured faster than Lance's scanner on one fragment).
 struct FragmentIter {
     this: LanceRows,
     st: Arc<State>,
