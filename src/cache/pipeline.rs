@@ -58,16 +58,7 @@ where
             "batch_size must be at least 1".into(),
         ));
     }
-    let threads = if opts.threads == 0 {
-        std::thread::available_parallelism().map_or(2, |n| n.get())
-    } else {
-        opts.threads
-    };
-    let pool = rayon::ThreadPoolBuilder::new()
-        .num_threads(threads)
-        .thread_name(|i| format!("shardset-encode-{i}"))
-        .build()
-        .map_err(|e| Error::InvalidArgument(format!("cannot start encode pool: {e}")))?;
+    let (pool, threads) = thread_pool(opts.threads, "encode")?;
     let max_in_flight = threads * 2 + 2;
     let (slot_tx, slot_rx) = bounded::<()>(max_in_flight);
     let (res_tx, res_rx) = unbounded::<(u64, Result<RecordBatch>)>();
@@ -166,4 +157,30 @@ where
         gen_result?;
         written
     })
+}
+
+/// A rayon pool of `threads` threads (0: one per core) named
+/// `shardset-<what>-<i>`, and its size.
+///
+/// # Errors
+/// [`Error::InvalidArgument`] when the threads cannot start.
+pub(crate) fn thread_pool(
+    threads: usize,
+    what: &'static str,
+) -> Result<(rayon::ThreadPool, usize)> {
+    let threads = if threads == 0 {
+        std::thread::available_parallelism().map_or(2, |n| n.get())
+    } else {
+        threads
+    };
+    let pool = rayon::ThreadPoolBuilder::new()
+        .num_threads(threads)
+        .thread_name(move |i| format!("shardset-{what}-{i}"))
+        .build()
+        .map_err(|e| {
+            Error::InvalidArgument(format!(
+                "cannot start the {what} pool of {threads} threads: {e}"
+            ))
+        })?;
+    Ok((pool, threads))
 }

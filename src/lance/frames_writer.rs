@@ -407,7 +407,6 @@ fn frames_batch(
 #[allow(clippy::too_many_arguments)]
 fn collect<I, E>(
     items: I,
-    features: &Features,
     column: &str,
     allowed: &[String],
     inputs_dir: &Path,
@@ -420,17 +419,7 @@ where
     I: IntoIterator<Item = std::result::Result<(J, Example), E>>,
     E: Into<BoxError>,
 {
-    let _ = features;
-    let threads = if opts.threads == 0 {
-        std::thread::available_parallelism().map_or(2, |n| n.get())
-    } else {
-        opts.threads
-    };
-    let pool = rayon::ThreadPoolBuilder::new()
-        .num_threads(threads)
-        .thread_name(|i| format!("shardset-video-{i}"))
-        .build()
-        .map_err(|e| Error::InvalidArgument(format!("cannot start {threads} threads: {e}")))?;
+    let (pool, threads) = crate::cache::pipeline::thread_pool(opts.threads, "video")?;
     let window = threads + 1;
     let mut items = items.into_iter();
     let mut queue: VecDeque<(Task, Receiver<Msg>)> = VecDeque::new();
@@ -582,7 +571,6 @@ where
         });
         let collected = collect(
             items,
-            features,
             column,
             &allowed,
             &inputs_dir,
