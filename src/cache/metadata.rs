@@ -189,6 +189,10 @@ pub struct VideoFramesMetadata {
     /// Ours: why each skipped video was skipped.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub skipped: Option<Vec<J>>,
+    /// Ours: the stamp of the input files (as library builds record it), to
+    /// tell a stale cache.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sources: Option<J>,
     /// Ours: rows per Lance fragment, in fragment order.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub fragment_row_counts: Option<Vec<u64>>,

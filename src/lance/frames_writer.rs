@@ -96,6 +96,8 @@ pub struct VideoFramesOptions {
     pub lineage: Option<J>,
     /// Frames written so far (for a progress display).
     pub progress: Option<Arc<std::sync::atomic::AtomicU64>>,
+    /// A stamp of the input files recorded as `sources` (see `builder::Sources::stamp`).
+    pub sources: Option<J>,
 }
 
 impl Default for VideoFramesOptions {
@@ -110,6 +112,7 @@ impl Default for VideoFramesOptions {
             max_rows_per_file: 1024 * 1024,
             lineage: None,
             progress: None,
+            sources: None,
         }
     }
 }
@@ -637,6 +640,7 @@ where
         resize_mode: opts.resize.map(|_| opts.resize_mode.name().to_string()),
         webp_method: Some(opts.webp.method),
         skipped: (!skipped.is_empty()).then_some(skipped),
+        sources: opts.sources.clone(),
         fragment_row_counts: Some(fragment_rows),
         features: Some(features_to_json(features)),
         writer: Some(WriterInfo::current()),

@@ -670,6 +670,25 @@ fn cli_builds_video_folders_in_every_storage_and_exports_windows() {
         ],
     );
     assert!(again.contains("up to date"), "{again}");
+    // A changed input file: rebuilt, with its new frames.
+    let shorter = make_video(tmp.path(), "a6.mp4", 6, "48x32", &["-c:v", "libx264"]);
+    std::fs::rename(shorter, vids.join("cats").join("a.mp4")).unwrap();
+    let out = ok(
+        &root,
+        &[
+            "build",
+            "videofolder",
+            v,
+            "--storage",
+            "frames",
+            "--json",
+            "--out",
+            tmp.path().join("f").to_str().unwrap(),
+        ],
+    );
+    let j: J = serde_json::from_str(out.trim()).unwrap();
+    assert_eq!(j["caches"][0]["built"], true, "{out}");
+    assert_eq!(j["caches"][0]["frames"], 27);
     // --strict: the broken file fails the build, naming it; nothing published.
     let o = cli(
         &root,

@@ -299,7 +299,8 @@ pub fn run(source: BuildSource) -> CliResult {
 
 /// `build videofolder --storage frames`: one lance-video-frames cache per
 /// split, in the cache root (reference naming, format `lance-video-frames`)
-/// or `--out DIR/<split>`. A cache that exists is kept unless `--rebuild`.
+/// or `--out DIR/<split>`. A cache whose recorded input files are unchanged
+/// is kept unless `--rebuild`.
 fn build_frames(
     folder: &VideoFolder,
     splits: &[(String, Option<u64>)],
@@ -318,7 +319,17 @@ fn build_frames(
                 "lance-video-frames",
             )),
         };
-        let fresh = !o.rebuild && open_cache(&dir).is_ok();
+        // Up to date: the cache opens and its recorded input files are unchanged.
+        let stamp = folder
+            .sources("videofolder-frames", split)
+            .map_err(|e| CliError::Failed(e.to_string()))?
+            .map(|s| s.stamp())
+            .transpose()?;
+        let fresh = !o.rebuild
+            && open_cache(&dir).is_ok_and(|c| match (c.metadata.get("sources"), &stamp) {
+                (Some(rec), Some(now)) => source_changes(rec, now).is_empty(),
+                _ => false,
+            });
         let t = Instant::now();
         if !fresh {
             let counter = Arc::new(AtomicU64::new(0));
@@ -326,6 +337,7 @@ fn build_frames(
                 .then(|| Progress::start(format!("{split} (frames)"), None, counter.clone()));
             let mut v = vopts.clone();
             v.progress = Some(counter);
+            v.sources = stamp.clone();
             let items = folder
                 .examples(split)
                 .into_iter()
