@@ -171,18 +171,13 @@ pub fn run(source: BuildSource) -> CliResult {
                 None => b,
             };
             let lopts = load_options(&opts, Arc::default(), 1000)?;
-            let (features, rows) = match features {
-                Some(p) => (read_features(&p)?, None),
-                None => {
-                    match reuse_features(&named(JsonLines::new(&file, Features::new())), &lopts) {
-                        Some(f) => (f, None),
-                        None => {
-                            let (f, n) = inferring(&file, &opts, || JsonLines::infer(&file))?;
-                            (f, Some(n))
-                        }
-                    }
-                }
-            };
+            let (features, rows) = file_features(
+                features,
+                || reuse_features(&named(JsonLines::new(&file, Features::new())), &lopts),
+                &file,
+                &opts,
+                || JsonLines::infer(&file),
+            )?;
             let b = named(JsonLines::new(&file, features));
             let f2 = file.clone();
             build_splits(
@@ -218,18 +213,13 @@ pub fn run(source: BuildSource) -> CliResult {
                 }
             };
             let lopts = load_options(&opts, Arc::default(), 1000)?;
-            let (features, rows) = match features {
-                Some(p) => (read_features(&p)?, None),
-                None => {
-                    match reuse_features(&named(CsvFile::new(&file, Features::new())), &lopts) {
-                        Some(f) => (f, None),
-                        None => {
-                            let (f, n) = inferring(&file, &opts, || CsvFile::infer(&file, delim))?;
-                            (f, Some(n))
-                        }
-                    }
-                }
-            };
+            let (features, rows) = file_features(
+                features,
+                || reuse_features(&named(CsvFile::new(&file, Features::new())), &lopts),
+                &file,
+                &opts,
+                || CsvFile::infer(&file, delim),
+            )?;
             let b = named(CsvFile::new(&file, features));
             let f2 = file.clone();
             build_splits(
@@ -391,6 +381,26 @@ fn build_frames(
         );
     }
     Ok(())
+}
+
+/// The features of a jsonl or csv build: the `--features` file, else those
+/// of an up-to-date cache of the same input, else inferred by reading the
+/// file (which also counts its rows).
+fn file_features(
+    given: Option<PathBuf>,
+    reuse: impl FnOnce() -> Option<Features>,
+    file: &Path,
+    o: &BuildOpts,
+    infer: impl FnOnce() -> shardset::Result<(Features, u64)>,
+) -> CliResult<(Features, Option<u64>)> {
+    if let Some(p) = given {
+        return Ok((read_features(&p)?, None));
+    }
+    if let Some(f) = reuse() {
+        return Ok((f, None));
+    }
+    let (f, n) = inferring(file, o, infer)?;
+    Ok((f, Some(n)))
 }
 
 /// Runs the inference pass, saying so on a terminal (it reads the whole file).
