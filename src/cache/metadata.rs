@@ -82,34 +82,14 @@ impl LanceRowsMetadata {
     /// [`Error::Metadata`] for wrong keys or counts; [`Error::MissingShard`]
     /// when the Lance dataset is missing.
     pub fn from_common(dir: &Path, common: &CommonMetadata) -> Result<Self> {
-        let path = &common.path;
-        if common.format != "lance" || common.layout != LAYOUT_LANCE_ROWS {
-            return Err(Error::metadata(
-                path,
-                format!(
-                    "not a Lance rows cache (format={}, layout={})",
-                    common.format, common.layout
-                ),
-            ));
-        }
-        let m: LanceRowsMetadata = serde_json::from_value(common.raw.clone())
-            .map_err(|e| Error::metadata(path, format!("unexpected field value: {e}")))?;
-        if let Some(c) = &m.fragment_row_counts {
-            let sum: u64 = c.iter().sum();
-            if sum != m.num_rows {
-                return Err(Error::metadata(
-                    path,
-                    format!(
-                        "fragment row counts add up to {sum}, but num_rows is {}",
-                        m.num_rows
-                    ),
-                ));
-            }
-        }
-        let versions = dir.join("_versions");
-        if !versions.is_dir() {
-            return Err(Error::MissingShard { path: versions });
-        }
+        let m: LanceRowsMetadata =
+            common.parse_as("lance", LAYOUT_LANCE_ROWS, "a Lance rows cache")?;
+        check_lance_dataset(
+            dir,
+            &common.path,
+            m.fragment_row_counts.as_deref(),
+            m.num_rows,
+        )?;
         Ok(m)
     }
 }
@@ -215,17 +195,11 @@ impl VideoFramesMetadata {
     /// not add up; [`Error::MissingShard`] when the Lance dataset is missing.
     pub fn from_common(dir: &Path, common: &CommonMetadata) -> Result<Self> {
         let path = &common.path;
-        if common.format != "lance" || common.layout != LAYOUT_LANCE_VIDEO_FRAMES {
-            return Err(Error::metadata(
-                path,
-                format!(
-                    "not a Lance video frames cache (format={}, layout={})",
-                    common.format, common.layout
-                ),
-            ));
-        }
-        let m: VideoFramesMetadata = serde_json::from_value(common.raw.clone())
-            .map_err(|e| Error::metadata(path, format!("unexpected field value: {e}")))?;
+        let m: VideoFramesMetadata = common.parse_as(
+            "lance",
+            LAYOUT_LANCE_VIDEO_FRAMES,
+            "a Lance video frames cache",
+        )?;
         if m.videos.is_empty() {
             return Err(Error::metadata(path, "no videos recorded"));
         }
@@ -253,18 +227,7 @@ impl VideoFramesMetadata {
                 ),
             ));
         }
-        if let Some(c) = &m.fragment_row_counts {
-            if c.iter().sum::<u64>() != m.num_rows {
-                return Err(Error::metadata(
-                    path,
-                    "fragment row counts do not add up to num_rows",
-                ));
-            }
-        }
-        let versions = dir.join("_versions");
-        if !versions.is_dir() {
-            return Err(Error::MissingShard { path: versions });
-        }
+        check_lance_dataset(dir, path, m.fragment_row_counts.as_deref(), m.num_rows)?;
         Ok(m)
     }
 }
@@ -343,6 +306,59 @@ pub struct CommonMetadata {
     pub format: String,
     /// `layout`.
     pub layout: String,
+}
+
+impl CommonMetadata {
+    /// The whole document as a layout's metadata, after checking that it is
+    /// that format and layout (`what` names it in the error).
+    ///
+    /// # Errors
+    /// [`Error::Metadata`] for another format or layout, or a field of the wrong type.
+    pub fn parse_as<T: serde::de::DeserializeOwned>(
+        &self,
+        format: &str,
+        layout: &str,
+        what: &str,
+    ) -> Result<T> {
+        if self.format != format || self.layout != layout {
+            return Err(Error::metadata(
+                &self.path,
+                format!(
+                    "not {what} (format={}, layout={})",
+                    self.format, self.layout
+                ),
+            ));
+        }
+        serde_json::from_value(self.raw.clone())
+            .map_err(|e| Error::metadata(&self.path, format!("unexpected field value: {e}")))
+    }
+}
+
+/// Checks a Lance cache's recorded fragment row counts against `num_rows`
+/// and that its dataset's manifest directory is there.
+///
+/// # Errors
+/// [`Error::Metadata`] naming `path`; [`Error::MissingShard`] for `_versions`.
+fn check_lance_dataset(
+    dir: &Path,
+    path: &Path,
+    fragments: Option<&[u64]>,
+    num_rows: u64,
+) -> Result<()> {
+    if let Some(c) = fragments {
+        let sum: u64 = c.iter().sum();
+        if sum != num_rows {
+            return Err(Error::metadata(
+                path,
+                format!("fragment row counts add up to {sum}, but num_rows is {num_rows}"),
+            ));
+        }
+    }
+    let versions = dir.join("_versions");
+    if !versions.is_dir() {
+        return Err(Error::MissingShard { path: versions });
+    }
+    Ok(())
 }
 
 /// Reads and minimally checks `<dir>/_metadata.json`.
@@ -425,17 +441,8 @@ impl ArrowShardsMetadata {
     /// for a file of the wrong size.
     pub fn from_common(dir: &Path, common: &CommonMetadata) -> Result<Self> {
         let path = &common.path;
-        if common.format != "arrow" || common.layout != LAYOUT_ARROW_SHARDS {
-            return Err(Error::metadata(
-                path,
-                format!(
-                    "not an Arrow sharded cache (format={}, layout={})",
-                    common.format, common.layout
-                ),
-            ));
-        }
-        let m: ArrowShardsMetadata = serde_json::from_value(common.raw.clone())
-            .map_err(|e| Error::metadata(path, format!("unexpected field value: {e}")))?;
+        let m: ArrowShardsMetadata =
+            common.parse_as("arrow", LAYOUT_ARROW_SHARDS, "an Arrow sharded cache")?;
         m.validate(dir, path)?;
         Ok(m)
     }
