@@ -34,7 +34,7 @@ use crate::features::describe::features_to_json;
 use crate::features::{Feature, Features, VideoStorage};
 use crate::value::{Example, Value};
 use crate::video::decode::{PixelTarget, VideoFile};
-use crate::video::webp::{encode_yuv420, WebpSettings, Yuv420};
+use crate::video::webp::{WebpEncoder, WebpSettings, Yuv420};
 
 /// How `resize` is applied to each video (decided on its stream size).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -343,6 +343,7 @@ fn encode_video(
     opts: &VideoFramesOptions,
     tx: &Sender<Msg>,
 ) -> std::result::Result<u64, String> {
+    let encoder = WebpEncoder::new(opts.webp)?;
     let mut v = VideoFile::open(file)?;
     let (w0, h0) = (v.info().width, v.info().height);
     let (w, h) = opts.resize_mode.apply(opts.resize, w0, h0);
@@ -363,7 +364,8 @@ fn encode_video(
             v: f.data(2),
             uv_stride: f.stride(1),
         };
-        let bytes = encode_yuv420(&yuv, opts.webp)
+        let bytes = encoder
+            .encode(&yuv)
             .map_err(|e| format!("webp encode failed at t={t}: {e}"))?;
         batch.push(bytes);
         if batch.len() == FRAMES_PER_BATCH {
@@ -541,12 +543,7 @@ where
             "max_rows_per_file and resize must be at least 1".into(),
         ));
     }
-    if !(0.0..=100.0).contains(&opts.webp.quality) || opts.webp.method > 6 {
-        return Err(Error::InvalidArgument(format!(
-            "WebP quality must be 0..=100 and method 0..=6, got {} and {}",
-            opts.webp.quality, opts.webp.method
-        )));
-    }
+    WebpEncoder::new(opts.webp).map_err(Error::InvalidArgument)?;
     let allowed = match features.get(column) {
         Some(Feature::Video(v)) => v.allowed_extensions.clone(),
         _ => unreachable!("checked by video_column"),

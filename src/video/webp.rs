@@ -78,22 +78,52 @@ unsafe extern "C" fn append_to_vec(
     1
 }
 
+/// A lossy WebP encoder: the libwebp configuration, checked and built once
+/// and used for every frame.
+pub struct WebpEncoder {
+    config: sys::WebPConfig,
+}
+
+impl WebpEncoder {
+    /// An encoder with these settings.
+    ///
+    /// # Errors
+    /// A message for a quality outside 0..=100 or a method above 6.
+    pub fn new(settings: WebpSettings) -> Result<Self, String> {
+        if !(0.0..=100.0).contains(&settings.quality) || settings.method > 6 {
+            return Err(format!(
+                "WebP quality must be 0..=100 and method 0..=6, got {} and {}",
+                settings.quality, settings.method
+            ));
+        }
+        let mut config = sys::WebPConfig::new_with_preset(
+            sys::WebPPreset::WEBP_PRESET_DEFAULT,
+            settings.quality,
+        )
+        .map_err(|_| "libwebp refused its default configuration".to_string())?;
+        config.method = c_int::from(settings.method);
+        Ok(WebpEncoder { config })
+    }
+
+    /// Encodes one YUV 4:2:0 frame.
+    ///
+    /// # Errors
+    /// A message when the frame is out of WebP's limits or libwebp fails.
+    pub fn encode(&self, frame: &Yuv420<'_>) -> Result<Vec<u8>, String> {
+        encode_with(&self.config, frame)
+    }
+}
+
 /// Encodes one YUV 4:2:0 frame as lossy WebP.
 ///
 /// # Errors
-/// A message when the frame is out of WebP's limits or libwebp fails.
+/// A message when the settings or the frame are out of WebP's limits or libwebp fails.
 pub fn encode_yuv420(frame: &Yuv420<'_>, settings: WebpSettings) -> Result<Vec<u8>, String> {
+    WebpEncoder::new(settings)?.encode(frame)
+}
+
+fn encode_with(config: &sys::WebPConfig, frame: &Yuv420<'_>) -> Result<Vec<u8>, String> {
     frame.check()?;
-    if !(0.0..=100.0).contains(&settings.quality) || settings.method > 6 {
-        return Err(format!(
-            "WebP quality must be 0..=100 and method 0..=6, got {} and {}",
-            settings.quality, settings.method
-        ));
-    }
-    let mut config =
-        sys::WebPConfig::new_with_preset(sys::WebPPreset::WEBP_PRESET_DEFAULT, settings.quality)
-            .map_err(|_| "libwebp refused its default configuration".to_string())?;
-    config.method = c_int::from(settings.method);
     let mut pic = sys::WebPPicture::new().map_err(|_| "libwebp: picture init".to_string())?;
     let mut out: Vec<u8> = Vec::with_capacity(frame.width * frame.height / 8);
     pic.use_argb = 0;
@@ -110,7 +140,7 @@ pub fn encode_yuv420(frame: &Yuv420<'_>, settings: WebpSettings) -> Result<Vec<u
     pic.custom_ptr = &mut out as *mut Vec<u8> as *mut std::ffi::c_void;
     // SAFETY: config and picture are initialised; the planes outlive the call
     // and were bounds-checked above; the writer appends to `out`.
-    let ok = unsafe { sys::WebPEncode(&config, &mut pic) };
+    let ok = unsafe { sys::WebPEncode(config, &mut pic) };
     let code = pic.error_code;
     // SAFETY: frees only what libwebp allocated itself (nothing for views).
     unsafe { sys::WebPPictureFree(&mut pic) };
