@@ -22,7 +22,7 @@ fn cli(root: &Path) -> Command {
     c
 }
 
-fn run(root: &Path, args: &[&str]) -> Output {
+pub(crate) fn run(root: &Path, args: &[&str]) -> Output {
     cli(root).args(args).output().unwrap()
 }
 
@@ -35,7 +35,7 @@ fn stderr(o: &Output) -> String {
 }
 
 /// Runs and expects success; returns stdout.
-fn ok(root: &Path, args: &[&str]) -> String {
+pub(crate) fn ok(root: &Path, args: &[&str]) -> String {
     let o = run(root, args);
     assert!(
         o.status.success(),

@@ -13,6 +13,7 @@ use shardset::{
     VideoFramesOptions, VideoStorage, WindowSpec,
 };
 
+use crate::cli::{ok, run};
 use crate::common::{golden, golden_copy, sha256, snapshot};
 
 fn have_ffmpeg() -> bool {
@@ -586,25 +587,6 @@ fn path_and_bytes_videos_decode_at_read_time() {
     );
 }
 
-fn cli(root: &Path, args: &[&str]) -> std::process::Output {
-    Command::new(env!("CARGO_BIN_EXE_shardset"))
-        .env("STABLE_DATASETS_CACHE_DIR", root)
-        .args(args)
-        .output()
-        .unwrap()
-}
-
-fn ok(root: &Path, args: &[&str]) -> String {
-    let o = cli(root, args);
-    assert!(
-        o.status.success(),
-        "{args:?}: {}{}",
-        String::from_utf8_lossy(&o.stdout),
-        String::from_utf8_lossy(&o.stderr)
-    );
-    String::from_utf8_lossy(&o.stdout).into_owned()
-}
-
 #[test]
 fn cli_builds_video_folders_in_every_storage_and_exports_windows() {
     if !have_ffmpeg() {
@@ -690,7 +672,7 @@ fn cli_builds_video_folders_in_every_storage_and_exports_windows() {
     assert_eq!(j["caches"][0]["built"], true, "{out}");
     assert_eq!(j["caches"][0]["frames"], 27);
     // --strict: the broken file fails the build, naming it; nothing published.
-    let o = cli(
+    let o = run(
         &root,
         &[
             "build",
@@ -765,9 +747,9 @@ fn cli_builds_video_folders_in_every_storage_and_exports_windows() {
     let out = ok(&root, &["cat", dir.to_str().unwrap(), "--rows", "0..2"]);
     assert_eq!(out.lines().count(), 2, "{out}");
     // Bad storage name, missing folder.
-    let o = cli(&root, &["build", "videofolder", v, "--storage", "film"]);
+    let o = run(&root, &["build", "videofolder", v, "--storage", "film"]);
     assert_eq!(o.status.code(), Some(2));
-    let o = cli(
+    let o = run(
         &root,
         &[
             "build",
