@@ -76,6 +76,7 @@ TARGETS = {
     ("video", "build"): 1.3,
     ("video", "build_method0"): 2,
     ("video", "window_get"): 2.5,
+    ("video", "build_mixed"): 1.3,
 }
 
 
@@ -353,17 +354,54 @@ def lance_side(scale, tmp, res):
 
 
 # ------------------------------------------------------------------ video ---
-def make_videos(d, n=8, frames=100):
-    """n synthetic 320x240 h264 clips of `frames` frames, made with the ffmpeg CLI."""
+# Synthetic contents. The issue's figures for its test videos on this machine
+# (the reference builds ~403 frames/s and reads ~178 windows/s; libwebp
+# encodes ~300 and decodes ~4,400 frames/s per core; FFmpeg decodes h264 at
+# ~5,000/s) are matched best by `gradients`, so the targets are checked on it.
+# `testsrc2` is a detailed content, about 2.5x costlier per frame to decode
+# as WebP; its figures are shown for information.
+VIDEO_CONTENTS = [("gradients", True), ("testsrc2", False)]
+
+
+def make_videos(d, n=8, frames=100, content="gradients", lengths=None):
+    """n synthetic 320x240 h264 clips of `frames` frames (or `lengths[i]`),
+    made with the ffmpeg CLI, a hue shift per clip."""
     os.makedirs(d, exist_ok=True)
     out = []
     for i in range(n):
         p = os.path.join(d, f"v{i:03}.mp4")
+        k = lengths[i] if lengths else frames
         subprocess.run(["ffmpeg", "-v", "error", "-y", "-f", "lavfi", "-i",
-                        f"testsrc2=size=320x240:rate=25,hue=h={i * 40}", "-frames:v", str(frames),
+                        f"{content}=size=320x240:rate=25,hue=h={i * 40}", "-frames:v", str(k),
                         "-c:v", "libx264", "-pix_fmt", "yuv420p", p], check=True)
         out.append(p)
     return out
+
+
+def calibrate(files):
+    """Per-core speeds with OpenCV on these clips: h264 decode, WebP q65
+    encode (default method) and decode, in frames/s."""
+    import cv2
+    cv2.setNumThreads(1)
+    frames = []
+    t = time.perf_counter()
+    for p in files:
+        cap = cv2.VideoCapture(p)
+        while True:
+            ok, f = cap.read()
+            if not ok:
+                break
+            frames.append(f)
+    h264 = len(frames) / (time.perf_counter() - t)
+    t = time.perf_counter()
+    blobs = [cv2.imencode(".webp", f, [cv2.IMWRITE_WEBP_QUALITY, 65])[1] for f in frames]
+    enc = len(frames) / (time.perf_counter() - t)
+    t = time.perf_counter()
+    for b in blobs:
+        cv2.imdecode(b, cv2.IMREAD_COLOR)
+    dec = len(frames) / (time.perf_counter() - t)
+    return {"h264_decode": h264, "webp_encode": enc, "webp_decode": dec,
+            "webp_kib": float(np.mean([len(b) for b in blobs])) / 1024}
 
 
 def _encode_one_video(task):
@@ -384,16 +422,14 @@ def _encode_one_video(task):
     return vid, blobs, h, w
 
 
-def video_side(files, tmp, res, windows=400):
-    """The reference way: a spawn Pool(2) of OpenCV decode + WebP encode per
-    video, every blob held, then one lance.write_dataset; reads: per window a
-    pylance take of 16 rows and cv2.imdecode + BGR->RGB per frame."""
+def py_build(files, uri):
+    """The reference's build: a spawn Pool(2) of OpenCV decode + WebP encode
+    per video, every blob held, then one lance.write_dataset. Returns
+    (frames per video, seconds)."""
     ensure("lance", "pylance")
     ensure("cv2", "opencv-python-headless")
     import multiprocessing as mp
-    import cv2
     import lance
-    uri = os.path.join(tmp, "py_frames")
     schema = pa.schema([("video_id", pa.int32()), ("frame_idx", pa.int32()), ("bytes", pa.large_binary())])
     t = time.perf_counter()
     with mp.get_context("spawn").Pool(2) as pool:
@@ -406,7 +442,17 @@ def video_side(files, tmp, res, windows=400):
             [pa.array([vid] * n, pa.int32()), pa.array(list(range(n)), pa.int32()), pa.array(blobs, pa.large_binary())],
             schema=schema))
     lance.write_dataset(pa.RecordBatchReader.from_batches(schema, iter(batches)), uri, mode="create")
-    emit(res, "video", "build", sum(counts), time.perf_counter() - t)
+    return counts, time.perf_counter() - t
+
+
+def video_side(files, tmp, res, windows=400):
+    """The reference way: py_build, then per window a pylance take of 16
+    rows and cv2.imdecode + BGR->RGB per frame."""
+    import cv2
+    import lance
+    uri = os.path.join(tmp, "py_frames")
+    counts, secs = py_build(files, uri)
+    emit(res, "video", "build", sum(counts), secs)
     ds = lance.dataset(uri)
     starts = np.cumsum([0] + counts)
     segs = [(v, s) for v, c in enumerate(counts) for s in range(0, c - 16 + 1)]
@@ -431,14 +477,12 @@ def video_side(files, tmp, res, windows=400):
     emit(res, "video", "window_get", windows, time.perf_counter() - t)
 
 
-def video_rss(files):
-    """Peak RSS of shardset building frames caches of 8 and 32 videos."""
-    out = []
-    for k in (len(files) // 4, len(files)):
-        r = subprocess.run(workloads_cmd() + ["video-rss", "--video-dir", os.path.dirname(files[0]), "--videos", str(k)],
-                           cwd=ROOT, check=True, stdout=subprocess.PIPE, text=True).stdout
-        out += [json.loads(l) for l in r.splitlines() if l.startswith("{")]
-    return out
+def rust_video_build(vdir, k):
+    """shardset building a frames cache of the first k videos of vdir
+    (method 4, 2 threads): frames, seconds and peak RSS."""
+    r = subprocess.run(workloads_cmd() + ["video-rss", "--video-dir", vdir, "--videos", str(k)],
+                       cwd=ROOT, check=True, stdout=subprocess.PIPE, text=True).stdout
+    return [json.loads(l) for l in r.splitlines() if l.startswith("{")][0]
 
 
 def python_side(scale, tmp):
@@ -497,45 +541,62 @@ def rust_side(scale, only=None):
 
 
 def video_main(args):
-    with tempfile.TemporaryDirectory() as tmp:
-        vdir = os.path.join(tmp, "videos")
-        files = make_videos(vdir, 8)
-        print("== shardset (workloads --only video, release) ==", flush=True)
-        out = subprocess.run(workloads_cmd() + ["--only", "video", "--video-dir", vdir], cwd=ROOT, check=True,
-                             stdout=subprocess.PIPE, text=True).stdout
-        rust = [json.loads(l) for l in out.splitlines() if l.startswith("{")]
-        for r in rust:
-            print(json.dumps(r), flush=True)
-        print("== python reference way (OpenCV %s + pylance) ==" % __import__("cv2").__version__
-              if _has("cv2") else "== python reference way (OpenCV + pylance) ==", flush=True)
-        py = []
-        video_side(files, tmp, py)
-        for r in py:
-            print(json.dumps(r), flush=True)
-        big = os.path.join(tmp, "videos32")
-        files32 = make_videos(big, 32)
-        rss = video_rss(files32)
-    pyd = {(r["workload"], r["op"]): r for r in py}
-    print()
-    print(f"{'workload':10} {'op':16} {'shardset/s':>12} {'python/s':>10} {'ratio':>7} {'target':>7}")
     ok_all = True
-    for r in rust:
-        key = (r["workload"], r["op"])
-        p = pyd.get(key) or (pyd.get((key[0], "build")) if key[1] == "build_method0" else None)
-        if p is None:
-            print(f"{key[0]:10} {key[1]:16} {r['rows_per_s']:12,.1f} {'-':>10}")
-            continue
-        ratio = r["rows_per_s"] / p["rows_per_s"]
-        tgt = TARGETS.get(key)
-        ok = tgt is None or ratio >= tgt
-        ok_all &= ok
-        print(f"{key[0]:10} {key[1]:16} {r['rows_per_s']:12,.1f} {p['rows_per_s']:10,.1f} {ratio:7.2f} "
-              f"{('>=' + str(tgt)) if tgt else '':>7} {'ok' if ok else 'MISS'}")
+    report = {}
+    with tempfile.TemporaryDirectory() as tmp:
+        for content, checked in VIDEO_CONTENTS:
+            vdir = os.path.join(tmp, content)
+            files = make_videos(vdir, 8, content=content)
+            cal = calibrate(files)
+            print(f"== {content}: 8 clips x 100 frames; per core with OpenCV: h264 decode {cal['h264_decode']:,.0f} "
+                  f"frames/s, WebP q65 encode {cal['webp_encode']:,.0f}, decode {cal['webp_decode']:,.0f} "
+                  f"(mean frame {cal['webp_kib']:.1f} KiB) ==", flush=True)
+            out = subprocess.run(workloads_cmd() + ["--only", "video", "--video-dir", vdir], cwd=ROOT, check=True,
+                                 stdout=subprocess.PIPE, text=True).stdout
+            rust = [json.loads(l) for l in out.splitlines() if l.startswith("{")]
+            py = []
+            video_side(files, tmp, py)
+            if checked:
+                # One 600-frame clip ahead of eight 50-frame clips.
+                mdir = os.path.join(tmp, content + "_mixed")
+                mixed = make_videos(mdir, 9, content=content, lengths=[600] + [50] * 8)
+                r = rust_video_build(mdir, 9)
+                rust.append({"side": "shardset", "workload": "video", "op": "build_mixed", "rows": r["frames"],
+                             "seconds": r["seconds"], "rows_per_s": r["frames"] / r["seconds"]})
+                counts, secs = py_build(mixed, os.path.join(tmp, "py_mixed"))
+                emit(py, "video", "build_mixed", sum(counts), secs)
+            for r in rust:
+                print(json.dumps(r), flush=True)
+            pyd = {(r["workload"], r["op"]): r for r in py}
+            print()
+            print(f"{content}{' (targets checked)' if checked else ' (for information)'}")
+            print(f"{'op':16} {'shardset/s':>12} {'python/s':>10} {'ratio':>7} {'target':>7}")
+            for r in rust:
+                key = (r["workload"], r["op"])
+                p = pyd.get(key) or (pyd.get((key[0], "build")) if key[1] == "build_method0" else None)
+                if p is None:
+                    print(f"{key[1]:16} {r['rows_per_s']:12,.1f} {'-':>10}")
+                    continue
+                ratio = r["rows_per_s"] / p["rows_per_s"]
+                tgt = TARGETS.get(key)
+                ok = tgt is None or ratio >= tgt
+                if checked:
+                    ok_all &= ok
+                verdict = ("ok" if ok else "MISS") if checked else ""
+                print(f"{key[1]:16} {r['rows_per_s']:12,.1f} {p['rows_per_s']:10,.1f} {ratio:7.2f} "
+                      f"{('>=' + str(tgt)) if tgt else '':>7} {verdict}")
+            print(f"2-core limits from the OpenCV speeds: build {2 / (1 / cal['webp_encode'] + 1 / cal['h264_decode']):,.0f} "
+                  f"frames/s, windows {2 * cal['webp_decode'] / 16:,.0f}/s", flush=True)
+            print()
+            report[content] = {"calibration": cal, "shardset": rust, "python": py}
+        big = os.path.join(tmp, "videos32")
+        make_videos(big, 32)
+        rss = [rust_video_build(big, k) for k in (8, 32)]
     for r in rss:
         print(f"peak RSS building {r['videos']:>3} videos ({r['frames']} frames): {r['peak_rss_kb'] / 1024:.1f} MiB ({r['seconds']:.2f} s)")
     if args.json:
         with open(args.json, "w") as f:
-            json.dump({"shardset": rust, "python": py, "rss": rss}, f, indent=1)
+            json.dump({**report, "rss": rss}, f, indent=1)
     print("all targets met" if ok_all else "some targets missed")
 
 

@@ -401,8 +401,8 @@ fn build_frames(
 }
 
 /// Build a frames cache (frames/s at WebP method 4, the reference's, and
-/// method 0), then read random 16-frame windows one at a time (windows/s)
-/// and in takes of 8.
+/// method 0), then read random 16-frame windows one at a time (windows/s),
+/// in takes of 8 and in stacked batches of 8.
 #[cfg(feature = "video")]
 fn video_workloads(args: &[String], tmp: &Path) {
     use shardset::{open_cache_with, LanceVideoFrames, OpenOptions, WindowSpec};
@@ -440,4 +440,14 @@ fn video_workloads(args: &[String], tmp: &Path) {
         black_box(be.windows(c).unwrap());
     }
     emit("video", "window_take8", n as u64, t.elapsed().as_secs_f64());
+    let t = Instant::now();
+    for c in picks[20..].chunks(8) {
+        black_box(be.windows_batch(c).unwrap());
+    }
+    emit(
+        "video",
+        "window_batch8",
+        n as u64,
+        t.elapsed().as_secs_f64(),
+    );
 }

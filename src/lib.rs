@@ -44,7 +44,7 @@ pub use backends::{ArrowShards, Backend, IterOptions};
 #[cfg(feature = "lance")]
 pub use backends::{LanceReadOptions, LanceRows};
 #[cfg(feature = "video")]
-pub use backends::{LanceVideoFrames, Window};
+pub use backends::{LanceVideoFrames, Window, WindowBatch};
 pub use builder::{
     load, load_with_report, BuilderConfig, DatasetBuilder, DatasetInfo, ExampleStream, LoadOptions,
     LoadReport, StorageFormat, Version, WorkUnit,

@@ -55,6 +55,24 @@ pub struct Window {
     pub metadata: serde_json::Map<String, J>,
 }
 
+/// Decoded windows stacked for a training step: the frames of every window
+/// in one RGB u8 tensor `[B, T, H, W, 3]`, decoded straight into place, with
+/// each window's position. The videos' paths and metadata are in
+/// [`LanceVideoFrames::metadata`] under `video_idx`.
+#[derive(Debug, Clone, PartialEq)]
+pub struct WindowBatch {
+    /// The frames, RGB u8 `[B, T, H, W, 3]`.
+    pub frames: Tensor,
+    /// Position of each window's video in the cache's `videos` list.
+    pub video_idx: Vec<usize>,
+    /// First frame of each window.
+    pub start_frame: Vec<u64>,
+    /// Frame numbers of each window, within its video.
+    pub frame_indices: Vec<Vec<u64>>,
+    /// Each window's index.
+    pub sample_idx: Vec<u64>,
+}
+
 /// A `lance-video-frames` cache seen as windows.
 #[derive(Debug, Clone)]
 pub struct LanceVideoFrames {
@@ -311,6 +329,81 @@ impl LanceVideoFrames {
                 })
             })
             .collect()
+    }
+
+    /// Decoded windows at `indices` stacked into one `[B, T, H, W, 3]`
+    /// tensor (order kept, duplicates allowed): one batched read, every frame
+    /// decoded in parallel straight into the batch, and one allocation for
+    /// the whole batch instead of one per window.
+    ///
+    /// # Errors
+    /// As [`LanceVideoFrames::window`], and [`Error::InvalidArgument`] when
+    /// the windows come from videos of different frame sizes (they cannot
+    /// share a tensor; read them with [`LanceVideoFrames::windows`]).
+    pub fn windows_batch(&self, indices: &[i64]) -> Result<WindowBatch> {
+        use rayon::prelude::*;
+        let n = self.len();
+        let ws = indices
+            .iter()
+            .map(|&i| normalize_index(i, n))
+            .collect::<Result<Vec<u64>>>()?;
+        let located: Vec<(usize, u64, Vec<u64>)> = ws.iter().map(|&w| self.locate(w)).collect();
+        let videos = &self.inner.meta.videos;
+        let (w, h) = located
+            .first()
+            .map_or((0, 0), |l| (videos[l.0].w as usize, videos[l.0].h as usize));
+        if let Some(other) = located
+            .iter()
+            .find(|l| (videos[l.0].w as usize, videos[l.0].h as usize) != (w, h))
+        {
+            return Err(Error::InvalidArgument(format!(
+                "windows of {w}x{h} and {}x{} videos cannot share one batch tensor; read them with windows()",
+                videos[other.0].w, videos[other.0].h
+            )));
+        }
+        let (batch, t) = self.frame_bytes(&ws)?;
+        let bytes = batch
+            .column(2)
+            .as_binary_opt::<i64>()
+            .ok_or_else(|| Error::corrupt(&self.inner.dir, "frame bytes are not large_binary"))?;
+        let per = w * h * 3;
+        let mut data = vec![0u8; per * bytes.len()];
+        let dir = &self.inner.dir;
+        data.par_chunks_mut(per.max(1))
+            .zip(bytes.iter().collect::<Vec<_>>().into_par_iter())
+            .enumerate()
+            .try_for_each(|(i, (out, f))| {
+                crate::video::webp::decode_rgb_into(f.unwrap_or_default(), w, h, out).map_err(
+                    |reason| {
+                        let (v, ..) = located[i / t.max(1)];
+                        Error::Video {
+                            path: dir.clone(),
+                            reason: format!(
+                                "window {} of video {v}: frame {}: {reason}",
+                                ws[i / t.max(1)],
+                                i % t.max(1)
+                            ),
+                        }
+                    },
+                )
+            })?;
+        let mut out = WindowBatch {
+            frames: Tensor {
+                dtype: crate::features::Dtype::UInt8,
+                shape: vec![ws.len(), t, h, w, 3],
+                data,
+            },
+            video_idx: Vec::with_capacity(ws.len()),
+            start_frame: Vec::with_capacity(ws.len()),
+            frame_indices: Vec::with_capacity(ws.len()),
+            sample_idx: ws.clone(),
+        };
+        for (v, start, idx) in located {
+            out.video_idx.push(v);
+            out.start_frame.push(start);
+            out.frame_indices.push(idx);
+        }
+        Ok(out)
     }
 
     /// `n` window indices drawn at random with a seed, balanced per video on request.

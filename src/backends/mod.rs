@@ -26,7 +26,7 @@ pub use arrow_shards::ArrowShards;
 #[cfg(feature = "lance")]
 pub use lance_rows::{LanceReadOptions, LanceRows};
 #[cfg(feature = "video")]
-pub use lance_video_frames::{LanceVideoFrames, Window};
+pub use lance_video_frames::{LanceVideoFrames, Window, WindowBatch};
 
 /// Which shards `iter_batches` visits, and in which order.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]

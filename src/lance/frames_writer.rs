@@ -3,21 +3,25 @@
 //! (`video_id int32, frame_idx int32, bytes large_binary`) of a Lance dataset.
 //!
 //! Videos are decoded and encoded in parallel on a rayon pool (one video per
-//! job, jobs started in order); their frames stream back in video order
-//! through small bounded channels to the one Lance writer. At most
-//! `threads + 1` videos are in flight and each holds a few dozen encoded
-//! frames, so memory does not grow with the number or length of videos.
-//! Decoded frames go to WebP as YUV 4:2:0 planes, as the decoder gives
-//! them (no RGB round trip).
+//! job, jobs started in order, `threads + 1` running at once); their frames
+//! stream back in chunks, and are written in video order by the one Lance
+//! writer. A video that finishes before the ones ahead of it (a short clip
+//! behind a long one) waits in memory, so the other cores keep working
+//! instead of idling behind the long video; what waits counts against
+//! [`VideoFramesOptions::buffer_bytes`], and a job whose video is not the one
+//! being written pauses when that is spent. Memory is therefore bounded by
+//! that budget plus a few chunks per running job, whatever the number or
+//! length of the videos. Decoded frames go to WebP as YUV 4:2:0 planes, as
+//! the decoder gives them (no RGB round trip).
 
 use std::collections::VecDeque;
 use std::path::{Path, PathBuf};
-use std::sync::Arc;
+use std::sync::{Arc, Condvar, Mutex};
 
 use arrow_array::builder::LargeBinaryBuilder;
 use arrow_array::{Int32Array, RecordBatch};
 use arrow_schema::{DataType, Field, Schema, SchemaRef};
-use crossbeam_channel::{bounded, Receiver, Sender};
+use crossbeam_channel::{bounded, select, unbounded, Receiver, Sender};
 use lance::dataset::{Dataset, WriteMode, WriteParams};
 use serde_json::Value as J;
 
@@ -98,6 +102,12 @@ pub struct VideoFramesOptions {
     pub progress: Option<Arc<std::sync::atomic::AtomicU64>>,
     /// A stamp of the input files recorded as `sources` (see `builder::Sources::stamp`).
     pub sources: Option<J>,
+    /// Encoded frames that may wait in memory for their video's turn to be
+    /// written, in bytes (default 128 MiB). Videos are written in order, so
+    /// the frames of a video that finishes early wait until the videos
+    /// before it are written; when this is spent, jobs other than the
+    /// video being written pause.
+    pub buffer_bytes: usize,
 }
 
 impl Default for VideoFramesOptions {
@@ -113,6 +123,7 @@ impl Default for VideoFramesOptions {
             lineage: None,
             progress: None,
             sources: None,
+            buffer_bytes: 128 << 20,
         }
     }
 }
@@ -339,9 +350,11 @@ fn resolve(
 
 /// Decodes and encodes one video, sending its frames in order.
 fn encode_video(
+    id: i64,
     file: &Path,
     opts: &VideoFramesOptions,
     tx: &Sender<Msg>,
+    budget: &Budget,
 ) -> std::result::Result<u64, String> {
     let encoder = WebpEncoder::new(opts.webp)?;
     let mut v = VideoFile::open(file)?;
@@ -350,6 +363,12 @@ fn encode_video(
     let mut batch: Vec<Vec<u8>> = Vec::with_capacity(FRAMES_PER_BATCH);
     let mut sent_size = false;
     let gone = || "the build stopped".to_string();
+    let send = |frames: Vec<Vec<u8>>| {
+        budget
+            .acquire(id, chunk_bytes(&frames))
+            .map_err(|()| gone())?;
+        tx.send(Msg::Frames(frames)).map_err(|_| gone())
+    };
     let n = v.for_each_frame(file, PixelTarget::Yuv420, Some((w, h)), |t, f| {
         if !sent_size {
             tx.send(Msg::Size(w, h)).map_err(|_| gone())?;
@@ -369,13 +388,12 @@ fn encode_video(
             .map_err(|e| format!("webp encode failed at t={t}: {e}"))?;
         batch.push(bytes);
         if batch.len() == FRAMES_PER_BATCH {
-            tx.send(Msg::Frames(std::mem::take(&mut batch)))
-                .map_err(|_| gone())?;
+            send(std::mem::take(&mut batch))?;
         }
         Ok(true)
     })?;
     if !batch.is_empty() {
-        tx.send(Msg::Frames(batch)).map_err(|_| gone())?;
+        send(batch)?;
     }
     if n == 0 {
         return Err("empty video (no decodable frame)".into());
@@ -407,6 +425,95 @@ fn frames_batch(
     .map_err(|e| Error::arrow(None, e))
 }
 
+/// Bytes of a chunk of encoded frames.
+fn chunk_bytes(frames: &[Vec<u8>]) -> u64 {
+    frames.iter().map(|f| f.len() as u64).sum()
+}
+
+/// The memory budget of encoded frames sent but not yet written (see
+/// [`VideoFramesOptions::buffer_bytes`]). The job of the video being written
+/// (the head) never waits, so the writer always makes progress; other jobs
+/// wait while the budget is spent, except that one chunk always fits.
+struct Budget {
+    state: Mutex<BudgetState>,
+    cv: Condvar,
+    limit: u64,
+}
+
+struct BudgetState {
+    used: u64,
+    head: i64,
+    closed: bool,
+}
+
+impl Budget {
+    fn new(limit: usize) -> Self {
+        Budget {
+            state: Mutex::new(BudgetState {
+                used: 0,
+                head: 0,
+                closed: false,
+            }),
+            cv: Condvar::new(),
+            limit: limit as u64,
+        }
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, BudgetState> {
+        self.state.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Takes `n` bytes for video `id`, waiting while it is not the head and
+    /// the budget is spent. Err once the build has stopped.
+    fn acquire(&self, id: i64, n: u64) -> std::result::Result<(), ()> {
+        let mut s = self.lock();
+        loop {
+            if s.closed {
+                return Err(());
+            }
+            if s.head == id || s.used == 0 || s.used + n <= self.limit {
+                s.used += n;
+                return Ok(());
+            }
+            s = self.cv.wait(s).unwrap_or_else(|p| p.into_inner());
+        }
+    }
+
+    fn release(&self, n: u64) {
+        let mut s = self.lock();
+        s.used = s.used.saturating_sub(n);
+        drop(s);
+        self.cv.notify_all();
+    }
+
+    fn set_head(&self, id: i64) {
+        let mut s = self.lock();
+        if s.head != id {
+            s.head = id;
+            drop(s);
+            self.cv.notify_all();
+        }
+    }
+
+    fn close(&self) {
+        self.lock().closed = true;
+        self.cv.notify_all();
+    }
+}
+
+/// Closes the budget when the collector returns, so paused jobs stop.
+struct CloseOnDrop(Arc<Budget>);
+
+impl Drop for CloseOnDrop {
+    fn drop(&mut self) {
+        self.0.close();
+    }
+}
+
+/// Videos dispatched ahead of the one being written, at most (their jobs
+/// finished or running; each holds a task and, for inline bytes, a temp file).
+const MAX_AHEAD: usize = 256;
+
 /// The collector: feeds jobs to the pool, forwards their frames in video
 /// order, and returns the videos written and the ones skipped.
 #[allow(clippy::too_many_arguments)]
@@ -425,7 +532,12 @@ where
     E: Into<BoxError>,
 {
     let (pool, threads) = crate::cache::pipeline::thread_pool(opts.threads, "video")?;
-    let window = threads + 1;
+    let budget = Arc::new(Budget::new(opts.buffer_bytes));
+    let _close = CloseOnDrop(budget.clone());
+    // Each job says here when it ends, so a new one starts while the writer
+    // still waits on an earlier, longer video.
+    let (ended_tx, ended_rx) = unbounded::<()>();
+    let mut running = 0usize;
     let mut items = items.into_iter();
     let mut queue: VecDeque<(Task, Receiver<Msg>)> = VecDeque::new();
     let mut next_id: i64 = 0;
@@ -433,9 +545,12 @@ where
     let mut videos = Vec::new();
     let mut skipped = Vec::new();
     let mut row = 0u64;
+    // The head video's frame size and frames written so far.
+    let mut size = (0usize, 0usize);
+    let mut frames = 0u64;
     let lance_gone = || lance_err(lance_dir, "the Lance writer stopped early");
     loop {
-        while !exhausted && queue.len() < window {
+        while !exhausted && running <= threads && queue.len() < MAX_AHEAD {
             match items.next() {
                 None => exhausted = true,
                 Some(Err(e)) => {
@@ -446,68 +561,85 @@ where
                 }
                 Some(Ok((key, ex))) => {
                     let task = resolve(next_id, key, ex, column, allowed, inputs_dir)?;
+                    let id = next_id;
                     next_id += 1;
-                    let (tx, rx) = bounded::<Msg>(4);
+                    let (tx, rx) = unbounded::<Msg>();
                     let file = task.file.clone();
                     let o = opts.clone();
+                    let b = budget.clone();
+                    let ended = ended_tx.clone();
+                    running += 1;
                     pool.spawn_fifo(move || {
                         let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-                            encode_video(&file, &o, &tx)
+                            encode_video(id, &file, &o, &tx, &b)
                         }))
                         .unwrap_or_else(|p| Err(Error::from_panic("video encoder", p).to_string()));
                         let _ = tx.send(match r {
                             Ok(n) => Msg::Done(n),
                             Err(e) => Msg::Failed(e),
                         });
+                        let _ = ended.send(());
                     });
                     queue.push_back((task, rx));
                 }
             }
         }
-        let Some((task, rx)) = queue.pop_front() else {
+        let Some((task, rx)) = queue.front() else {
             break;
         };
-        let mut size = (0usize, 0usize);
-        let mut frames = 0u64;
-        let outcome = loop {
-            match rx.recv() {
-                Ok(Msg::Size(w, h)) => size = (w, h),
-                Ok(Msg::Frames(f)) => {
-                    let b = frames_batch(schema, task.id, frames, &f)?;
-                    frames += f.len() as u64;
-                    out.send(b).map_err(|_| lance_gone())?;
-                    if let Some(p) = &opts.progress {
-                        p.fetch_add(f.len() as u64, std::sync::atomic::Ordering::Relaxed);
-                    }
-                }
-                Ok(Msg::Done(n)) => break Ok(n),
-                Ok(Msg::Failed(e)) => break Err(e),
-                Err(_) => break Err("the video job ended without a result".to_string()),
+        budget.set_head(task.id);
+        let msg = select! {
+            recv(rx) -> m => m,
+            recv(ended_rx) -> _ => {
+                running -= 1;
+                continue;
             }
         };
+        let outcome = match msg {
+            Ok(Msg::Size(w, h)) => {
+                size = (w, h);
+                continue;
+            }
+            Ok(Msg::Frames(f)) => {
+                let b = frames_batch(schema, task.id, frames, &f)?;
+                frames += f.len() as u64;
+                out.send(b).map_err(|_| lance_gone())?;
+                budget.release(chunk_bytes(&f));
+                if let Some(p) = &opts.progress {
+                    p.fetch_add(f.len() as u64, std::sync::atomic::Ordering::Relaxed);
+                }
+                continue;
+            }
+            Ok(Msg::Done(n)) => Ok(n),
+            Ok(Msg::Failed(e)) => Err(e),
+            Err(_) => Err("the video job ended without a result".to_string()),
+        };
+        let (task, _) = queue.pop_front().expect("the head video");
+        let written = std::mem::take(&mut frames);
+        let (w, h) = std::mem::take(&mut size);
         if task.temp {
             let _ = std::fs::remove_file(&task.file);
         }
         match outcome {
             Ok(n) => {
-                debug_assert_eq!(n, frames);
+                debug_assert_eq!(n, written);
                 videos.push(VideoEntry {
                     id: task.id,
                     key: task.key,
                     path: Some(task.recorded),
                     checksum: task.checksum,
                     t: n,
-                    h: size.1 as u64,
-                    w: size.0 as u64,
+                    h: h as u64,
+                    w: w as u64,
                     start_row: row,
                     metadata: task.metadata,
                 });
                 row += n;
             }
-            Err(reason) if frames > 0 => {
+            Err(reason) if written > 0 => {
                 return Err(Error::Video {
                     path: task.file,
-                    reason: format!("failed after {frames} frames were written: {reason}"),
+                    reason: format!("failed after {written} frames were written: {reason}"),
                 })
             }
             Err(reason) if opts.skip_corrupt => {

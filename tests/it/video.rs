@@ -801,3 +801,165 @@ fn the_loader_reads_windows_shard_shuffled() {
         "every window once across the three workers"
     );
 }
+
+#[test]
+fn videos_of_mixed_lengths_are_written_in_order_whatever_the_buffer() {
+    if !have_ffmpeg() {
+        return;
+    }
+    // A long video first, short ones and an unreadable one behind it: the
+    // short ones finish first and wait (or pause, with a one-byte buffer)
+    // for their turn. Every build must hold the same rows in video order.
+    let tmp = tempfile::tempdir().unwrap();
+    let long = make_video(tmp.path(), "long.mp4", 100, "48x32", &["-c:v", "libx264"]);
+    let broken = tmp.path().join("broken.mp4");
+    std::fs::write(&broken, b"not a video at all").unwrap();
+    let mut files = vec![long];
+    for i in 0..6 {
+        let n = 3 + 7 * i;
+        files.push(make_video(
+            tmp.path(),
+            &format!("s{i}.mp4"),
+            n,
+            "48x32",
+            &["-c:v", "libx264"],
+        ));
+        if i == 2 {
+            files.push(broken.clone());
+        }
+    }
+    let f = Features::new()
+        .with("video", Feature::video(VideoStorage::Frames))
+        .with("k", Feature::value(Dtype::Int64));
+    let examples = || {
+        files
+            .iter()
+            .enumerate()
+            .map(|(k, p)| {
+                Example::new()
+                    .with("video", Value::Path(p.clone()))
+                    .with("k", k as i64)
+            })
+            .collect::<Vec<_>>()
+    };
+    let mut builds = Vec::new();
+    for (name, threads, buffer_bytes) in [
+        ("serial", 1, 128 << 20),
+        ("parallel", 2, 128 << 20),
+        ("one_byte_buffer", 2, 1),
+        ("many_threads", 5, 1),
+    ] {
+        let dir = tmp.path().join(name);
+        let o = VideoFramesOptions {
+            threads,
+            buffer_bytes,
+            ..Default::default()
+        };
+        let w = write_video_frames_cache(examples(), &f, &dir, &o).unwrap();
+        let m = &w.metadata;
+        assert_eq!(m.n_videos, 7, "{name}");
+        assert_eq!(m.n_skipped, 1, "{name}");
+        let ts: Vec<u64> = m.videos.iter().map(|v| v.t).collect();
+        assert_eq!(ts, vec![100, 3, 10, 17, 24, 31, 38], "{name}");
+        let ids: Vec<i64> = m.videos.iter().map(|v| v.id).collect();
+        assert_eq!(
+            ids,
+            vec![0, 1, 2, 3, 5, 6, 7],
+            "{name}: the broken one is id 4"
+        );
+        let mut start = 0;
+        for v in &m.videos {
+            assert_eq!(v.start_row, start, "{name}");
+            assert_eq!(v.metadata["k"], v.id, "{name}");
+            start += v.t;
+        }
+        // The Lance rows themselves: video_id and frame_idx in order.
+        let c = open_cache_with(
+            &dir,
+            &OpenOptions::default().with_windows(WindowSpec::new(1, 0, 1)),
+        )
+        .unwrap();
+        let raw = c.backend.slice(0, c.backend.len()).unwrap();
+        let be = c
+            .backend
+            .as_any()
+            .downcast_ref::<shardset::LanceVideoFrames>()
+            .unwrap();
+        assert_eq!(raw.num_rows() as u64, start);
+        let all: Vec<i64> = (0..be.len() as i64).collect();
+        builds.push((name, be.windows_batch(&all).unwrap().frames.data));
+    }
+    // WebP encoding is deterministic: every schedule stores the same frames.
+    for (name, frames) in &builds[1..] {
+        assert!(
+            frames == &builds[0].1,
+            "{name} differs from the serial build"
+        );
+    }
+}
+
+#[test]
+fn window_batches_stack_the_same_frames_as_single_windows() {
+    let (_t, dir) = golden_copy("lance_video_frames");
+    let c = open_cache_with(
+        &dir,
+        &OpenOptions::default().with_windows(WindowSpec::new(4, 1, 3)),
+    )
+    .unwrap();
+    let be = c
+        .backend
+        .as_any()
+        .downcast_ref::<shardset::LanceVideoFrames>()
+        .unwrap();
+    // Golden videos differ in size, so stack windows of one video at a time,
+    // in a scrambled order with a repeat and a negative index.
+    let n = be.len() as i64;
+    let by_video = |v: usize| -> Vec<i64> {
+        (0..n)
+            .filter(|&i| be.window(i).unwrap().video_idx == v)
+            .collect()
+    };
+    for v in 0..be.metadata().videos.len() {
+        let mut idx = by_video(v);
+        if idx.is_empty() {
+            continue;
+        }
+        idx.reverse();
+        idx.push(idx[0]);
+        if idx[0] == n - 1 {
+            idx.push(-1);
+        }
+        let b = be.windows_batch(&idx).unwrap();
+        let singles = be.windows(&idx).unwrap();
+        let (t, h, w) = (
+            singles[0].frames.shape[0],
+            singles[0].frames.shape[1],
+            singles[0].frames.shape[2],
+        );
+        assert_eq!(b.frames.shape, vec![idx.len(), t, h, w, 3]);
+        let per = t * h * w * 3;
+        for (k, s) in singles.iter().enumerate() {
+            assert_eq!(&b.frames.data[k * per..(k + 1) * per], &s.frames.data[..]);
+            assert_eq!(b.video_idx[k], s.video_idx);
+            assert_eq!(b.start_frame[k], s.start_frame);
+            assert_eq!(b.frame_indices[k], s.frame_indices);
+            assert_eq!(b.sample_idx[k], s.sample_idx);
+        }
+    }
+    // Windows of videos of different sizes do not stack: a typed error.
+    let sizes: std::collections::BTreeSet<(u64, u64)> =
+        be.metadata().videos.iter().map(|v| (v.w, v.h)).collect();
+    if sizes.len() > 1 {
+        let e = be.windows_batch(&(0..n).collect::<Vec<_>>()).unwrap_err();
+        assert!(
+            matches!(&e, Error::InvalidArgument(m) if m.contains("cannot share")),
+            "{e}"
+        );
+    }
+    assert!(matches!(
+        be.windows_batch(&[n]),
+        Err(Error::IndexOutOfRange { .. })
+    ));
+    let empty = be.windows_batch(&[]).unwrap();
+    assert_eq!(empty.frames.shape[0], 0);
+}
