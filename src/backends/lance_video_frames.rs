@@ -341,7 +341,6 @@ impl LanceVideoFrames {
     /// the windows come from videos of different frame sizes (they cannot
     /// share a tensor; read them with [`LanceVideoFrames::windows`]).
     pub fn windows_batch(&self, indices: &[i64]) -> Result<WindowBatch> {
-        use rayon::prelude::*;
         let n = self.len();
         let ws = indices
             .iter()
@@ -366,27 +365,19 @@ impl LanceVideoFrames {
             .column(2)
             .as_binary_opt::<i64>()
             .ok_or_else(|| Error::corrupt(&self.inner.dir, "frame bytes are not large_binary"))?;
-        let per = w * h * 3;
-        let mut data = vec![0u8; per * bytes.len()];
-        let dir = &self.inner.dir;
-        data.par_chunks_mut(per.max(1))
-            .zip(bytes.iter().collect::<Vec<_>>().into_par_iter())
-            .enumerate()
-            .try_for_each(|(i, (out, f))| {
-                crate::video::webp::decode_rgb_into(f.unwrap_or_default(), w, h, out).map_err(
-                    |reason| {
-                        let (v, ..) = located[i / t.max(1)];
-                        Error::Video {
-                            path: dir.clone(),
-                            reason: format!(
-                                "window {} of video {v}: frame {}: {reason}",
-                                ws[i / t.max(1)],
-                                i % t.max(1)
-                            ),
-                        }
-                    },
-                )
-            })?;
+        let frames: Vec<&[u8]> = bytes.iter().map(|b| b.unwrap_or_default()).collect();
+        let data = crate::video::webp::decode_frames(&frames, w, h).map_err(|(i, reason)| {
+            let k = i / t.max(1);
+            Error::Video {
+                path: self.inner.dir.clone(),
+                reason: format!(
+                    "window {} of video {}: frame {}: {reason}",
+                    ws[k],
+                    located[k].0,
+                    i % t.max(1)
+                ),
+            }
+        })?;
         let mut out = WindowBatch {
             frames: Tensor {
                 dtype: crate::features::Dtype::UInt8,

@@ -1,6 +1,7 @@
 //! WebP frames through libwebp: lossy encode of YUV 4:2:0 planes (what video
 //! decoders produce, so no RGB round trip) and decode to packed RGB.
 
+use std::mem::MaybeUninit;
 use std::os::raw::c_int;
 
 use libwebp_sys as sys;
@@ -175,6 +176,20 @@ pub fn decode_rgb_into(
     height: usize,
     out: &mut [u8],
 ) -> Result<(), String> {
+    // SAFETY: u8 and MaybeUninit<u8> have the same layout, and the decoder
+    // only writes initialised bytes through the view.
+    let raw = unsafe { &mut *(out as *mut [u8] as *mut [MaybeUninit<u8>]) };
+    decode_rgb_raw(data, width, height, raw)
+}
+
+/// As [`decode_rgb_into`], into memory that may be uninitialised: on Ok
+/// libwebp has written every byte of `out` (all `h` rows of `w * 3`).
+fn decode_rgb_raw(
+    data: &[u8],
+    width: usize,
+    height: usize,
+    out: &mut [MaybeUninit<u8>],
+) -> Result<(), String> {
     let (w, h) = dimensions(data)?;
     if (w, h) != (width, height) {
         return Err(format!("frame is {w}x{h}, expected {width}x{height}"));
@@ -182,12 +197,13 @@ pub fn decode_rgb_into(
     if out.len() != w * h * 3 {
         return Err("output buffer of the wrong size".into());
     }
-    // SAFETY: `out` holds exactly h rows of w*3 bytes; libwebp writes within it.
+    // SAFETY: `out` holds exactly h rows of w*3 bytes; libwebp writes within
+    // it and, when it returns non-null, has written all of it.
     let p = unsafe {
         sys::WebPDecodeRGBInto(
             data.as_ptr(),
             data.len(),
-            out.as_mut_ptr(),
+            out.as_mut_ptr().cast::<u8>(),
             out.len(),
             (w * 3) as c_int,
         )
@@ -204,9 +220,47 @@ pub fn decode_rgb_into(
 /// As [`decode_rgb_into`].
 pub fn decode_rgb(data: &[u8]) -> Result<(Vec<u8>, usize, usize), String> {
     let (w, h) = dimensions(data)?;
-    let mut out = vec![0u8; w * h * 3];
-    decode_rgb_into(data, w, h, &mut out)?;
-    Ok((out, w, h))
+    let rgb = decode_frames(&[data], w, h).map_err(|(_, e)| e)?;
+    Ok((rgb, w, h))
+}
+
+/// Decodes frames of `width x height` into one buffer of packed RGB, frame
+/// after frame (`width * height * 3` bytes each), in parallel when there is
+/// enough work. The buffer is not zeroed first: every byte is decoded into.
+///
+/// # Errors
+/// The position of the first frame that does not decode or has another
+/// size, and why.
+pub fn decode_frames(
+    frames: &[&[u8]],
+    width: usize,
+    height: usize,
+) -> Result<Vec<u8>, (usize, String)> {
+    use rayon::prelude::*;
+    let per = width * height * 3;
+    let n = per * frames.len();
+    let mut data: Vec<u8> = Vec::with_capacity(n);
+    let buf = &mut data.spare_capacity_mut()[..n];
+    if per > 0 {
+        let work = |(i, (out, f)): (usize, (&mut [MaybeUninit<u8>], &&[u8]))| {
+            decode_rgb_raw(f, width, height, out).map_err(|e| (i, e))
+        };
+        if frames.len() > 1 && n > 64 * 1024 {
+            buf.par_chunks_mut(per)
+                .zip(frames.par_iter())
+                .enumerate()
+                .try_for_each(work)?;
+        } else {
+            buf.chunks_mut(per)
+                .zip(frames.iter())
+                .enumerate()
+                .try_for_each(work)?;
+        }
+    }
+    // SAFETY: every frame's chunk was fully written by `decode_rgb_raw`
+    // (the chunks cover all n bytes), or we returned above.
+    unsafe { data.set_len(n) };
+    Ok(data)
 }
 
 /// Decodes the frames of a window into one RGB u8 tensor `[T, H, W, 3]`,
@@ -215,27 +269,11 @@ pub fn decode_rgb(data: &[u8]) -> Result<(Vec<u8>, usize, usize), String> {
 /// # Errors
 /// A message naming the frame that does not decode or has another size.
 pub fn decode_window(frames: &[&[u8]]) -> Result<crate::value::Tensor, String> {
-    use rayon::prelude::*;
     let (w, h) = match frames.first() {
         Some(f) => dimensions(f).map_err(|e| format!("frame 0: {e}"))?,
         None => (0, 0),
     };
-    let per = w * h * 3;
-    let mut data = vec![0u8; per * frames.len()];
-    let work = |(i, (out, f)): (usize, (&mut [u8], &&[u8]))| {
-        decode_rgb_into(f, w, h, out).map_err(|e| format!("frame {i}: {e}"))
-    };
-    if frames.len() > 1 && per * frames.len() > 64 * 1024 {
-        data.par_chunks_mut(per.max(1))
-            .zip(frames.par_iter())
-            .enumerate()
-            .try_for_each(work)?;
-    } else {
-        data.chunks_mut(per.max(1))
-            .zip(frames.iter())
-            .enumerate()
-            .try_for_each(work)?;
-    }
+    let data = decode_frames(frames, w, h).map_err(|(i, e)| format!("frame {i}: {e}"))?;
     Ok(crate::value::Tensor {
         dtype: crate::features::Dtype::UInt8,
         shape: vec![frames.len(), h, w, 3],
@@ -279,6 +317,14 @@ mod tests {
         assert!(px(30) > px(2) + 100, "{} {}", px(30), px(2));
         assert!(decode_rgb(b"RIFF....WEBPVP8 junk").is_err());
         assert!(decode_rgb(&bytes[..bytes.len() / 2]).is_err());
+        // Batches: every frame decoded in place, the first bad one named.
+        let many: Vec<&[u8]> = vec![&bytes; 200];
+        assert_eq!(decode_frames(&many, w, h).unwrap(), rgb.repeat(200));
+        let mut bad = many.clone();
+        bad[150] = &bytes[..bytes.len() / 2];
+        assert_eq!(decode_frames(&bad, w, h).unwrap_err().0, 150);
+        assert!(decode_frames(&many, w + 1, h).is_err(), "size mismatch");
+        assert!(decode_frames(&[], w, h).unwrap().is_empty());
         let small = Yuv420 { y: &y[..10], ..f };
         assert!(encode_yuv420(&small, WebpSettings::default()).is_err());
     }
