@@ -652,7 +652,8 @@ fn cli_builds_video_folders_in_every_storage_and_exports_windows() {
         ],
     );
     assert!(again.contains("up to date"), "{again}");
-    // A changed input file: rebuilt, with its new frames.
+    // A changed input file: rebuilt, with its new frames (and a one-byte
+    // buffer for videos that finish ahead of their turn).
     let shorter = make_video(tmp.path(), "a6.mp4", 6, "48x32", &["-c:v", "libx264"]);
     std::fs::rename(shorter, vids.join("cats").join("a.mp4")).unwrap();
     let out = ok(
@@ -663,6 +664,8 @@ fn cli_builds_video_folders_in_every_storage_and_exports_windows() {
             v,
             "--storage",
             "frames",
+            "--buffer",
+            "1",
             "--json",
             "--out",
             tmp.path().join("f").to_str().unwrap(),
@@ -688,6 +691,24 @@ fn cli_builds_video_folders_in_every_storage_and_exports_windows() {
     assert!(!o.status.success());
     assert!(String::from_utf8_lossy(&o.stderr).contains("broken.mp4"));
     assert!(!tmp.path().join("s/train").exists());
+    let o = run(
+        &root,
+        &[
+            "build",
+            "videofolder",
+            v,
+            "--storage",
+            "frames",
+            "--buffer",
+            "lots",
+        ],
+    );
+    assert!(!o.status.success());
+    assert!(
+        String::from_utf8_lossy(&o.stderr).contains("--buffer"),
+        "{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
     // export: a window of 4 frames as PNGs and a GIF.
     let ex = tmp.path().join("ex");
     let out = ok(

@@ -120,6 +120,10 @@ pub enum BuildSource {
         /// frames: fail on an unreadable video instead of skipping it.
         #[arg(long)]
         strict: bool,
+        /// frames: memory for encoded frames of videos that finished ahead
+        /// of their turn to be written (e.g. 128MB).
+        #[arg(long, default_value = "128MB")]
+        buffer: String,
         #[command(flatten)]
         opts: BuildOpts,
     },
@@ -239,6 +243,7 @@ pub fn run(source: BuildSource) -> CliResult {
             resize,
             resize_mode,
             strict,
+            buffer,
             opts,
         } => {
             let storage = match shardset::VideoStorage::parse(&storage) {
@@ -274,12 +279,17 @@ pub fn run(source: BuildSource) -> CliResult {
                     )))
                 }
             };
+            let buffer_bytes = parse_size(&buffer)
+                .map_err(|e| CliError::Usage(format!("--buffer: {e}")))?
+                .try_into()
+                .map_err(|_| CliError::Usage(format!("--buffer {buffer} is too large")))?;
             let vopts = shardset::VideoFramesOptions {
                 webp: shardset::WebpSettings { quality, method },
                 resize,
                 resize_mode: mode,
                 threads: opts.threads,
                 skip_corrupt: !strict,
+                buffer_bytes,
                 ..Default::default()
             };
             build_frames(&folder, &splits, &opts, vopts)
