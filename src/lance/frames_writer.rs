@@ -21,18 +21,19 @@ use std::sync::{Arc, Condvar, Mutex};
 use arrow_array::builder::LargeBinaryBuilder;
 use arrow_array::{Int32Array, RecordBatch};
 use arrow_schema::{DataType, Field, Schema, SchemaRef};
-use crossbeam_channel::{bounded, select, unbounded, Receiver, Sender};
-use lance::dataset::{Dataset, WriteMode, WriteParams};
+use crossbeam_channel::{select, unbounded, Receiver, Sender};
 use serde_json::Value as J;
 
-use super::writer::{fragment_rows, fsync_tree, ChannelReader};
-use super::{block_on, lance_err};
+use super::frames_resume::{
+    self, Checkpoint, LanceSegments, ProgressFile, ProgressHeader, Resumed, PROGRESS_FILE,
+};
+use super::lance_err;
+use super::writer::{fragment_rows, fsync_tree};
 use crate::cache::lock::CacheLock;
 use crate::cache::metadata::{
     write_json_checksummed, VideoEntry, VideoFramesMetadata, WriterInfo, CACHE_FORMAT_VERSION,
     LAYOUT_LANCE_VIDEO_FRAMES, METADATA_FILE,
 };
-use crate::cache::publish::{remove_leftovers, StagingDir};
 use crate::error::{BoxError, Error, Result};
 use crate::features::describe::features_to_json;
 use crate::features::{Feature, Features, VideoStorage};
@@ -108,6 +109,15 @@ pub struct VideoFramesOptions {
     /// before it are written; when this is spent, jobs other than the
     /// video being written pause.
     pub buffer_bytes: usize,
+    /// Frames between checkpoints (default 65,536): at the first video
+    /// boundary after this many frames, or after `checkpoint_interval`,
+    /// what was written is committed to Lance and recorded. When `sources`
+    /// is set, a build of the same cache that was killed or failed is
+    /// resumed from its last checkpoint by the next build with the same
+    /// options and sources.
+    pub checkpoint_frames: u64,
+    /// Time between checkpoints (default two minutes; see `checkpoint_frames`).
+    pub checkpoint_interval: std::time::Duration,
 }
 
 impl Default for VideoFramesOptions {
@@ -124,6 +134,8 @@ impl Default for VideoFramesOptions {
             progress: None,
             sources: None,
             buffer_bytes: 128 << 20,
+            checkpoint_frames: 1 << 16,
+            checkpoint_interval: std::time::Duration::from_secs(120),
         }
     }
 }
@@ -135,6 +147,9 @@ pub struct WrittenVideoFrames {
     pub dir: PathBuf,
     /// Its metadata.
     pub metadata: VideoFramesMetadata,
+    /// Videos (written or skipped) taken over from an interrupted build of
+    /// the same cache (0 when nothing was resumed).
+    pub resumed_videos: u64,
 }
 
 /// The Lance schema of a frames cache (the reference's).
@@ -148,6 +163,9 @@ pub fn frames_schema() -> SchemaRef {
 
 /// Frames per record batch sent to Lance (and per message from a video job).
 const FRAMES_PER_BATCH: usize = 32;
+
+/// Where inline video bytes are written for FFmpeg, inside the temp dir.
+pub(crate) const INPUTS_DIR: &str = "_video_inputs";
 
 /// Builds a `lance-video-frames` cache at `cache_dir` from examples whose
 /// video column holds a path (`Value::Path`/`Value::Str`), inline bytes
@@ -524,7 +542,9 @@ fn collect<I, E>(
     inputs_dir: &Path,
     opts: &VideoFramesOptions,
     schema: &SchemaRef,
-    out: &Sender<RecordBatch>,
+    lance: &mut LanceSegments,
+    progress: &mut ProgressFile,
+    resumed: Resumed,
     lance_dir: &Path,
 ) -> Result<(Vec<VideoEntry>, Vec<J>, u64)>
 where
@@ -539,16 +559,20 @@ where
     let (ended_tx, ended_rx) = unbounded::<()>();
     let mut running = 0usize;
     let mut items = items.into_iter();
+    skip_resumed(&mut items, &resumed, column, allowed, inputs_dir)?;
     let mut queue: VecDeque<(Task, Receiver<Msg>)> = VecDeque::new();
-    let mut next_id: i64 = 0;
+    let mut next_id = resumed.tasks as i64;
     let mut exhausted = false;
-    let mut videos = Vec::new();
-    let mut skipped = Vec::new();
-    let mut row = 0u64;
+    let mut videos = resumed.videos;
+    let mut skipped = resumed.skipped;
+    let mut row: u64 = videos.iter().map(|v| v.t).sum();
+    // What the next checkpoint records: videos and skips from these positions.
+    let (mut videos_from, mut skipped_from) = (videos.len(), skipped.len());
+    let mut since_checkpoint = 0u64;
+    let mut last_checkpoint = std::time::Instant::now();
     // The head video's frame size and frames written so far.
     let mut size = (0usize, 0usize);
     let mut frames = 0u64;
-    let lance_gone = || lance_err(lance_dir, "the Lance writer stopped early");
     loop {
         while !exhausted && running <= threads && queue.len() < MAX_AHEAD {
             match items.next() {
@@ -603,7 +627,7 @@ where
             Ok(Msg::Frames(f)) => {
                 let b = frames_batch(schema, task.id, frames, &f)?;
                 frames += f.len() as u64;
-                out.send(b).map_err(|_| lance_gone())?;
+                lance.send(b)?;
                 budget.release(chunk_bytes(&f));
                 if let Some(p) = &opts.progress {
                     p.fetch_add(f.len() as u64, std::sync::atomic::Ordering::Relaxed);
@@ -615,6 +639,7 @@ where
             Err(_) => Err("the video job ended without a result".to_string()),
         };
         let (task, _) = queue.pop_front().expect("the head video");
+        let done_tasks = task.id as u64 + 1;
         let written = std::mem::take(&mut frames);
         let (w, h) = std::mem::take(&mut size);
         if task.temp {
@@ -635,6 +660,7 @@ where
                     metadata: task.metadata,
                 });
                 row += n;
+                since_checkpoint += n;
             }
             Err(reason) if written > 0 => {
                 return Err(Error::Video {
@@ -654,8 +680,86 @@ where
                 })
             }
         }
+        if since_checkpoint > 0
+            && (since_checkpoint >= opts.checkpoint_frames
+                || last_checkpoint.elapsed() >= opts.checkpoint_interval)
+        {
+            if let Some(ds) = lance.commit()? {
+                fsync_tree(lance_dir)?;
+                progress.append(Checkpoint {
+                    version: ds.version().version,
+                    tasks: done_tasks,
+                    videos: videos[videos_from..].to_vec(),
+                    skipped: skipped[skipped_from..].to_vec(),
+                })?;
+                (videos_from, skipped_from) = (videos.len(), skipped.len());
+            }
+            since_checkpoint = 0;
+            last_checkpoint = std::time::Instant::now();
+        }
     }
     Ok((videos, skipped, next_id as u64))
+}
+
+const RESUME_MISMATCH: &str =
+    "the examples differ from those of the interrupted build being resumed";
+
+/// Takes the examples an interrupted build already did off the front of
+/// `items`, checking that each resolves to the input that was recorded.
+fn skip_resumed<It, E>(
+    items: &mut It,
+    resumed: &Resumed,
+    column: &str,
+    allowed: &[String],
+    inputs_dir: &Path,
+) -> Result<()>
+where
+    It: Iterator<Item = std::result::Result<(J, Example), E>>,
+    E: Into<BoxError>,
+{
+    let mut recorded: std::collections::HashMap<i64, (Option<&J>, Option<&str>)> = resumed
+        .videos
+        .iter()
+        .map(|v| (v.id, (Some(&v.key), v.path.as_deref())))
+        .collect();
+    for s in &resumed.skipped {
+        if let Some(id) = s.get("id").and_then(J::as_i64) {
+            recorded.insert(id, (None, s.get("path").and_then(J::as_str)));
+        }
+    }
+    let differ = |id: i64, why: String| {
+        Error::InvalidArgument(format!(
+            "{RESUME_MISMATCH}, at example {id}: {why}; its checkpoints were dropped, build again to start over"
+        ))
+    };
+    for id in 0..resumed.tasks as i64 {
+        let (key, ex) = match items.next() {
+            None => return Err(differ(id, "the generator ended".into())),
+            Some(Err(e)) => {
+                return Err(Error::Generator {
+                    rows: id as u64,
+                    source: e.into(),
+                })
+            }
+            Some(Ok(kv)) => kv,
+        };
+        let task = resolve(id, key, ex, column, allowed, inputs_dir)?;
+        if task.temp {
+            let _ = std::fs::remove_file(&task.file);
+        }
+        match recorded.get(&id) {
+            Some((k, p))
+                if *p == Some(task.recorded.as_str()) && k.is_none_or(|k| *k == task.key) => {}
+            Some((_, p)) => {
+                return Err(differ(
+                    id,
+                    format!("recorded {}, now {}", p.unwrap_or("?"), task.recorded),
+                ))
+            }
+            None => return Err(differ(id, "it was not recorded".into())),
+        }
+    }
+    Ok(())
 }
 
 fn write_locked<I, E>(
@@ -681,60 +785,80 @@ where
         _ => unreachable!("checked by video_column"),
     };
     crate::video::decode::init();
-    remove_leftovers(cache_dir);
-    let staging = StagingDir::create(cache_dir)?;
-    let data_dir = staging.path().to_path_buf();
-    let inputs_dir = data_dir.join("_video_inputs");
-    let uri = data_dir
-        .to_str()
-        .ok_or_else(|| Error::InvalidArgument(format!("{} is not UTF-8", data_dir.display())))?
-        .to_string();
-    let schema = frames_schema();
-    let params = WriteParams {
+    let header = ProgressHeader {
+        cache_name: cache_dir
+            .file_name()
+            .map(|n| n.to_string_lossy().to_string())
+            .unwrap_or_default(),
+        schema_fingerprint: features.fingerprint(),
+        column: column.to_string(),
+        quality: f64::from(opts.webp.quality),
+        method: opts.webp.method,
+        resize: opts.resize,
+        resize_mode: opts.resize_mode.name().to_string(),
         max_rows_per_file: opts.max_rows_per_file,
-        mode: WriteMode::Create,
-        ..Default::default()
+        skip_corrupt: opts.skip_corrupt,
+        sources: opts.sources.clone().unwrap_or(J::Null),
+        writer: WriterInfo::current().version,
     };
-    let (tx, rx) = bounded::<RecordBatch>(4);
-    let reader = ChannelReader::new(schema.clone(), rx);
-    let (collected, written) = std::thread::scope(|s| {
-        let lance_thread = s.spawn(move || {
-            block_on(async move { Dataset::write(reader, uri.as_str(), Some(params)).await })
-        });
-        let collected = collect(
-            items,
-            column,
-            &allowed,
-            &inputs_dir,
-            opts,
-            &schema,
-            &tx,
-            &data_dir,
-        );
-        drop(tx);
-        let written = lance_thread
-            .join()
-            .map_err(|p| Error::from_panic("lance writer", p))
-            .and_then(|r| r);
-        (collected, written)
-    });
-    let (videos, skipped, tasks) = collected?;
+    // Only a build that knows its inputs (a sources stamp) can be resumed.
+    let resumable = opts.sources.is_some();
+    let (mut staging, mut progress, resumed) =
+        frames_resume::prepare(cache_dir, &header, resumable)?;
+    if resumable {
+        // A failed or killed build leaves its checkpoints for the next one.
+        staging.keep_on_drop();
+    }
+    let data_dir = staging.path().to_path_buf();
+    let inputs_dir = data_dir.join(INPUTS_DIR);
+    let resumed_videos = resumed.tasks;
+    if let Some(p) = &opts.progress {
+        let frames: u64 = resumed.videos.iter().map(|v| v.t).sum();
+        p.fetch_add(frames, std::sync::atomic::Ordering::Relaxed);
+    }
+    let schema = frames_schema();
+    let mut lance = LanceSegments::new(
+        &data_dir,
+        schema.clone(),
+        opts.max_rows_per_file,
+        resumed.version > 0,
+    )?;
+    let collected = collect(
+        items,
+        column,
+        &allowed,
+        &inputs_dir,
+        opts,
+        &schema,
+        &mut lance,
+        &mut progress,
+        resumed,
+        &data_dir,
+    );
+    let (videos, skipped, tasks) = match collected {
+        Err(e @ Error::InvalidArgument(_)) if e.to_string().contains(RESUME_MISMATCH) => {
+            // The inputs changed under the checkpoints: they are no use any more.
+            drop(lance);
+            let _ = std::fs::remove_dir_all(&data_dir);
+            return Err(e);
+        }
+        other => other?,
+    };
+    let written = lance.finish()?;
     if tasks == 0 {
         return Err(Error::InvalidArgument(
             "cannot build a lance-video-frames cache from an empty generator".into(),
         ));
     }
-    if videos.is_empty() {
-        let first = skipped.first().map(|j| j.to_string()).unwrap_or_default();
-        return Err(Error::Video {
-            path: cache_dir.to_path_buf(),
-            reason: format!("every one of the {tasks} videos was unreadable (first: {first}); nothing published"),
-        });
-    }
     let ds = match written {
-        Ok(Ok(ds)) => ds,
-        Ok(Err(e)) => return Err(lance_err(&data_dir, e)),
-        Err(e) => return Err(e),
+        Some(ds) if !videos.is_empty() => ds,
+        _ => {
+            let first = skipped.first().map(|j| j.to_string()).unwrap_or_default();
+            return Err(Error::Video {
+                path: cache_dir.to_path_buf(),
+                reason: format!("every one of the {tasks} videos was unreadable (first: {first}); nothing published"),
+            });
+        }
     };
     let _ = std::fs::remove_dir_all(&inputs_dir);
     let fragment_rows = fragment_rows(&ds, &data_dir)?;
@@ -776,9 +900,14 @@ where
         metadata_xxh64: None,
     };
     write_json_checksummed(&staging.path().join(METADATA_FILE), &metadata)?;
+    drop(progress);
     staging.publish()?;
+    // The progress file is build-time state: it stays until publication (a
+    // build killed while publishing resumes with everything committed).
+    let _ = std::fs::remove_file(cache_dir.join(PROGRESS_FILE));
     Ok(WrittenVideoFrames {
         dir: cache_dir.to_path_buf(),
         metadata,
+        resumed_videos,
     })
 }

@@ -6,6 +6,8 @@
 //! nothing Lance-related is shared across fork.
 
 #[cfg(feature = "video")]
+pub(crate) mod frames_resume;
+#[cfg(feature = "video")]
 pub mod frames_writer;
 pub mod writer;
 

@@ -984,3 +984,217 @@ fn window_batches_stack_the_same_frames_as_single_windows() {
     let empty = be.windows_batch(&[]).unwrap();
     assert_eq!(empty.frames.shape[0], 0);
 }
+
+/// A video of a frames cache: id, T, start_row, path and metadata.
+type VideoSummary = (i64, u64, u64, Option<String>, J);
+
+/// Every window-1 frame of a frames cache, decoded, with its video list and
+/// the ids of the skipped videos.
+fn frames_and_videos(dir: &Path) -> (Vec<u8>, Vec<VideoSummary>, J) {
+    let c = open_cache_with(
+        dir,
+        &OpenOptions::default().with_windows(WindowSpec::new(1, 0, 1)),
+    )
+    .unwrap();
+    let be = c
+        .backend
+        .as_any()
+        .downcast_ref::<shardset::LanceVideoFrames>()
+        .unwrap();
+    let all: Vec<i64> = (0..be.len() as i64).collect();
+    let frames = be.windows_batch(&all).unwrap().frames.data;
+    let m = be.metadata();
+    let videos = m
+        .videos
+        .iter()
+        .map(|v| {
+            (
+                v.id,
+                v.t,
+                v.start_row,
+                v.path.clone(),
+                J::Object(v.metadata.clone()),
+            )
+        })
+        .collect();
+    let skipped: Vec<J> = m
+        .skipped
+        .clone()
+        .unwrap_or_default()
+        .iter()
+        .map(|s| s["id"].clone())
+        .collect();
+    (frames, videos, J::from(skipped))
+}
+
+#[test]
+fn an_interrupted_frames_build_resumes_from_its_last_checkpoint() {
+    if !have_ffmpeg() {
+        return;
+    }
+    let tmp = tempfile::tempdir().unwrap();
+    let src = tmp.path().join("src");
+    std::fs::create_dir_all(&src).unwrap();
+    let mut files = Vec::new();
+    for (i, n) in [8u32, 5, 12, 6, 7].iter().enumerate() {
+        files.push(make_video(
+            &src,
+            &format!("v{i}.mp4"),
+            *n,
+            "48x32",
+            &["-c:v", "libx264"],
+        ));
+    }
+    let good4 = std::fs::read(&files[4]).unwrap();
+    let broken = tmp.path().join("broken.mp4");
+    std::fs::write(&broken, b"not a video").unwrap();
+    let f = Features::new()
+        .with("video", Feature::video(VideoStorage::Frames))
+        .with("k", Feature::value(Dtype::Int64));
+    let items = |paths: &[PathBuf], fail_at: Option<usize>| {
+        paths
+            .iter()
+            .enumerate()
+            .take(fail_at.map_or(paths.len(), |k| k + 1))
+            .map(|(k, p)| {
+                if Some(k) == fail_at {
+                    Err("the generator was interrupted".to_string())
+                } else {
+                    Ok((
+                        J::from(k as u64),
+                        Example::new()
+                            .with("video", Value::Path(p.clone()))
+                            .with("k", k as i64),
+                    ))
+                }
+            })
+            .collect::<Vec<_>>()
+    };
+    let strict = VideoFramesOptions {
+        threads: 2,
+        skip_corrupt: false,
+        checkpoint_frames: 1,
+        sources: Some(serde_json::json!({"stamp": "inputs-1"})),
+        ..Default::default()
+    };
+    let temp_dirs = |root: &Path| -> Vec<PathBuf> {
+        crate::common::dot_entries(root)
+            .into_iter()
+            .map(|n| root.join(n))
+            .collect()
+    };
+    // The uninterrupted build everything is compared with.
+    let fresh = tmp.path().join("fresh");
+    shardset::try_write_video_frames_cache(
+        items(&files, None),
+        &f,
+        &fresh,
+        &VideoFramesOptions {
+            sources: None,
+            checkpoint_frames: 1 << 16,
+            ..strict.clone()
+        },
+    )
+    .unwrap();
+    let want = frames_and_videos(&fresh);
+
+    // Video 4 unreadable in strict mode: the build fails there, after
+    // checkpoints for videos 0-3, and keeps its temp dir for the next build.
+    let root = tmp.path().join("a");
+    std::fs::create_dir_all(&root).unwrap();
+    let dir = root.join("frames");
+    std::fs::copy(&broken, &files[4]).unwrap();
+    let e =
+        shardset::try_write_video_frames_cache(items(&files, None), &f, &dir, &strict).unwrap_err();
+    assert!(
+        matches!(&e, Error::Video { path, .. } if path.ends_with("v4.mp4")),
+        "{e}"
+    );
+    assert!(!dir.exists(), "nothing published");
+    let kept = temp_dirs(&root);
+    assert_eq!(kept.len(), 1, "the checkpoints are kept");
+    // A crash between a Lance commit and its progress line: drop that line.
+    let pf = kept[0].join("_frames_progress.jsonl");
+    let text = std::fs::read_to_string(&pf).unwrap();
+    let lines: Vec<&str> = text.lines().collect();
+    assert_eq!(lines.len(), 1 + 4, "a header and one checkpoint per video");
+    std::fs::write(&pf, lines[..lines.len() - 1].join("\n") + "\n").unwrap();
+    // The input fixed, the next build resumes: videos 0-2 are taken over,
+    // video 3's unrecorded commit is undone and it is encoded again.
+    std::fs::write(&files[4], &good4).unwrap();
+    let w = shardset::try_write_video_frames_cache(items(&files, None), &f, &dir, &strict).unwrap();
+    assert_eq!(w.resumed_videos, 3);
+    assert_eq!(
+        frames_and_videos(&dir),
+        want,
+        "the same cache as a build in one go"
+    );
+    assert!(temp_dirs(&root).is_empty(), "nothing left over");
+    assert!(!dir.join("_frames_progress.jsonl").exists());
+    assert_eq!(w.metadata.num_rows, 8 + 5 + 12 + 6 + 7);
+
+    // Skipping mode, a broken video in the middle and a generator that
+    // stops: the resumed cache equals a build in one go, skip record included.
+    let mut with_broken = files.clone();
+    with_broken.insert(2, broken.clone());
+    let lenient = VideoFramesOptions {
+        skip_corrupt: true,
+        ..strict.clone()
+    };
+    let fresh_b = tmp.path().join("fresh_b");
+    shardset::try_write_video_frames_cache(
+        items(&with_broken, None),
+        &f,
+        &fresh_b,
+        &VideoFramesOptions {
+            sources: None,
+            ..lenient.clone()
+        },
+    )
+    .unwrap();
+    let root = tmp.path().join("b");
+    std::fs::create_dir_all(&root).unwrap();
+    let dir = root.join("frames");
+    let e =
+        shardset::try_write_video_frames_cache(items(&with_broken, Some(5)), &f, &dir, &lenient)
+            .unwrap_err();
+    assert!(matches!(e, Error::Generator { .. }), "{e}");
+    let w = shardset::try_write_video_frames_cache(items(&with_broken, None), &f, &dir, &lenient)
+        .unwrap();
+    assert!(w.resumed_videos <= 5);
+    assert_eq!(frames_and_videos(&dir), frames_and_videos(&fresh_b));
+    assert_eq!(w.metadata.n_skipped, 1);
+
+    // Checkpoints whose inputs changed are dropped, with a typed error, and
+    // the next build starts over; another sources stamp starts over too.
+    let root = tmp.path().join("c");
+    std::fs::create_dir_all(&root).unwrap();
+    let dir = root.join("frames");
+    std::fs::copy(&broken, &files[4]).unwrap();
+    shardset::try_write_video_frames_cache(items(&files, None), &f, &dir, &strict).unwrap_err();
+    std::fs::write(&files[4], &good4).unwrap();
+    let mut swapped = files.clone();
+    swapped.swap(0, 1);
+    let e = shardset::try_write_video_frames_cache(items(&swapped, None), &f, &dir, &strict)
+        .unwrap_err();
+    assert!(
+        matches!(&e, Error::InvalidArgument(m) if m.contains("differ") && m.contains("example 0")),
+        "{e}"
+    );
+    assert!(temp_dirs(&root).is_empty(), "stale checkpoints dropped");
+    let w =
+        shardset::try_write_video_frames_cache(items(&swapped, None), &f, &dir, &strict).unwrap();
+    assert_eq!(w.resumed_videos, 0);
+    std::fs::remove_dir_all(&dir).unwrap();
+    std::fs::copy(&broken, &files[4]).unwrap();
+    shardset::try_write_video_frames_cache(items(&files, None), &f, &dir, &strict).unwrap_err();
+    std::fs::write(&files[4], &good4).unwrap();
+    let other = VideoFramesOptions {
+        sources: Some(serde_json::json!({"stamp": "inputs-2"})),
+        ..strict.clone()
+    };
+    let w = shardset::try_write_video_frames_cache(items(&files, None), &f, &dir, &other).unwrap();
+    assert_eq!(w.resumed_videos, 0, "another stamp is another build");
+    assert_eq!(frames_and_videos(&dir), want);
+    assert!(temp_dirs(&root).is_empty());
+}

@@ -331,6 +331,7 @@ fn build_frames(
                 _ => false,
             });
         let t = Instant::now();
+        let mut resumed = 0;
         if !fresh {
             let counter = Arc::new(AtomicU64::new(0));
             let bar = progress::wanted(o.quiet)
@@ -346,7 +347,7 @@ fn build_frames(
             if let Some(bar) = bar {
                 bar.finish();
             }
-            res?;
+            resumed = res?.resumed_videos;
         }
         let secs = t.elapsed().as_secs_f64();
         let c = open_cache(&dir)?;
@@ -362,8 +363,13 @@ fn build_frames(
                     dir.display()
                 );
             } else {
+                let resumed = if resumed > 0 {
+                    format!(", {resumed} of them taken over from an interrupted build")
+                } else {
+                    String::new()
+                };
                 println!(
-                    "{split}: built {videos} videos ({skipped} skipped), {} frames, {}, {:.1} s ({} frames/s) -> {}",
+                    "{split}: built {videos} videos ({skipped} skipped{resumed}), {} frames, {}, {:.1} s ({} frames/s) -> {}",
                     count(frames),
                     human(bytes),
                     secs,
@@ -378,6 +384,7 @@ fn build_frames(
             "built": !fresh,
             "videos": videos,
             "skipped": skipped,
+            "resumed_videos": resumed,
             "frames": frames,
             "layout": c.layout,
             "bytes_on_disk": bytes,
