@@ -12,7 +12,9 @@
 //! being written pauses when that is spent. Memory is therefore bounded by
 //! that budget plus a few chunks per running job, whatever the number or
 //! length of the videos. Decoded frames go to WebP as YUV 4:2:0 planes, as
-//! the decoder gives them (no RGB round trip).
+//! the decoder gives them (no RGB round trip). The Lance side commits in
+//! segments at checkpoints, which makes a build with a sources stamp
+//! resumable (see `frames_resume`).
 
 use std::collections::VecDeque;
 use std::path::{Path, PathBuf};
