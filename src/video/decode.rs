@@ -264,7 +264,15 @@ impl FrameIndex {
     /// # Errors
     /// As [`VideoFile::open`], or a read error naming the file.
     pub fn read(path: &Path) -> Result<Self, String> {
-        let mut v = VideoFile::open(path)?;
+        Self::read_from(&mut VideoFile::open(path)?, path)
+    }
+
+    /// As [`FrameIndex::read`], through an opened file, which is left at the
+    /// end of its stream ([`read_frames_rgb_from`] reads it from there).
+    ///
+    /// # Errors
+    /// A read error naming the file.
+    pub fn read_from(v: &mut VideoFile, path: &Path) -> Result<Self, String> {
         let mut ts = Vec::new();
         let mut key_ts = Vec::new();
         let mut complete = true;
@@ -315,7 +323,35 @@ pub fn read_frames_rgb(
     size: Option<(usize, usize)>,
     index: Option<&FrameIndex>,
 ) -> Result<(Vec<Vec<u8>>, usize, usize), String> {
-    let mut file = VideoFile::open(path)?;
+    read_frames(VideoFile::open(path)?, true, path, wanted, size, index)
+}
+
+/// As [`read_frames_rgb`], through a file already opened (at any position,
+/// e.g. just indexed by [`FrameIndex::read_from`]), so the video is not
+/// opened and probed a second time.
+///
+/// # Errors
+/// As [`read_frames_rgb`].
+pub fn read_frames_rgb_from(
+    file: VideoFile,
+    path: &Path,
+    wanted: &[u64],
+    size: Option<(usize, usize)>,
+    index: Option<&FrameIndex>,
+) -> Result<(Vec<Vec<u8>>, usize, usize), String> {
+    read_frames(file, false, path, wanted, size, index)
+}
+
+/// `at_start`: the file has not been read yet (a sequential decode can
+/// start from where it is); otherwise every read seeks first, or reopens.
+fn read_frames(
+    mut file: VideoFile,
+    at_start: bool,
+    path: &Path,
+    wanted: &[u64],
+    size: Option<(usize, usize)>,
+    index: Option<&FrameIndex>,
+) -> Result<(Vec<Vec<u8>>, usize, usize), String> {
     let (w, h) = size.unwrap_or((file.info.width, file.info.height));
     let mut order: Vec<u64> = wanted.to_vec();
     order.sort_unstable();
@@ -408,6 +444,8 @@ pub fn read_frames_rgb(
         }
         // Fall back to decoding from the start.
         got.clear();
+        file = VideoFile::open(path)?;
+    } else if !at_start {
         file = VideoFile::open(path)?;
     }
     let last = *order.last().unwrap_or(&0);

@@ -4,7 +4,7 @@
 
 use std::path::{Path, PathBuf};
 
-use super::decode::{read_frames_rgb, FrameIndex};
+use super::decode::{read_frames_rgb_from, FrameIndex, VideoFile};
 use crate::error::{Error, Result};
 use crate::features::Dtype;
 use crate::value::{Tensor, VideoRef};
@@ -204,9 +204,12 @@ impl VideoDecode {
             path: path.clone(),
             reason,
         };
-        let index = FrameIndex::read(&path).map_err(verr)?;
+        // One open for both the packet index and the frames.
+        let mut file = VideoFile::open(&path).map_err(verr)?;
+        let index = FrameIndex::read_from(&mut file, &path).map_err(verr)?;
         let indices = self.frame_indices(index.packets, sample_index)?;
-        let (frames, w, h) = read_frames_rgb(
+        let (frames, w, h) = read_frames_rgb_from(
+            file,
             &path,
             &indices,
             self.resize.map(|(h, w)| (w, h)),

@@ -391,6 +391,28 @@ fn containers_decode_and_reads_are_frame_exact() {
             }
         }
         assert!(read_frames_rgb(v, &[30], None, Some(&ix)).is_err());
+        // One open for the index and the frames: the same frames, read from
+        // a file left at its end by indexing; and without an index too.
+        for (want, indexed) in [(vec![29u64, 3, 17, 17, 0], true), (vec![0, 12, 5], false)] {
+            let mut file = VideoFile::open(v).unwrap();
+            let ix2 = FrameIndex::read_from(&mut file, v).unwrap();
+            assert_eq!((ix2.packets, &ix2.pts), (ix.packets, &ix.pts));
+            let (got, ..) = shardset::video::decode::read_frames_rgb_from(
+                file,
+                v,
+                &want,
+                None,
+                indexed.then_some(&ix2),
+            )
+            .unwrap();
+            for (g, &i) in got.iter().zip(&want) {
+                assert!(
+                    g == &all[i as usize],
+                    "{}: frame {i} (one open, indexed {indexed}) differs",
+                    v.display()
+                );
+            }
+        }
     }
     // Each container builds into a frames cache with every frame.
     let f = Features::new().with("video", Feature::video(VideoStorage::Frames));
