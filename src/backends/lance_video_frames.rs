@@ -269,6 +269,21 @@ impl LanceVideoFrames {
         (v, start, self.inner.plan.frame_indices(i))
     }
 
+    /// Window numbers of `indices` (negative counts from the end).
+    fn window_numbers(&self, indices: &[i64]) -> Result<Vec<u64>> {
+        let n = self.len();
+        indices.iter().map(|&i| normalize_index(i, n)).collect()
+    }
+
+    /// The WebP bytes of each frame row read by [`Self::frame_bytes`].
+    fn webp_frames<'a>(&self, batch: &'a RecordBatch) -> Result<Vec<&'a [u8]>> {
+        let bytes = batch
+            .column(2)
+            .as_binary_opt::<i64>()
+            .ok_or_else(|| Error::corrupt(&self.inner.dir, "frame bytes are not large_binary"))?;
+        Ok(bytes.iter().map(|b| b.unwrap_or_default()).collect())
+    }
+
     /// The frame rows of windows, concatenated.
     fn frame_bytes(&self, windows: &[u64]) -> Result<(RecordBatch, usize)> {
         let t = self.inner.plan.spec().window_length as usize;
@@ -296,17 +311,9 @@ impl LanceVideoFrames {
     /// # Errors
     /// As [`LanceVideoFrames::window`].
     pub fn windows(&self, indices: &[i64]) -> Result<Vec<Window>> {
-        let n = self.len();
-        let ws = indices
-            .iter()
-            .map(|&i| normalize_index(i, n))
-            .collect::<Result<Vec<u64>>>()?;
+        let ws = self.window_numbers(indices)?;
         let (batch, t) = self.frame_bytes(&ws)?;
-        let bytes = batch
-            .column(2)
-            .as_binary_opt::<i64>()
-            .ok_or_else(|| Error::corrupt(&self.inner.dir, "frame bytes are not large_binary"))?;
-        let frames: Vec<&[u8]> = bytes.iter().map(|b| b.unwrap_or_default()).collect();
+        let frames = self.webp_frames(&batch)?;
         let dir = &self.inner.dir;
         ws.par_iter()
             .enumerate()
@@ -341,11 +348,7 @@ impl LanceVideoFrames {
     /// the windows come from videos of different frame sizes (they cannot
     /// share a tensor; read them with [`LanceVideoFrames::windows`]).
     pub fn windows_batch(&self, indices: &[i64]) -> Result<WindowBatch> {
-        let n = self.len();
-        let ws = indices
-            .iter()
-            .map(|&i| normalize_index(i, n))
-            .collect::<Result<Vec<u64>>>()?;
+        let ws = self.window_numbers(indices)?;
         let located: Vec<(usize, u64, Vec<u64>)> = ws.iter().map(|&w| self.locate(w)).collect();
         let videos = &self.inner.meta.videos;
         let (w, h) = located
@@ -361,11 +364,7 @@ impl LanceVideoFrames {
             )));
         }
         let (batch, t) = self.frame_bytes(&ws)?;
-        let bytes = batch
-            .column(2)
-            .as_binary_opt::<i64>()
-            .ok_or_else(|| Error::corrupt(&self.inner.dir, "frame bytes are not large_binary"))?;
-        let frames: Vec<&[u8]> = bytes.iter().map(|b| b.unwrap_or_default()).collect();
+        let frames = self.webp_frames(&batch)?;
         let data = crate::video::webp::decode_frames(&frames, w, h).map_err(|(i, reason)| {
             let k = i / t.max(1);
             Error::Video {

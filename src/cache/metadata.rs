@@ -583,7 +583,8 @@ pub fn write_json_checksummed(path: &Path, doc: &impl Serialize) -> Result<()> {
     write_bytes_durable(path, &bytes)
 }
 
-fn write_bytes_durable(path: &Path, bytes: &[u8]) -> Result<()> {
+/// Writes `bytes` to `path` and fsyncs the file.
+pub(crate) fn write_bytes_durable(path: &Path, bytes: &[u8]) -> Result<()> {
     let mut f = std::fs::File::create(path).map_err(|e| Error::io("create", path, e))?;
     std::io::Write::write_all(&mut f, bytes).map_err(|e| Error::io("write", path, e))?;
     f.sync_all().map_err(|e| Error::io("fsync", path, e))

@@ -25,9 +25,9 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value as J;
 
 use super::writer::ChannelReader;
-use super::{block_on, lance_err};
+use super::{block_on, dir_uri, lance_err};
 use crate::cache::manifest::temp_dirs;
-use crate::cache::metadata::VideoEntry;
+use crate::cache::metadata::{write_bytes_durable, VideoEntry};
 use crate::cache::publish::{remove_leftovers, remove_leftovers_old, StagingDir};
 use crate::error::{Error, Result};
 
@@ -92,10 +92,7 @@ impl ProgressFile {
         if done.version > 0 {
             text.extend(line(&path, &Line::Checkpoint(done.clone()))?);
         }
-        std::fs::write(&tmp, &text).map_err(|e| Error::io("write", &tmp, e))?;
-        File::open(&tmp)
-            .and_then(|f| f.sync_all())
-            .map_err(|e| Error::io("fsync", &tmp, e))?;
+        write_bytes_durable(&tmp, &text)?;
         std::fs::rename(&tmp, &path).map_err(|e| Error::io("rename", &tmp, e))?;
         crate::util::fsync_dir(dir)?;
         let file = OpenOptions::new()
@@ -204,10 +201,7 @@ fn rewind(dir: &Path, version: u64) -> Result<()> {
         }
         return Ok(());
     }
-    let uri = dir
-        .to_str()
-        .ok_or_else(|| Error::InvalidArgument(format!("{} is not UTF-8", dir.display())))?
-        .to_string();
+    let uri = dir_uri(dir)?;
     let used: Vec<String> = block_on(async move {
         let ds = Dataset::open(&uri).await?;
         let ds = if ds.version().version == version {
@@ -258,12 +252,8 @@ impl LanceSegments {
         max_rows_per_file: usize,
         exists: bool,
     ) -> Result<Self> {
-        let uri = dir
-            .to_str()
-            .ok_or_else(|| Error::InvalidArgument(format!("{} is not UTF-8", dir.display())))?
-            .to_string();
         Ok(LanceSegments {
-            uri,
+            uri: dir_uri(dir)?,
             dir: dir.to_path_buf(),
             schema,
             max_rows_per_file,

@@ -68,6 +68,16 @@ where
     Ok(rt.block_on(fut))
 }
 
+/// A local directory as the URI Lance takes.
+///
+/// # Errors
+/// [`Error::InvalidArgument`] when the path is not UTF-8.
+pub(crate) fn dir_uri(dir: &std::path::Path) -> Result<String> {
+    dir.to_str()
+        .map(str::to_string)
+        .ok_or_else(|| Error::InvalidArgument(format!("{} is not UTF-8", dir.display())))
+}
+
 /// A Lance error as ours, naming the dataset.
 pub fn lance_err(path: &std::path::Path, e: impl std::fmt::Display) -> Error {
     Error::CorruptShard {

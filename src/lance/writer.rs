@@ -229,10 +229,7 @@ where
     remove_leftovers(cache_dir);
     let staging = StagingDir::create(cache_dir)?;
     let data_dir = staging.path().to_path_buf();
-    let uri = data_dir
-        .to_str()
-        .ok_or_else(|| Error::InvalidArgument(format!("{} is not UTF-8", data_dir.display())))?
-        .to_string();
+    let uri = super::dir_uri(&data_dir)?;
     let schema = features.arrow_schema();
     let params = WriteParams {
         max_rows_per_file: opts.max_rows_per_file,
