@@ -561,7 +561,6 @@ where
     let (ended_tx, ended_rx) = unbounded::<()>();
     let mut running = 0usize;
     let mut items = items.into_iter();
-    skip_resumed(&mut items, &resumed, column, allowed, inputs_dir)?;
     let mut queue: VecDeque<(Task, Receiver<Msg>)> = VecDeque::new();
     let mut next_id = resumed.tasks as i64;
     let mut exhausted = false;
@@ -703,18 +702,16 @@ where
     Ok((videos, skipped, next_id as u64))
 }
 
-const RESUME_MISMATCH: &str =
-    "the examples differ from those of the interrupted build being resumed";
-
 /// Takes the examples an interrupted build already did off the front of
 /// `items`, checking that each resolves to the input that was recorded.
+/// Returns where and how they differ, if they do.
 fn skip_resumed<It, E>(
     items: &mut It,
     resumed: &Resumed,
     column: &str,
     allowed: &[String],
     inputs_dir: &Path,
-) -> Result<()>
+) -> Result<Option<String>>
 where
     It: Iterator<Item = std::result::Result<(J, Example), E>>,
     E: Into<BoxError>,
@@ -729,14 +726,10 @@ where
             recorded.insert(id, (None, s.get("path").and_then(J::as_str)));
         }
     }
-    let differ = |id: i64, why: String| {
-        Error::InvalidArgument(format!(
-            "{RESUME_MISMATCH}, at example {id}: {why}; its checkpoints were dropped, build again to start over"
-        ))
-    };
+    let differ = |id: i64, why: String| Ok(Some(format!("at example {id}: {why}")));
     for id in 0..resumed.tasks as i64 {
         let (key, ex) = match items.next() {
-            None => return Err(differ(id, "the generator ended".into())),
+            None => return differ(id, "the generator ended".into()),
             Some(Err(e)) => {
                 return Err(Error::Generator {
                     rows: id as u64,
@@ -753,15 +746,15 @@ where
             Some((k, p))
                 if *p == Some(task.recorded.as_str()) && k.is_none_or(|k| *k == task.key) => {}
             Some((_, p)) => {
-                return Err(differ(
+                return differ(
                     id,
                     format!("recorded {}, now {}", p.unwrap_or("?"), task.recorded),
-                ))
+                )
             }
-            None => return Err(differ(id, "it was not recorded".into())),
+            None => return differ(id, "it was not recorded".into()),
         }
     }
-    Ok(())
+    Ok(None)
 }
 
 fn write_locked<I, E>(
@@ -814,6 +807,15 @@ where
     let data_dir = staging.path().to_path_buf();
     let inputs_dir = data_dir.join(INPUTS_DIR);
     let resumed_videos = resumed.tasks;
+    let mut items = items.into_iter();
+    if let Some(why) = skip_resumed(&mut items, &resumed, column, &allowed, &inputs_dir)? {
+        // The inputs changed under the checkpoints: they are no use any more.
+        drop(staging);
+        let _ = std::fs::remove_dir_all(&data_dir);
+        return Err(Error::InvalidArgument(format!(
+            "the examples differ from those of the interrupted build being resumed, {why}; its checkpoints were dropped, build again to start over"
+        )));
+    }
     if let Some(p) = &opts.progress {
         let frames: u64 = resumed.videos.iter().map(|v| v.t).sum();
         p.fetch_add(frames, std::sync::atomic::Ordering::Relaxed);
@@ -825,7 +827,7 @@ where
         opts.max_rows_per_file,
         resumed.version > 0,
     )?;
-    let collected = collect(
+    let (videos, skipped, tasks) = collect(
         items,
         column,
         &allowed,
@@ -836,16 +838,7 @@ where
         &mut progress,
         resumed,
         &data_dir,
-    );
-    let (videos, skipped, tasks) = match collected {
-        Err(e @ Error::InvalidArgument(_)) if e.to_string().contains(RESUME_MISMATCH) => {
-            // The inputs changed under the checkpoints: they are no use any more.
-            drop(lance);
-            let _ = std::fs::remove_dir_all(&data_dir);
-            return Err(e);
-        }
-        other => other?,
-    };
+    )?;
     let written = lance.finish()?;
     if tasks == 0 {
         return Err(Error::InvalidArgument(
