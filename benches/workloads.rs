@@ -390,10 +390,7 @@ fn build_frames(
             .with("label", i as i64)
     });
     let opts = shardset::VideoFramesOptions {
-        webp: shardset::WebpSettings {
-            quality: 65.0,
-            method,
-        },
+        webp: shardset::WebpSettings::new(65.0, method),
         threads: 2,
         ..Default::default()
     };

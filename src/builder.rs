@@ -235,15 +235,63 @@ impl Sources {
 /// # Errors
 /// Never for a damaged cache (that is a reason); only for internal failures.
 pub fn why_cache(dir: &Path) -> Result<Vec<String>> {
+    Ok(why_cache_report(dir)?.reasons)
+}
+
+/// [`why_cache`]'s reasons, with what was checked to find them.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct WhyReport {
+    /// Reasons to rebuild, one line each (empty: up to date).
+    pub reasons: Vec<String>,
+    /// What the verification checked and could not check, in words.
+    pub checked: String,
+    /// True when the cache records its sources (so changes could be seen).
+    pub sources_recorded: bool,
+}
+
+/// [`why_cache`] with what was checked.
+///
+/// # Errors
+/// As [`why_cache`].
+pub fn why_cache_report(dir: &Path) -> Result<WhyReport> {
+    let rep = match crate::cache::verify::verify_cache(dir) {
+        Ok(r) => r,
+        Err(e) => {
+            return Ok(WhyReport {
+                reasons: vec![format!("the cache is missing or damaged: {e}")],
+                checked: String::new(),
+                sources_recorded: false,
+            })
+        }
+    };
+    let mut out: Vec<String> = rep
+        .damage
+        .iter()
+        .map(|d| {
+            if d.reason.starts_with("xxh64") {
+                let what = if d.path.extension().is_some_and(|e| e == "arrow") {
+                    "shard "
+                } else {
+                    ""
+                };
+                format!("{what}{} does not match its checksum", d.path.display())
+            } else {
+                format!("the cache is damaged: {}: {}", d.path.display(), d.reason)
+            }
+        })
+        .collect();
+    let checked = rep.summary();
     let c = match crate::cache::open::open_cache(dir) {
         Ok(c) => c,
-        Err(e) => return Ok(vec![format!("the cache is missing or damaged: {e}")]),
+        Err(_) => {
+            return Ok(WhyReport {
+                reasons: out,
+                checked,
+                sources_recorded: false,
+            })
+        }
     };
-    let bad = crate::cache::open::verify_checksums(dir).unwrap_or_default();
-    let mut out: Vec<String> = bad
-        .iter()
-        .map(|m| format!("shard {} does not match its checksum", m.path.display()))
-        .collect();
+    let sources_recorded = c.metadata.get("sources").is_some();
     if let Some(rec) = c.metadata.get("sources") {
         let files = rec
             .get("files")
@@ -268,7 +316,11 @@ pub fn why_cache(dir: &Path) -> Result<Vec<String>> {
         };
         out.extend(source_changes(rec, &src.stamp_with(true)?));
     }
-    Ok(out)
+    Ok(WhyReport {
+        reasons: out,
+        checked,
+        sources_recorded,
+    })
 }
 
 /// Differences between recorded and current source stamps, one line each.

@@ -57,6 +57,7 @@ pub use cache::naming::{cache_fingerprint, cache_root};
 pub use cache::open::{
     open_cache, open_cache_with, verify_checksums, Cache, FeaturesSource, OpenOptions,
 };
+pub use cache::verify::{stamp_checksums, verify_cache, Damage, VerifyReport};
 pub use dataset::{Dataset, Format, TestSize};
 pub use error::{Error, Result};
 pub use features::decode::{DecodeOptions, RowDecoder};
@@ -75,4 +76,6 @@ pub use sampler::{
 };
 pub use value::{Example, ImageData, Label, Row, Tensor, Value, VideoRef};
 #[cfg(feature = "video")]
-pub use video::{Clip, ClipLayout, Pad, Sampling, VideoDecode, WebpSettings, WindowSpec};
+pub use video::{
+    Clip, ClipLayout, Pad, Sampling, VideoDecode, WebpInput, WebpSettings, WindowSpec,
+};

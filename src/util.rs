@@ -134,6 +134,38 @@ mod tests {
         }
     }
 
+    /// The stream is fixed forever: these are SplitMix64's published
+    /// reference outputs (Vigna's splitmix64.c) for seeds 0 and 1234567, and
+    /// a shuffle computed by an independent implementation of the same
+    /// algorithm (Lemire's bounded draw, Fisher-Yates from the end).
+    #[test]
+    fn the_stream_is_known() {
+        let mut r = SplitMix64::new(0);
+        assert_eq!(
+            [r.next_u64(), r.next_u64(), r.next_u64()],
+            [
+                0xe220_a839_7b1d_cdaf,
+                0x6e78_9e6a_a1b9_65f4,
+                0x06c4_5d18_8009_454f
+            ]
+        );
+        let mut r = SplitMix64::new(1_234_567);
+        let got: Vec<u64> = (0..5).map(|_| r.next_u64()).collect();
+        assert_eq!(
+            got,
+            [
+                6_457_827_717_110_365_317,
+                3_203_168_211_198_807_973,
+                9_817_491_932_198_370_423,
+                4_593_380_528_125_082_431,
+                16_408_922_859_458_223_821
+            ]
+        );
+        let mut xs: Vec<u32> = (0..10).collect();
+        SplitMix64::new(42).shuffle(&mut xs);
+        assert_eq!(xs, [8, 3, 6, 5, 4, 0, 9, 2, 1, 7]);
+    }
+
     #[test]
     fn hex_and_suffix() {
         assert_eq!(hex(&[0, 15, 255]), "000fff");

@@ -246,6 +246,9 @@ pub struct VideoRef {
     pub mode: Option<VideoStorage>,
     /// On input: the source file. On output: the staged file, resolved inside the cache.
     pub path: Option<PathBuf>,
+    /// On output: the `path` cell exactly as the cache stores it (relative to
+    /// `_assets/video/` or absolute, as the reference writes it); `None` on input.
+    pub stored_path: Option<String>,
     /// Inline bytes.
     pub bytes: Option<Vec<u8>>,
     /// Lowercase extension with its dot, e.g. `.mp4`.

@@ -1,121 +1,13 @@
 //! Fuzzes what a cache reader trusts: `_metadata.json` parsing and
 //! validation in `open_cache`, and reading a mutated shard through every
-//! read operation. Any panic, abort or hang is a bug; errors are fine.
-//!
-//! Input: first byte picks the mode (mod 4), the rest is the mutation.
-//! * 0: the bytes are `_metadata.json`, beside a valid shard;
-//! * 1: the bytes are edits (u16 position, byte) applied to valid metadata,
-//!   the first two bytes a truncation length (0 = none);
-//! * 2: the same edits applied to a valid shard, beside metadata that
-//!   describes it without sizes or checksums (so reading, not validation,
-//!   must cope);
-//! * 3: the bytes are the shard itself, beside that metadata.
+//! read operation (modes in entry.rs, which `cargo test` replays).
 
 #![no_main]
 
-use std::sync::OnceLock;
+mod entry;
 
 use libfuzzer_sys::fuzz_target;
-use shardset::{
-    open_cache, write_arrow_cache, ArrowWriteOptions, Backend, Dtype, Example, Feature, Features,
-    ImageData, IterOptions, Tensor,
-};
-
-struct Seed {
-    shard: Vec<u8>,
-    metadata: Vec<u8>,
-    loose_metadata: Vec<u8>,
-}
-
-fn seed() -> &'static Seed {
-    static S: OnceLock<Seed> = OnceLock::new();
-    S.get_or_init(|| {
-        let tmp = tempfile::tempdir().unwrap();
-        let dir = tmp.path().join("c");
-        let features = Features::new()
-            .with("x", Feature::value(Dtype::Int32))
-            .with("s", Feature::value(Dtype::String))
-            .with("label", Feature::class_label(["a", "b"]).unwrap())
-            .with("img", Feature::image())
-            .with("arr", Feature::array(vec![2, 2], Dtype::Float32).unwrap())
-            .with("seq", Feature::sequence(Feature::value(Dtype::Int64)));
-        let img = ImageData::new(2, 2, 3, (0..12).collect()).unwrap();
-        let rows = (0..12).map(|i| {
-            Example::new()
-                .with("x", i)
-                .with("s", format!("r{i}"))
-                .with("label", i % 2)
-                .with("img", img.clone())
-                .with("arr", Tensor::from_vec(vec![2, 2], vec![i as f32; 4]).unwrap())
-                .with("seq", (0..i as i64 % 3).collect::<Vec<i64>>())
-        });
-        write_arrow_cache(rows, &features, &dir, &ArrowWriteOptions::default().with_batch_size(4)).unwrap();
-        let shard = std::fs::read(dir.join("shard-00000.arrow")).unwrap();
-        let metadata = std::fs::read(dir.join("_metadata.json")).unwrap();
-        let mut j: serde_json::Value = serde_json::from_slice(&metadata).unwrap();
-        let o = j.as_object_mut().unwrap();
-        for k in ["shard_num_bytes", "shard_xxh64", "metadata_xxh64", "build_id"] {
-            o.remove(k);
-        }
-        Seed {
-            shard,
-            metadata,
-            loose_metadata: serde_json::to_vec(&j).unwrap(),
-        }
-    })
-}
-
-fn exercise(b: &dyn Backend) {
-    let n = b.len().min(64) as i64;
-    for i in 0..n {
-        let _ = b.get(i);
-        let _ = b.get(-i - 1);
-    }
-    let _ = b.take(&[0, n - 1, 1, 0]);
-    let _ = b.slice(1, 7);
-    if let Ok(it) = b.iter_batches(&IterOptions::default().with_shuffle_seed(1)) {
-        for batch in it.take(64).flatten() {
-            let _ = b.decoder().decode_batch(&batch);
-        }
-    }
-}
 
 fuzz_target!(|data: &[u8]| {
-    let Some((&mode, body)) = data.split_first() else {
-        return;
-    };
-    let s = seed();
-    let tmp = tempfile::tempdir().unwrap();
-    let dir = tmp.path().join("c");
-    std::fs::create_dir(&dir).unwrap();
-    let edited = |base: &[u8]| -> Vec<u8> {
-        let mut out = base.to_vec();
-        if body.len() >= 2 {
-            let cut = u16::from_le_bytes([body[0], body[1]]) as usize;
-            for e in body[2..].chunks_exact(3) {
-                let pos = u16::from_le_bytes([e[0], e[1]]) as usize;
-                if !out.is_empty() {
-                    let p = pos % out.len();
-                    out[p] ^= e[2];
-                }
-            }
-            if cut > 0 && cut < out.len() {
-                out.truncate(cut);
-            }
-        }
-        out
-    };
-    let (meta, shard): (Vec<u8>, Vec<u8>) = match mode % 4 {
-        0 => (body.to_vec(), s.shard.clone()),
-        1 => (edited(&s.metadata), s.shard.clone()),
-        2 => (s.loose_metadata.clone(), edited(&s.shard)),
-        _ => (s.loose_metadata.clone(), body.to_vec()),
-    };
-    std::fs::write(dir.join("_metadata.json"), &meta).unwrap();
-    std::fs::write(dir.join("shard-00000.arrow"), &shard).unwrap();
-    if let Ok(cache) = open_cache(&dir) {
-        exercise(cache.backend.as_ref());
-    }
-    let _ = shardset::verify_checksums(&dir);
-    let _ = shardset::cache::open::locate_corrupt_rows(&dir);
+    let _ = entry::open_cache_input(data);
 });

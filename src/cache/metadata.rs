@@ -166,6 +166,9 @@ pub struct VideoFramesMetadata {
     /// Ours: the WebP method (effort 0..=6).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub webp_method: Option<u8>,
+    /// Ours: what the WebP encoder was given, `rgb` (as the reference) or `yuv`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub webp_input: Option<String>,
     /// Ours: why each skipped video was skipped.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub skipped: Option<Vec<J>>,
@@ -205,6 +208,17 @@ impl VideoFramesMetadata {
         }
         let mut row = 0u64;
         for v in &m.videos {
+            // WebP holds at most 16383 pixels a side: a larger size is damage,
+            // and readers size their frame buffers from it.
+            if v.h > WEBP_MAX_SIDE || v.w > WEBP_MAX_SIDE {
+                return Err(Error::metadata(
+                    path,
+                    format!(
+                        "video {} is {}x{} (W x H); WebP frames are at most {WEBP_MAX_SIDE} a side",
+                        v.id, v.w, v.h
+                    ),
+                ));
+            }
             if v.start_row != row || v.t == 0 || v.h == 0 || v.w == 0 {
                 return Err(Error::metadata(
                     path,
@@ -214,7 +228,12 @@ impl VideoFramesMetadata {
                     ),
                 ));
             }
-            row += v.t;
+            row = row.checked_add(v.t).ok_or_else(|| {
+                Error::metadata(
+                    path,
+                    format!("video {} has T={}: the frame count overflows", v.id, v.t),
+                )
+            })?;
         }
         if row != m.num_rows || m.n_videos != m.videos.len() as u64 {
             return Err(Error::metadata(
@@ -231,6 +250,9 @@ impl VideoFramesMetadata {
         Ok(m)
     }
 }
+
+/// The largest width or height of a WebP frame.
+pub const WEBP_MAX_SIDE: u64 = 16383;
 
 /// Metadata of an `arrow-shards` cache.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]

@@ -11,3 +11,4 @@ pub mod pipeline;
 pub mod publish;
 pub mod rowsum;
 pub mod stats;
+pub mod verify;

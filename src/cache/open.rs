@@ -332,12 +332,19 @@ fn resolve_features(
             let Some(first) = meta.shard_filenames.first() else {
                 return Ok(Features::new());
             };
+            // Mapped, not read: parsing the footer touches the first page and
+            // the last few, whatever the shard's size.
             let path = dir.join(first);
-            let bytes = std::fs::read(&path).map_err(|e| Error::io("read shard", &path, e))?;
-            if bytes.len() < 18 {
+            let file = std::fs::File::open(&path).map_err(|e| Error::io("open shard", &path, e))?;
+            // SAFETY: published shards are never modified in place (the cache is
+            // replaced by renaming a new directory in); the map lives only for
+            // this parse.
+            let map = unsafe { memmap2::Mmap::map(&file) }
+                .map_err(|e| Error::io("map shard", &path, e))?;
+            if map.len() < 18 {
                 return Err(Error::corrupt(&path, "too short for an Arrow IPC file"));
             }
-            let footer = read_footer(&path, &bytes)?;
+            let footer = read_footer(&path, &map)?;
             Features::infer_from_schema(&footer.schema)
         },
     )

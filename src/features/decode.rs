@@ -443,7 +443,10 @@ fn decode_video(
         Ok((!c.is_null(row)).then(|| c.value(row).to_string()))
     };
     let mode = str_col("mode")?.and_then(|m| VideoStorage::parse(&m));
-    let path = str_col("path")?.map(|p| video::resolve_path(&p, cache_dir));
+    let stored_path = str_col("path")?;
+    let path = stored_path
+        .as_deref()
+        .map(|p| video::resolve_path(p, cache_dir));
     let bytes = s
         .column_by_name("bytes")
         .and_then(|c| c.as_binary_opt::<i64>())
@@ -455,6 +458,7 @@ fn decode_video(
     Ok(VideoRef {
         mode,
         path,
+        stored_path,
         bytes,
         extension: str_col("extension")?,
         media_type: str_col("media_type")?,

@@ -42,6 +42,9 @@ pub(crate) struct ProgressHeader {
     pub column: String,
     pub quality: f64,
     pub method: u8,
+    /// `rgb` or `yuv` (absent in progress files of older builds: yuv).
+    #[serde(default = "yuv")]
+    pub webp_input: String,
     pub resize: Option<u32>,
     pub resize_mode: String,
     pub max_rows_per_file: usize,
@@ -340,4 +343,8 @@ impl Drop for LanceSegments {
             let _ = h.join();
         }
     }
+}
+
+fn yuv() -> String {
+    "yuv".into()
 }

@@ -41,7 +41,7 @@ use crate::features::describe::features_to_json;
 use crate::features::{Feature, Features, VideoStorage};
 use crate::value::{Example, Value};
 use crate::video::decode::{PixelTarget, VideoFile};
-use crate::video::webp::{WebpEncoder, WebpSettings, Yuv420};
+use crate::video::webp::{WebpEncoder, WebpInput, WebpSettings, Yuv420};
 
 /// How `resize` is applied to each video (decided on its stream size).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -389,23 +389,28 @@ fn encode_video(
             .map_err(|()| gone())?;
         tx.send(Msg::Frames(frames)).map_err(|_| gone())
     };
-    let n = v.for_each_frame(file, PixelTarget::Yuv420, Some((w, h)), |t, f| {
+    let target = match opts.webp.input {
+        WebpInput::Rgb => PixelTarget::Rgb,
+        WebpInput::Yuv => PixelTarget::Yuv420,
+    };
+    let n = v.for_each_frame(file, target, Some((w, h)), |t, f| {
         if !sent_size {
             tx.send(Msg::Size(w, h)).map_err(|_| gone())?;
             sent_size = true;
         }
-        let yuv = Yuv420 {
-            width: w,
-            height: h,
-            y: f.data(0),
-            y_stride: f.stride(0),
-            u: f.data(1),
-            v: f.data(2),
-            uv_stride: f.stride(1),
-        };
-        let bytes = encoder
-            .encode(&yuv)
-            .map_err(|e| format!("webp encode failed at t={t}: {e}"))?;
+        let bytes = match opts.webp.input {
+            WebpInput::Rgb => encoder.encode_rgb(f.data(0), w, h, f.stride(0)),
+            WebpInput::Yuv => encoder.encode(&Yuv420 {
+                width: w,
+                height: h,
+                y: f.data(0),
+                y_stride: f.stride(0),
+                u: f.data(1),
+                v: f.data(2),
+                uv_stride: f.stride(1),
+            }),
+        }
+        .map_err(|e| format!("webp encode failed at t={t}: {e}"))?;
         batch.push(bytes);
         if batch.len() == FRAMES_PER_BATCH {
             send(std::mem::take(&mut batch))?;
@@ -789,6 +794,7 @@ where
         column: column.to_string(),
         quality: f64::from(opts.webp.quality),
         method: opts.webp.method,
+        webp_input: opts.webp.input.name().to_string(),
         resize: opts.resize,
         resize_mode: opts.resize_mode.name().to_string(),
         max_rows_per_file: opts.max_rows_per_file,
@@ -887,6 +893,7 @@ where
         lineage: opts.lineage.clone(),
         resize_mode: opts.resize.map(|_| opts.resize_mode.name().to_string()),
         webp_method: Some(opts.webp.method),
+        webp_input: Some(opts.webp.input.name().to_string()),
         skipped: (!skipped.is_empty()).then_some(skipped),
         sources: opts.sources.clone(),
         fragment_row_counts: Some(fragment_rows),

@@ -85,3 +85,38 @@ pub fn lance_err(path: &std::path::Path, e: impl std::fmt::Display) -> Error {
         reason: format!("lance: {e}"),
     }
 }
+
+/// Reads every row of the Lance dataset at `dir` (the `columns` given), one
+/// fragment after another and in row order, handing each decoded batch to
+/// `f`; returns each fragment's row count. Memory stays at a batch or so.
+///
+/// # Errors
+/// [`Error::CorruptShard`] naming the dataset when Lance cannot open it or a
+/// batch does not decode.
+pub fn scan_dataset<F>(dir: &std::path::Path, columns: &[String], mut f: F) -> Result<Vec<u64>>
+where
+    F: FnMut(&arrow_array::RecordBatch) + Send,
+{
+    use futures::StreamExt;
+    let uri = dir_uri(dir)?;
+    block_on(async move {
+        let ds = Arc::new(lance::Dataset::open(&uri).await?);
+        let mut counts = Vec::new();
+        for frag in ds.get_fragments() {
+            let mut scan = frag.scan();
+            scan.project(columns)?;
+            scan.scan_in_order(true);
+            scan.batch_size(1024);
+            let mut stream = scan.try_into_stream().await?;
+            let mut rows = 0u64;
+            while let Some(batch) = stream.next().await {
+                let batch = batch?;
+                rows += batch.num_rows() as u64;
+                f(&batch);
+            }
+            counts.push(rows);
+        }
+        Ok::<_, lance::Error>(counts)
+    })?
+    .map_err(|e| lance_err(dir, e))
+}

@@ -8,4 +8,4 @@ pub mod webp;
 
 pub use plan::{SegmentPlan, WindowSpec};
 pub use sample::{Clip, ClipLayout, Pad, Sampling, VideoDecode};
-pub use webp::WebpSettings;
+pub use webp::{WebpInput, WebpSettings};

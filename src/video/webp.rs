@@ -13,6 +13,9 @@ pub struct WebpSettings {
     pub quality: f32,
     /// Effort 0 (fastest) ..= 6 (smallest); libwebp's and OpenCV's default is 4.
     pub method: u8,
+    /// What the encoder is given: RGB as the reference gives it (the
+    /// default), or the decoder's YUV planes.
+    pub input: WebpInput,
 }
 
 impl Default for WebpSettings {
@@ -20,6 +23,62 @@ impl Default for WebpSettings {
         WebpSettings {
             quality: 65.0,
             method: 4,
+            input: WebpInput::Rgb,
+        }
+    }
+}
+
+impl WebpSettings {
+    /// Settings with this quality and method, the other fields default.
+    pub fn new(quality: f32, method: u8) -> Self {
+        WebpSettings {
+            quality,
+            method,
+            ..WebpSettings::default()
+        }
+    }
+
+    /// The same settings with another encoder input.
+    pub fn with_input(mut self, input: WebpInput) -> Self {
+        self.input = input;
+        self
+    }
+}
+
+/// What a frame goes into libwebp as.
+///
+/// The reference encodes with OpenCV's `imencode('.webp')`: the decoder's
+/// YUV 4:2:0 is converted to packed RGB, and libwebp converts that back to
+/// YUV 4:2:0 with its own averaging of each 2x2 block of chroma. That round
+/// trip smooths chroma noise, so on noisy content its frames are smaller (and
+/// a little less faithful) than frames encoded from the decoder's planes at
+/// the same quality.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum WebpInput {
+    /// Packed RGB through libwebp's RGB import, as the reference's encoder:
+    /// the same quality gives the same size as the reference's frames.
+    #[default]
+    Rgb,
+    /// The decoder's YUV 4:2:0 planes, no RGB round trip: faster to encode,
+    /// keeps chroma detail, larger on noisy content.
+    Yuv,
+}
+
+impl WebpInput {
+    /// `rgb` or `yuv`.
+    pub fn name(self) -> &'static str {
+        match self {
+            WebpInput::Rgb => "rgb",
+            WebpInput::Yuv => "yuv",
+        }
+    }
+
+    /// Reads `rgb` or `yuv`.
+    pub fn parse(s: &str) -> Option<Self> {
+        match s {
+            "rgb" => Some(WebpInput::Rgb),
+            "yuv" => Some(WebpInput::Yuv),
+            _ => None,
         }
     }
 }
@@ -112,6 +171,49 @@ impl WebpEncoder {
     /// A message when the frame is out of WebP's limits or libwebp fails.
     pub fn encode(&self, frame: &Yuv420<'_>) -> Result<Vec<u8>, String> {
         encode_with(&self.config, frame)
+    }
+
+    /// Encodes one packed RGB frame (`stride` bytes per row) the way
+    /// OpenCV's `imencode('.webp')` does: libwebp's own RGB import.
+    ///
+    /// # Errors
+    /// A message when the frame is out of WebP's limits or libwebp fails.
+    pub fn encode_rgb(
+        &self,
+        rgb: &[u8],
+        width: usize,
+        height: usize,
+        stride: usize,
+    ) -> Result<Vec<u8>, String> {
+        if width == 0 || height == 0 || width > 16383 || height > 16383 {
+            return Err(format!(
+                "WebP cannot hold a {width}x{height} frame (1..=16383 per side)"
+            ));
+        }
+        if stride < width * 3 || rgb.len() < (height - 1) * stride + width * 3 {
+            return Err("RGB buffer smaller than the frame".into());
+        }
+        let mut pic = sys::WebPPicture::new().map_err(|_| "libwebp: picture init".to_string())?;
+        let mut out: Vec<u8> = Vec::with_capacity(width * height / 8);
+        pic.use_argb = 0;
+        pic.width = width as c_int;
+        pic.height = height as c_int;
+        pic.writer = Some(append_to_vec);
+        pic.custom_ptr = &mut out as *mut Vec<u8> as *mut std::ffi::c_void;
+        // SAFETY: the picture is initialised with its size; the buffer holds
+        // `height` rows of `stride` bytes (checked above); libwebp copies it
+        // into planes it allocates and frees in WebPPictureFree.
+        let ok = unsafe {
+            sys::WebPPictureImportRGB(&mut pic, rgb.as_ptr(), stride as c_int) != 0
+                && sys::WebPEncode(&self.config, &mut pic) != 0
+        };
+        let code = pic.error_code;
+        // SAFETY: frees the planes the import allocated.
+        unsafe { sys::WebPPictureFree(&mut pic) };
+        if !ok {
+            return Err(format!("libwebp encode failed ({code:?})"));
+        }
+        Ok(out)
     }
 }
 
@@ -237,8 +339,22 @@ pub fn decode_frames(
     height: usize,
 ) -> Result<Vec<u8>, (usize, String)> {
     use rayon::prelude::*;
+    if width > 16383 || height > 16383 {
+        return Err((
+            0,
+            format!("{width}x{height} is beyond WebP's 16383 pixels a side"),
+        ));
+    }
     let per = width * height * 3;
-    let n = per * frames.len();
+    let n = per.checked_mul(frames.len()).ok_or_else(|| {
+        (
+            0,
+            format!(
+                "{} frames of {width}x{height} overflow memory",
+                frames.len()
+            ),
+        )
+    })?;
     let mut data: Vec<u8> = Vec::with_capacity(n);
     let buf = &mut data.spare_capacity_mut()[..n];
     if per > 0 {
@@ -301,14 +417,7 @@ mod tests {
             v: &v,
             uv_stride: cw,
         };
-        let bytes = encode_yuv420(
-            &f,
-            WebpSettings {
-                quality: 90.0,
-                method: 4,
-            },
-        )
-        .unwrap();
+        let bytes = encode_yuv420(&f, WebpSettings::new(90.0, 4)).unwrap();
         assert_eq!(&bytes[..4], b"RIFF");
         let (rgb, dw, dh) = decode_rgb(&bytes).unwrap();
         assert_eq!((dw, dh), (w, h));
@@ -327,5 +436,14 @@ mod tests {
         assert!(decode_frames(&[], w, h).unwrap().is_empty());
         let small = Yuv420 { y: &y[..10], ..f };
         assert!(encode_yuv420(&small, WebpSettings::default()).is_err());
+        // The RGB input of the reference's encoder: the decoded ramp back in.
+        let enc = WebpEncoder::new(WebpSettings::new(90.0, 4)).unwrap();
+        let again = enc.encode_rgb(&rgb, w, h, w * 3).unwrap();
+        let (rgb2, dw2, dh2) = decode_rgb(&again).unwrap();
+        assert_eq!((dw2, dh2), (w, h));
+        let px2 = |x: usize| rgb2[(8 * w + x) * 3] as i32;
+        assert!((px2(30) - px(30)).abs() < 12 && (px2(2) - px(2)).abs() < 12);
+        assert!(enc.encode_rgb(&rgb[..10], w, h, w * 3).is_err());
+        assert!(enc.encode_rgb(&rgb, w, h, w).is_err());
     }
 }

@@ -22,6 +22,9 @@ struct Tiny {
     label_names: Vec<&'static str>,
     generated: AtomicUsize,
     fail_in_unit: Option<usize>,
+    /// Units 0 and 1 each wait here, at their first example, until both
+    /// have arrived: a build that does not run them at the same time fails.
+    rendezvous: Option<std::sync::Arc<AtomicUsize>>,
 }
 
 impl Tiny {
@@ -33,6 +36,7 @@ impl Tiny {
             label_names: vec!["a", "b", "c"],
             generated: AtomicUsize::new(0),
             fail_in_unit: None,
+            rendezvous: None,
         }
     }
 }
@@ -76,7 +80,20 @@ impl DatasetBuilder for Tiny {
         let base = if split == "test" { 1_000_000 } else { 0 };
         let n = self.per_unit;
         let fail = self.fail_in_unit == Some(u);
+        let rendezvous = self.rendezvous.clone().filter(|_| u < 2);
         Ok(Box::new((0..n).map(move |k| {
+            if let (0, Some(r)) = (k, &rendezvous) {
+                r.fetch_add(1, Ordering::SeqCst);
+                let start = std::time::Instant::now();
+                while r.load(Ordering::SeqCst) < 2 {
+                    if start.elapsed() > std::time::Duration::from_secs(60) {
+                        return Err(
+                            format!("unit {u} ran alone: units 0 and 1 never overlapped").into(),
+                        );
+                    }
+                    std::thread::sleep(std::time::Duration::from_millis(1));
+                }
+            }
             if k == 0 {
                 std::thread::sleep(std::time::Duration::from_millis(((5 - u % 5) * 3) as u64));
             }
@@ -168,6 +185,17 @@ fn work_units_run_in_parallel_but_keep_unit_then_example_order() {
         .unwrap();
         assert_eq!(xs(&ds), want, "parallelism {par}");
     }
+    // Two units in flight at once: each of the first two waits for the
+    // other, which only a parallel build can satisfy.
+    let tmp = tempfile::tempdir().unwrap();
+    let met = std::sync::Arc::new(AtomicUsize::new(0));
+    let b = Tiny {
+        rendezvous: Some(met.clone()),
+        ..Tiny::new()
+    };
+    let ds = load(&b, "train", &opts(tmp.path()).with_unit_parallelism(2)).unwrap();
+    assert_eq!(xs(&ds), want);
+    assert_eq!(met.load(Ordering::SeqCst), 2);
 }
 
 #[test]

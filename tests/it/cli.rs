@@ -502,13 +502,15 @@ fn a_path_that_is_not_a_cache_is_a_clear_error() {
     let plain = t.path().join("plain");
     write(&plain.join("file.txt"), b"x");
     let p = plain.to_str().unwrap();
-    for args in [
-        vec!["inspect", p],
-        vec!["verify", p],
-        vec!["cat", p],
-        vec!["export", p, "--row", "0", "--out", p],
+    // `verify` keeps exit 1 for damage found; a path with no cache to
+    // verify is a usage error (2).
+    for (args, code) in [
+        (vec!["inspect", p], 1),
+        (vec!["verify", p], 2),
+        (vec!["cat", p], 1),
+        (vec!["export", p, "--row", "0", "--out", p], 1),
     ] {
-        let e = fails(&root, &args, 1);
+        let e = fails(&root, &args, code);
         assert!(e.contains(p) && e.contains("not a cache"), "{args:?}: {e}");
     }
     let gone = t.path().join("gone");
@@ -572,9 +574,26 @@ fn inspect_reports_exact_column_bytes_on_disk_and_in_memory() {
             .map(|c| c["bytes_on_disk"].as_u64().unwrap())
             .sum();
         assert!(cols > 0 && cols < shard_total, "{cols} vs {shard_total}");
-        assert!(r["bytes_on_disk"].as_u64().unwrap() > shard_total);
+        // Everything in the directory: shards, metadata, sidecars.
+        let all_files: u64 = snapshot(&dir).iter().map(|(_, b)| b.len() as u64).sum();
+        assert_eq!(r["bytes_on_disk"].as_u64().unwrap(), all_files);
         assert_eq!(r["column_bytes_in_memory"], "exact");
     }
+    // The uncompressed buffers, computed from the rows of each record batch:
+    // no validity bitmap (no nulls: arrow writes it empty), int64 values, or
+    // i32 offsets and the UTF-8 bytes ("... row N" is 37 bytes).
+    let dir = PathBuf::from(p["path"].as_str().unwrap());
+    let (mut id_bytes, mut text_bytes) = (0u64, 0u64);
+    for s in p["shards"].as_array().unwrap() {
+        let f = std::fs::File::open(dir.join(s["name"].as_str().unwrap())).unwrap();
+        for b in arrow_ipc::reader::FileReader::try_new(f, None).unwrap() {
+            let rows = b.unwrap().num_rows() as u64;
+            id_bytes += 8 * rows;
+            text_bytes += 4 * (rows + 1) + 37 * rows;
+        }
+    }
+    assert_eq!(p["columns"][0]["bytes_on_disk"], id_bytes);
+    assert_eq!(p["columns"][1]["bytes_on_disk"], text_bytes);
     // In memory, the compressed cache holds exactly what the uncompressed one stores.
     for k in 0..2 {
         let (pc, zc) = (&p["columns"][k], &z["columns"][k]);

@@ -157,3 +157,54 @@ pub fn snapshot(dir: &Path) -> Vec<(PathBuf, Vec<u8>)> {
     walk(dir, &mut out);
     out
 }
+
+/// The Python interpreter of the test set-up: `$SHARDSET_PYTHON`, else the
+/// virtual environment with pinned pyarrow and pylance that `./dev test`
+/// creates (`~/.cache/shardset/venv`). Never the system interpreter.
+pub fn python_path() -> PathBuf {
+    if let Some(p) = std::env::var_os("SHARDSET_PYTHON") {
+        return PathBuf::from(p);
+    }
+    let home = std::env::var_os("HOME")
+        .map(PathBuf::from)
+        .unwrap_or_default();
+    home.join(".cache/shardset/venv/bin/python")
+}
+
+/// A command running the set-up's Python.
+pub fn python() -> std::process::Command {
+    std::process::Command::new(python_path())
+}
+
+/// Fails the test, naming what is missing and how to install it, when the
+/// set-up's Python cannot import `module`.
+pub fn require_python_module(module: &str) {
+    let py = python_path();
+    let out = python().args(["-c", &format!("import {module}")]).output();
+    match out {
+        Ok(o) if o.status.success() => {}
+        Ok(o) => panic!(
+            "missing: Python module '{module}' in {} ({}); `./dev test` installs the pinned versions",
+            py.display(),
+            String::from_utf8_lossy(&o.stderr).trim()
+        ),
+        Err(e) => panic!(
+            "missing: the test Python {} ({e}); `./dev test` creates it with pinned pyarrow and pylance",
+            py.display()
+        ),
+    }
+}
+
+/// Fails the test, naming what is missing, when the `ffmpeg` CLI is not on
+/// PATH (the tests make their clips with it).
+pub fn require_ffmpeg() {
+    let ok = std::process::Command::new("ffmpeg")
+        .arg("-version")
+        .output()
+        .is_ok_and(|o| o.status.success());
+    assert!(
+        ok,
+        "missing: the ffmpeg command line tool, which makes the test clips \
+         (`./dev test` installs it; on Debian: apt-get install ffmpeg)"
+    );
+}

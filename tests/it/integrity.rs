@@ -444,12 +444,13 @@ fn permission_denied_on_the_cache_root_is_an_io_error_naming_it() {
         std::fs::set_permissions(&root, std::fs::Permissions::from_mode(0o555)).unwrap();
     }
     let probe = std::fs::write(root.join("probe"), b"x");
-    if probe.is_ok() {
-        // Neither mechanism denies writes here (root on a filesystem without
-        // attributes): nothing to test on this machine.
-        eprintln!("skipping: cannot make a directory read-only here");
-        return;
-    }
+    assert!(
+        probe.is_err(),
+        "cannot make a directory read-only here: as root this needs chattr \
+         (e2fsprogs; `./dev test` installs it) on a filesystem with attributes \
+         (chattr +i {} succeeded: {immutable})",
+        root.display()
+    );
     let e = write_arrow_cache(
         f2_rows(10),
         &features_f2(),

@@ -261,9 +261,7 @@ fn lance_caches_roundtrip_every_feature_kind_and_describe_themselves() {
 
 #[test]
 fn pylance_reads_our_lance_cache_identically() {
-    if !crate::pyarrow::have_module("lance") {
-        return;
-    }
+    crate::common::require_python_module("lance");
     let tmp = tempfile::tempdir().unwrap();
     let dir = tmp.path().join("p");
     write_lance_cache(
@@ -285,7 +283,7 @@ for r in rows:
             r[k] = hashlib.sha256(v).hexdigest()
 print(json.dumps({"n": ds.count_rows(), "frags": len(ds.get_fragments()), "meta": meta, "types": {f.name: str(f.type) for f in t.schema}, "rows": rows}))
 "#;
-    let out = Command::new("python3")
+    let out = crate::common::python()
         .arg("-c")
         .arg(script)
         .arg(&dir)

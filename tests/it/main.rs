@@ -1,11 +1,14 @@
 //! The one integration-test binary (one link of the heavy dependencies).
 
+mod alloc_count;
 mod bad_input;
 mod builder;
 mod cli;
 mod common;
 mod crash;
 mod dataset_api;
+mod fidelity;
+mod fuzz_replay;
 mod golden;
 mod integrity;
 #[cfg(feature = "lance")]
@@ -15,3 +18,6 @@ mod roundtrip;
 mod sampler;
 #[cfg(feature = "video")]
 mod video;
+
+#[global_allocator]
+static ALLOC: alloc_count::Counting = alloc_count::Counting;

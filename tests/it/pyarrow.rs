@@ -1,32 +1,8 @@
 //! pyarrow reads what we write, with identical values.
 
-use std::process::Command;
-
 use shardset::{write_arrow_cache, ArrowWriteOptions, Compression, Value};
 
 use crate::common::*;
-
-/// True when python3 can import `module`; in CI its absence is a failure.
-pub fn have_module(module: &str) -> bool {
-    let ok = Command::new("python3")
-        .args(["-c", &format!("import {module}")])
-        .output()
-        .map(|o| o.status.success())
-        .unwrap_or(false);
-    if !ok {
-        assert!(
-            std::env::var_os("CI").is_none(),
-            "CI must have python3 with {module} (.ci/run installs it)"
-        );
-        eprintln!("skipping: python3 with {module} not found");
-    }
-    ok
-}
-
-/// True when python3 with pyarrow is available.
-pub fn have_pyarrow() -> bool {
-    have_module("pyarrow")
-}
 
 const SCRIPT: &str = r#"
 import hashlib, json, sys
@@ -47,9 +23,7 @@ print(json.dumps(out))
 
 #[test]
 fn pyarrow_reads_our_shards_identically() {
-    if !have_pyarrow() {
-        return;
-    }
+    require_python_module("pyarrow");
     for comp in [Compression::None, Compression::Zstd, Compression::Lz4] {
         let tmp = tempfile::tempdir().unwrap();
         let dir = tmp.path().join("c");
@@ -63,7 +37,7 @@ fn pyarrow_reads_our_shards_identically() {
                 .with_compression(comp),
         )
         .unwrap();
-        let out = Command::new("python3")
+        let out = crate::common::python()
             .arg("-c")
             .arg(SCRIPT)
             .arg(&dir)
@@ -117,9 +91,7 @@ fn pyarrow_reads_our_shards_identically() {
 
 #[test]
 fn pyarrow_reads_our_video_cells() {
-    if !have_pyarrow() {
-        return;
-    }
+    require_python_module("pyarrow");
     let tmp = tempfile::tempdir().unwrap();
     let dir = tmp.path().join("v");
     let src = golden().join("sources/clip_c.avi");
@@ -133,7 +105,7 @@ fn pyarrow_reads_our_video_cells() {
         &ArrowWriteOptions::default(),
     )
     .unwrap();
-    let out = Command::new("python3")
+    let out = crate::common::python()
         .arg("-c")
         .arg(SCRIPT)
         .arg(&dir)

@@ -164,6 +164,12 @@ fn nulls_roundtrip_in_every_column() {
     }
     write_arrow_cache(vec![ex], &features, &dir, &ArrowWriteOptions::default()).unwrap();
     let r = open_cache(&dir).unwrap().backend.get(0).unwrap();
+    assert_eq!(
+        r.values().len(),
+        features.names().len(),
+        "a cell per column"
+    );
+    assert!(!r.values().is_empty());
     assert!(r.values().iter().all(|v| *v == Value::Null));
 }
 

@@ -14,14 +14,7 @@ use shardset::{
 };
 
 use crate::cli::{ok, run};
-use crate::common::{golden, golden_copy, sha256, snapshot};
-
-fn have_ffmpeg() -> bool {
-    Command::new("ffmpeg")
-        .arg("-version")
-        .output()
-        .is_ok_and(|o| o.status.success())
-}
+use crate::common::{golden, golden_copy, require_ffmpeg, sha256, snapshot};
 
 /// A synthetic clip of `frames` frames (testsrc: every frame differs).
 fn make_video(dir: &Path, name: &str, frames: u32, size: &str, codec_args: &[&str]) -> PathBuf {
@@ -154,16 +147,10 @@ fn reference_frames_cache_reproduces_the_expected_windows() {
 
 #[test]
 fn frames_cache_of_the_reference_sources() {
-    if !have_ffmpeg() {
-        return;
-    }
     let tmp = tempfile::tempdir().unwrap();
     let dir = tmp.path().join("frames");
     let opts = VideoFramesOptions {
-        webp: shardset::WebpSettings {
-            quality: 80.0,
-            method: 4,
-        },
+        webp: shardset::WebpSettings::new(80.0, 4),
         threads: 2,
         ..Default::default()
     };
@@ -241,8 +228,9 @@ fn frames_cache_of_the_reference_sources() {
         assert!(mad < 6.0, "window {i}: mean abs difference {mad}");
     }
     // pylance opens it with the reference's schema.
-    if crate::pyarrow::have_module("lance") {
-        let out = Command::new("python3")
+    {
+        crate::common::require_python_module("lance");
+        let out = crate::common::python()
             .arg("-c")
             .arg("import lance, sys, json; ds = lance.dataset(sys.argv[1]); t = ds.to_table(columns=['video_id', 'frame_idx']); print(json.dumps({'schema': str(ds.schema), 'n': ds.count_rows(), 'ids': sorted(set(t.column('video_id').to_pylist())), 'last': t.column('frame_idx').to_pylist()[-1]}))")
             .arg(&dir)
@@ -266,9 +254,6 @@ fn frames_cache_of_the_reference_sources() {
 
 #[test]
 fn unreadable_videos_are_skipped_or_fail_the_build_naming_the_file() {
-    if !have_ffmpeg() {
-        return;
-    }
     let tmp = tempfile::tempdir().unwrap();
     let dir = tmp.path().join("frames");
     let strict = VideoFramesOptions {
@@ -324,9 +309,7 @@ fn unreadable_videos_are_skipped_or_fail_the_build_naming_the_file() {
 
 #[test]
 fn containers_decode_and_reads_are_frame_exact() {
-    if !have_ffmpeg() {
-        return;
-    }
+    require_ffmpeg();
     let tmp = tempfile::tempdir().unwrap();
     let d = tmp.path();
     let gop = ["-g", "8", "-bf", "2"];
@@ -441,9 +424,7 @@ fn containers_decode_and_reads_are_frame_exact() {
 
 #[test]
 fn resize_rules() {
-    if !have_ffmpeg() {
-        return;
-    }
+    require_ffmpeg();
     assert_eq!(ResizeMode::Square.apply(Some(8), 32, 16), (8, 8));
     assert_eq!(ResizeMode::Square.apply(Some(64), 32, 16), (32, 16));
     assert_eq!(ResizeMode::ShorterSide.apply(Some(24), 64, 48), (32, 24));
@@ -481,9 +462,7 @@ fn resize_rules() {
 
 #[test]
 fn inline_bytes_videos_build_and_clean_up() {
-    if !have_ffmpeg() {
-        return;
-    }
+    require_ffmpeg();
     let tmp = tempfile::tempdir().unwrap();
     let v = make_video(tmp.path(), "in.mp4", 5, "32x32", &["-c:v", "libx264"]);
     let bytes = std::fs::read(&v).unwrap();
@@ -558,9 +537,6 @@ fn bad_frames_caches_are_typed_errors() {
 
 #[test]
 fn path_and_bytes_videos_decode_at_read_time() {
-    if !have_ffmpeg() {
-        return;
-    }
     for name in ["arrow_video_path", "arrow_video_bytes"] {
         let (_t, dir) = golden_copy(name);
         let ds = Dataset::new(open_cache(&dir).unwrap());
@@ -611,9 +587,7 @@ fn path_and_bytes_videos_decode_at_read_time() {
 
 #[test]
 fn cli_builds_video_folders_in_every_storage_and_exports_windows() {
-    if !have_ffmpeg() {
-        return;
-    }
+    require_ffmpeg();
     let tmp = tempfile::tempdir().unwrap();
     let root = tmp.path().join("root");
     let vids = tmp.path().join("clips");
@@ -847,9 +821,7 @@ fn the_loader_reads_windows_shard_shuffled() {
 
 #[test]
 fn videos_of_mixed_lengths_are_written_in_order_whatever_the_buffer() {
-    if !have_ffmpeg() {
-        return;
-    }
+    require_ffmpeg();
     // A long video first, short ones and an unreadable one behind it: the
     // short ones finish first and wait (or pause, with a one-byte buffer)
     // for their turn. Every build must hold the same rows in video order.
@@ -1051,9 +1023,7 @@ fn frames_and_videos(dir: &Path) -> (Vec<u8>, Vec<VideoSummary>, J) {
 
 #[test]
 fn an_interrupted_frames_build_resumes_from_its_last_checkpoint() {
-    if !have_ffmpeg() {
-        return;
-    }
+    require_ffmpeg();
     let tmp = tempfile::tempdir().unwrap();
     let src = tmp.path().join("src");
     std::fs::create_dir_all(&src).unwrap();
@@ -1155,8 +1125,9 @@ fn an_interrupted_frames_build_resumes_from_its_last_checkpoint() {
     assert!(!dir.join("_frames_progress.jsonl").exists());
     assert_eq!(w.metadata.num_rows, 8 + 5 + 12 + 6 + 7);
     // pylance reads the resumed cache (several segments and versions) in order.
-    if crate::pyarrow::have_module("lance") {
-        let out = Command::new("python3")
+    {
+        crate::common::require_python_module("lance");
+        let out = crate::common::python()
             .arg("-c")
             .arg("import lance, sys, json; ds = lance.dataset(sys.argv[1]); t = ds.to_table(columns=['video_id', 'frame_idx']); print(json.dumps({'rows': list(zip(t.column('video_id').to_pylist(), t.column('frame_idx').to_pylist())), 'fragments': len(ds.get_fragments())}))")
             .arg(&dir)
@@ -1204,9 +1175,21 @@ fn an_interrupted_frames_build_resumes_from_its_last_checkpoint() {
         shardset::try_write_video_frames_cache(items(&with_broken, Some(5)), &f, &dir, &lenient)
             .unwrap_err();
     assert!(matches!(e, Error::Generator { .. }), "{e}");
+    // How far the interrupted build got depends on when the generator's
+    // error reached the writer; its last checkpoint says exactly where.
+    let kept = temp_dirs(&root);
+    assert_eq!(kept.len(), 1, "the checkpoints are kept");
+    let checkpointed = std::fs::read_to_string(kept[0].join("_frames_progress.jsonl"))
+        .unwrap()
+        .lines()
+        .filter_map(|l| serde_json::from_str::<J>(l).ok())
+        .filter_map(|l| l.get("tasks").and_then(J::as_u64))
+        .max()
+        .unwrap_or(0);
+    assert!(checkpointed <= 5, "{checkpointed}");
     let w = shardset::try_write_video_frames_cache(items(&with_broken, None), &f, &dir, &lenient)
         .unwrap();
-    assert!(w.resumed_videos <= 5);
+    assert_eq!(w.resumed_videos, checkpointed);
     assert_eq!(frames_and_videos(&dir), frames_and_videos(&fresh_b));
     assert_eq!(w.metadata.n_skipped, 1);
 

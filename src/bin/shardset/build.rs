@@ -111,6 +111,11 @@ pub enum BuildSource {
         /// frames: WebP method 0 (fastest) - 6 (smallest).
         #[arg(long, default_value_t = 4)]
         method: u8,
+        /// frames: what the WebP encoder is given: rgb (as the reference's
+        /// OpenCV encoder: the same quality gives the same size) or yuv (the
+        /// decoder's planes: faster, keeps chroma detail, larger on noisy video).
+        #[arg(long, default_value = "rgb")]
+        webp_input: String,
         /// frames: resize bound in pixels.
         #[arg(long)]
         resize: Option<u32>,
@@ -240,6 +245,7 @@ pub fn run(source: BuildSource) -> CliResult {
             storage,
             quality,
             method,
+            webp_input,
             resize,
             resize_mode,
             strict,
@@ -279,12 +285,17 @@ pub fn run(source: BuildSource) -> CliResult {
                     )))
                 }
             };
+            let input = shardset::WebpInput::parse(&webp_input).ok_or_else(|| {
+                CliError::Usage(format!(
+                    "--webp-input must be rgb or yuv, got '{webp_input}'"
+                ))
+            })?;
             let buffer_bytes = parse_size(&buffer)
                 .map_err(|e| CliError::Usage(format!("--buffer: {e}")))?
                 .try_into()
                 .map_err(|_| CliError::Usage(format!("--buffer {buffer} is too large")))?;
             let vopts = shardset::VideoFramesOptions {
-                webp: shardset::WebpSettings { quality, method },
+                webp: shardset::WebpSettings::new(quality, method).with_input(input),
                 resize,
                 resize_mode: mode,
                 threads: opts.threads,

@@ -5,17 +5,30 @@ use std::path::{Path, PathBuf};
 
 use serde_json::{json, Value as J};
 use shardset::cache::metadata::LAYOUT_ARROW_SHARDS;
-use shardset::cache::open::{locate_corrupt_rows, verify_checksums, ChecksumMismatch};
 use shardset::cache::stats::cache_stats;
+use shardset::cache::verify::CHECKSUMS_FILE;
 use shardset::features::describe::features_to_json;
 use shardset::features::repr::feature_repr;
 use shardset::open_cache;
+use shardset::{stamp_checksums, verify_cache, VerifyReport};
 
 use crate::fmt::{cache_or_root, count, human, CliError, CliResult};
 
-/// Checksum verification of one cache: mismatching shards, or why it could not run.
-fn verify_one(dir: &Path) -> CliResult<Vec<ChecksumMismatch>> {
-    Ok(verify_checksums(dir)?)
+/// A verification report as JSON: what was checked, what was not, and each
+/// damaged place (`mismatches` keeps the checksum mismatches alone).
+fn verify_json(rep: &VerifyReport) -> J {
+    json!({
+        "ok": rep.is_ok(),
+        "checked": rep.checked,
+        "not_checked": rep.not_checked,
+        "data_bytes_verified": rep.data_bytes_verified,
+        "damage": rep.damage.iter().map(|d| json!({
+            "path": d.path, "rows": d.rows, "reason": d.reason
+        })).collect::<Vec<_>>(),
+        "mismatches": rep.damage.iter().filter(|d| d.reason.starts_with("xxh64")).map(|d| json!({
+            "shard": d.path, "reason": d.reason
+        })).collect::<Vec<_>>(),
+    })
 }
 
 /// The report of one cache, as JSON (the human table is printed from it).
@@ -23,15 +36,8 @@ fn report(dir: &Path, verify: bool) -> CliResult<J> {
     let cache = open_cache(dir)?;
     let m = &cache.metadata;
     let stats = cache_stats(&cache)?;
-    let arrow = cache.layout == LAYOUT_ARROW_SHARDS;
-    let verified = if verify && arrow && m.get("shard_xxh64").is_some() {
-        let bad = verify_one(dir)?;
-        json!({
-            "ok": bad.is_empty(),
-            "mismatches": bad.iter().map(|b| json!({
-                "shard": b.path, "recorded": b.expected, "found": b.found
-            })).collect::<Vec<_>>(),
-        })
+    let verified = if verify {
+        verify_json(&verify_cache(dir)?)
     } else {
         J::Null
     };
@@ -72,6 +78,7 @@ fn report(dir: &Path, verify: bool) -> CliResult<J> {
             "shard_xxh64": m.get("shard_xxh64").is_some(),
             "metadata_xxh64": m.get("metadata_xxh64").is_some(),
             "row_xxh64": m.get("row_checksums").and_then(|v| v.as_bool()).unwrap_or(false),
+            "stamped": dir.join(CHECKSUMS_FILE).is_file(),
             "verified": verified,
         },
     }))
@@ -105,21 +112,36 @@ fn print_human(r: &J, arrow_checksum_hint: bool) {
     );
     let c = &r["checksums"];
     let shard_line = match (&c["shard_xxh64"], &c["verified"]) {
-        (J::Bool(false), _) => "absent".to_string(),
+        (J::Bool(false), J::Null) if c["stamped"] == J::Bool(true) => {
+            format!("absent; data files stamped in {CHECKSUMS_FILE} (not verified; use --verify)")
+        }
+        (J::Bool(false), J::Null) => "absent".to_string(),
+        (_, v) if !v.is_null() => {
+            let mut line = if v["ok"] == J::Bool(true) {
+                "verified, no damage found".to_string()
+            } else {
+                format!(
+                    "DAMAGED: {}",
+                    v["damage"]
+                        .as_array()
+                        .map(|a| a
+                            .iter()
+                            .map(|d| format!("{} ({})", s(d, "path"), s(d, "reason")))
+                            .collect::<Vec<_>>()
+                            .join(", "))
+                        .unwrap_or_default()
+                )
+            };
+            for k in ["checked", "not_checked"] {
+                for c in v[k].as_array().into_iter().flatten() {
+                    line.push_str("\n               ");
+                    line.push_str(c.as_str().unwrap_or(""));
+                }
+            }
+            line
+        }
         (_, J::Null) if arrow_checksum_hint => "present (not verified; use --verify)".into(),
-        (_, J::Null) => "present".into(),
-        (_, v) if v["ok"] == J::Bool(true) => "present, verified: every shard matches".into(),
-        (_, v) => format!(
-            "present, verified: MISMATCH in {}",
-            v["mismatches"]
-                .as_array()
-                .map(|a| a
-                    .iter()
-                    .map(|m| s(m, "shard").to_string())
-                    .collect::<Vec<_>>()
-                    .join(", "))
-                .unwrap_or_default()
-        ),
+        _ => "present".into(),
     };
     println!("checksums    shards (xxh64): {shard_line}");
     println!(
@@ -235,7 +257,7 @@ pub fn inspect(path: PathBuf, json: bool, verify: bool) -> CliResult {
     }
     if mismatched > 0 {
         return Err(CliError::Failed(format!(
-            "{mismatched} cache(s) have shards that do not match their checksums"
+            "{mismatched} cache(s) found damaged"
         )));
     }
     if failures > 0 {
@@ -246,63 +268,58 @@ pub fn inspect(path: PathBuf, json: bool, verify: bool) -> CliResult {
     Ok(())
 }
 
-/// Verifies one cache; prints what it finds. `Ok(false)` on a mismatch.
-fn verify_cache(dir: &Path) -> CliResult<bool> {
-    let cache = open_cache(dir)?;
-    if cache.layout != LAYOUT_ARROW_SHARDS {
-        // Opening checked the metadata's own checksum and the dataset's row counts.
-        println!(
-            "ok: {} ({}: metadata checked; this layout records no shard checksums)",
-            dir.display(),
-            cache.layout
-        );
-        return Ok(true);
-    }
-    let bad = verify_one(dir)?;
-    if bad.is_empty() {
-        println!(
-            "ok: {} (every one of {} shard(s) matches its recorded xxh64)",
-            dir.display(),
-            cache.backend.num_shards()
-        );
-        return Ok(true);
-    }
-    for b in &bad {
-        eprintln!(
-            "checksum mismatch: {} (recorded {}, found {})",
-            b.path.display(),
-            b.expected,
-            b.found
-        );
-    }
-    if let Ok(located) = locate_corrupt_rows(dir) {
-        for l in located {
-            if !l.rows.is_empty() {
-                let shown: Vec<String> = l.rows.iter().take(20).map(u64::to_string).collect();
+/// Verifies one cache; prints what it checked and found. `Ok(false)` on damage.
+fn verify_one_cache(dir: &Path) -> CliResult<bool> {
+    let rep = verify_cache(dir)?;
+    if rep.is_ok() {
+        println!("ok: {} ({}): no damage found", dir.display(), rep.layout);
+    } else {
+        eprintln!("damaged: {} ({})", dir.display(), rep.layout);
+        for d in &rep.damage {
+            let what = if d.reason.starts_with("xxh64") {
+                "checksum mismatch"
+            } else {
+                "damage"
+            };
+            eprintln!("{what}: {}: {}", d.path.display(), d.reason);
+            if !d.rows.is_empty() {
+                let shown: Vec<String> = d.rows.iter().take(20).map(u64::to_string).collect();
                 eprintln!(
                     "  {}: changed row(s) {}{}",
-                    l.shard.display(),
+                    d.path.display(),
                     shown.join(", "),
-                    if l.rows.len() > 20 { ", ..." } else { "" }
-                );
-            }
-            for (a, b) in l.unreadable {
-                eprintln!(
-                    "  {}: rows {a}..{b} unreadable or unchecked",
-                    l.shard.display()
+                    if d.rows.len() > 20 { ", ..." } else { "" }
                 );
             }
         }
     }
-    Ok(false)
+    for c in &rep.checked {
+        println!("  checked: {c}");
+    }
+    for c in &rep.not_checked {
+        println!("  not checked: {c}");
+    }
+    Ok(rep.is_ok())
 }
 
 /// Runs `shardset verify` on a cache or on every cache under a root.
-pub fn verify(path: PathBuf) -> CliResult {
-    let (single, dirs) = cache_or_root(&path)?;
+pub fn verify(path: PathBuf, stamp: bool) -> CliResult {
+    // A path that is no cache and holds none is a usage error (exit 2);
+    // damage found in a cache is exit 1.
+    let (single, dirs) = cache_or_root(&path).map_err(|e| CliError::Usage(e.to_string()))?;
+    if stamp {
+        for d in &dirs {
+            let n = stamp_checksums(d)?;
+            println!(
+                "stamped: {} ({n} data file(s) recorded in {CHECKSUMS_FILE})",
+                d.display()
+            );
+        }
+        return Ok(());
+    }
     let mut bad = 0;
     for d in &dirs {
-        match verify_cache(d) {
+        match verify_one_cache(d) {
             Ok(true) => {}
             Ok(false) => bad += 1,
             Err(e) if single => return Err(e),

@@ -69,7 +69,7 @@ enum Cmd {
         /// Machine-readable output.
         #[arg(long)]
         json: bool,
-        /// Recompute every shard checksum (reads every byte); exit 1 on a mismatch.
+        /// Verify the cache as `shardset verify` does (reads every byte); exit 1 on damage.
         #[arg(long)]
         verify: bool,
     },
@@ -109,11 +109,17 @@ enum Cmd {
         #[arg(long)]
         json: bool,
     },
-    /// Recompute every shard checksum of a cache (or of every cache under a
-    /// root); name each damaged shard and exit 1 on a mismatch.
+    /// Verify a cache (or every cache under a root): its structure always
+    /// (metadata, every shard or fragment opens and decodes, row counts,
+    /// schema), its data bytes where checksums are recorded; say which were
+    /// checked. Exit 0 when no damage is found, 1 naming each damaged file.
     Verify {
         /// A cache directory, or a root holding caches.
         path: PathBuf,
+        /// Record the checksums of every data file of a cache that records
+        /// none (in `_checksums.json`; nothing the reference reads changes).
+        #[arg(long)]
+        stamp: bool,
     },
     /// Say why a cache would be rebuilt (damage, changed sources); exit 1 if it would.
     Why {
@@ -146,9 +152,18 @@ enum Cmd {
 }
 
 fn why(path: PathBuf) -> CliResult {
-    let reasons = shardset::builder::why_cache(&path)?;
+    let why = shardset::builder::why_cache_report(&path)?;
+    let reasons = why.reasons;
     if reasons.is_empty() {
-        println!("up to date: no recorded source changed and every shard matches its checksum");
+        println!(
+            "up to date: {}; {}",
+            if why.sources_recorded {
+                "no recorded source changed"
+            } else {
+                "no sources recorded"
+            },
+            why.checked
+        );
         return Ok(());
     }
     for r in &reasons {
@@ -212,7 +227,7 @@ fn main() -> ExitCode {
             frame_skip,
             json,
         } => rows::export(path, row, out, (window, frame_skip), json),
-        Cmd::Verify { path } => inspect::verify(path),
+        Cmd::Verify { path, stamp } => inspect::verify(path, stamp),
         Cmd::Why { path } => why(path),
         Cmd::Ls { root, json } => manage::ls(root, json),
         Cmd::Gc {

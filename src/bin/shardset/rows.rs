@@ -55,6 +55,23 @@ fn b64(b: &[u8]) -> String {
     base64::engine::general_purpose::STANDARD.encode(b)
 }
 
+/// A float of a `dtype` column as a JSON number, in the shortest decimal that
+/// reads back (decimal -> f64 -> the column's width, as numpy and the
+/// reference do) to the same bits: `0.1` for the float32 nearest 0.1, not its
+/// f64 expansion. JSON has no NaN or infinity; those print as null.
+pub fn float_json(f: f64, dtype: Dtype) -> J {
+    let text = match dtype {
+        // f32's shortest repr; f16 values are exact f32 values, so f32's
+        // shortest repr reads back to the same f16 too.
+        Dtype::Float32 | Dtype::Float16 => (f as f32).to_string(),
+        _ => return serde_json::Number::from_f64(f).map_or(J::Null, J::Number),
+    };
+    text.parse::<f64>()
+        .ok()
+        .and_then(serde_json::Number::from_f64)
+        .map_or(J::Null, J::Number)
+}
+
 fn tensor_json(t: &Tensor) -> J {
     macro_rules! flat {
         ($ty:ty) => {
@@ -74,10 +91,28 @@ fn tensor_json(t: &Tensor) -> J {
         Dtype::UInt64 => flat!(u64),
         Dtype::Float16 => t
             .to_vec::<half::f16>()
-            .map(|v| v.into_iter().map(|x| json!(x.to_f64())).collect())
+            .map(|v| {
+                v.into_iter()
+                    .map(|x| float_json(x.to_f64(), Dtype::Float16))
+                    .collect()
+            })
             .unwrap_or_default(),
-        Dtype::Float32 => flat!(f32),
-        Dtype::Float64 => flat!(f64),
+        Dtype::Float32 => t
+            .to_vec::<f32>()
+            .map(|v| {
+                v.into_iter()
+                    .map(|x| float_json(f64::from(x), Dtype::Float32))
+                    .collect()
+            })
+            .unwrap_or_default(),
+        Dtype::Float64 => t
+            .to_vec::<f64>()
+            .map(|v| {
+                v.into_iter()
+                    .map(|x| float_json(x, Dtype::Float64))
+                    .collect()
+            })
+            .unwrap_or_default(),
         Dtype::Bool => t.data.iter().map(|&b| J::Bool(b != 0)).collect(),
         Dtype::String | Dtype::Binary => Vec::new(),
     };
@@ -97,7 +132,10 @@ pub fn cell_json(v: &Value, feature: Option<&Feature>, full: bool) -> J {
         Value::Bool(b) => J::Bool(*b),
         Value::Int(i) => json!(i),
         Value::UInt(u) => json!(u),
-        Value::Float(f) => serde_json::Number::from_f64(*f).map_or(J::Null, J::Number),
+        Value::Float(f) => match feature {
+            Some(Feature::Value(d)) => float_json(*f, *d),
+            _ => float_json(*f, Dtype::Float64),
+        },
         Value::Str(s) => J::String(s.clone()),
         Value::Path(p) => J::String(p.to_string_lossy().into_owned()),
         Value::Bytes(b) if matches!(feature, Some(Feature::Image(_))) => {
@@ -137,9 +175,15 @@ pub fn cell_json(v: &Value, feature: Option<&Feature>, full: bool) -> J {
             None => json!(l.id),
         },
         Value::Video(r) => {
+            // `path` is the cell as stored (what the reference's users see);
+            // `resolved_path` the file it names on this machine.
             let mut o = json!({
                 "mode": r.mode.map(|m| m.as_str()),
-                "path": r.path,
+                "path": r.stored_path.as_ref().map_or_else(
+                    || r.path.as_ref().map(|p| J::String(p.to_string_lossy().into_owned())),
+                    |s| Some(J::String(s.clone())),
+                ),
+                "resolved_path": r.path,
                 "extension": r.extension,
                 "media_type": r.media_type,
                 "size": r.size,

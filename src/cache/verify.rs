@@ -1,0 +1,602 @@
+//! What `shardset verify` does, for every layout by one rule: check the
+//! structure always, the data bytes where checksums are recorded, and say
+//! exactly which of those were done.
+//!
+//! - **Structure**: the metadata parses and agrees with itself (opening the
+//!   cache checks that), every shard or Lance fragment opens, every record
+//!   batch decodes, the row counts add up to what the metadata records, every
+//!   shard has the schema of the features; for frames caches every row is the
+//!   frame its video's entry says, and every frame is a WebP of the recorded
+//!   size.
+//! - **Checksums**: the xxh64 of each shard recorded in `_metadata.json`
+//!   (shardset-written Arrow caches), per-row checksums to name the rows of a
+//!   damaged shard, and the file checksums of a [`CHECKSUMS_FILE`] that
+//!   [`stamp_checksums`] recorded for a cache written without them.
+//!
+//! A cache that records no checksums (written by the reference, or a Lance
+//! cache never stamped) can have a flipped byte in a data buffer that still
+//! decodes: the report says its data bytes were not verified, never that
+//! they match.
+
+use std::path::{Path, PathBuf};
+
+use serde::{Deserialize, Serialize};
+
+use crate::backends::ArrowShards;
+use crate::cache::lock::CacheLock;
+use crate::cache::metadata::{
+    read_common, ArrowShardsMetadata, LAYOUT_ARROW_SHARDS, LAYOUT_LANCE_ROWS,
+    LAYOUT_LANCE_VIDEO_FRAMES, METADATA_FILE,
+};
+use crate::cache::open::{locate_corrupt_rows, open_cache, xxh64_file, Cache, FeaturesSource};
+use crate::error::{Error, Result};
+
+/// File checksums recorded by [`stamp_checksums`] for a cache whose writer
+/// recorded none. The reference never reads it, so stamping changes nothing
+/// the reference sees.
+pub const CHECKSUMS_FILE: &str = "_checksums.json";
+
+/// One damaged place a verification found.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Damage {
+    /// The damaged file (a shard, a Lance data file, the metadata).
+    pub path: PathBuf,
+    /// Global rows known to be changed, where per-row checksums tell.
+    pub rows: Vec<u64>,
+    /// What is wrong.
+    pub reason: String,
+}
+
+/// What [`verify_cache`] checked and what it found.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct VerifyReport {
+    /// The cache directory.
+    pub dir: PathBuf,
+    /// Its layout (empty when the metadata could not be read).
+    pub layout: String,
+    /// Each check that was made, in words.
+    pub checked: Vec<String>,
+    /// Each check that could not be made, and why.
+    pub not_checked: Vec<String>,
+    /// What was found damaged (empty: no damage found).
+    pub damage: Vec<Damage>,
+    /// True when checksums covered every data file's bytes.
+    pub data_bytes_verified: bool,
+}
+
+impl VerifyReport {
+    /// True when no damage was found.
+    pub fn is_ok(&self) -> bool {
+        self.damage.is_empty()
+    }
+
+    /// One line saying what was checked: for messages such as `why`'s.
+    pub fn summary(&self) -> String {
+        let mut parts = self.checked.clone();
+        parts.extend(self.not_checked.iter().cloned());
+        parts.join("; ")
+    }
+
+    fn damaged(&mut self, path: &Path, reason: impl Into<String>) {
+        self.damage.push(Damage {
+            path: path.to_path_buf(),
+            rows: Vec::new(),
+            reason: reason.into(),
+        });
+    }
+}
+
+/// The file checksums of a stamped cache.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+struct Stamp {
+    /// Always `xxh64`.
+    algorithm: String,
+    /// Each data file, relative to the cache directory, sorted.
+    files: Vec<StampedFile>,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+struct StampedFile {
+    path: String,
+    bytes: u64,
+    xxh64: String,
+}
+
+/// The path of `e`'s file when it names one, else `fallback`.
+fn error_path(e: &Error, fallback: &Path) -> PathBuf {
+    match e {
+        Error::Io { path, .. }
+        | Error::Metadata { path, .. }
+        | Error::CorruptShard { path, .. }
+        | Error::MissingShard { path }
+        | Error::SchemaMismatch { path, .. }
+        | Error::UnsupportedVersion { path, .. }
+        | Error::UnsupportedLayout { path, .. }
+        | Error::Video { path, .. } => path.clone(),
+        Error::Arrow { path: Some(p), .. } => p.clone(),
+        _ => fallback.to_path_buf(),
+    }
+}
+
+/// Verifies the cache at `dir` (see the module doc for what that means).
+/// Damage is reported, not returned as an error.
+///
+/// # Errors
+/// [`Error::Io`] when `dir` has no `_metadata.json` at all (not a cache).
+pub fn verify_cache(dir: &Path) -> Result<VerifyReport> {
+    let meta_path = dir.join(METADATA_FILE);
+    if !meta_path.is_file() {
+        return Err(Error::io(
+            "open",
+            &meta_path,
+            std::io::Error::new(
+                std::io::ErrorKind::NotFound,
+                "not a cache (no _metadata.json)",
+            ),
+        ));
+    }
+    let mut rep = VerifyReport {
+        dir: dir.to_path_buf(),
+        layout: String::new(),
+        checked: Vec::new(),
+        not_checked: Vec::new(),
+        damage: Vec::new(),
+        data_bytes_verified: false,
+    };
+    let cache = match open_cache(dir) {
+        Ok(c) => c,
+        Err(e) => {
+            rep.damaged(&error_path(&e, &meta_path), e.to_string());
+            return Ok(rep);
+        }
+    };
+    rep.layout = cache.layout.clone();
+    rep.checked.push(
+        if cache.metadata.get("metadata_xxh64").is_some() {
+            "metadata consistent and matching its own checksum"
+        } else {
+            "metadata consistent (it records no checksum of itself)"
+        }
+        .into(),
+    );
+    match cache.layout.as_str() {
+        LAYOUT_ARROW_SHARDS => structure_arrow(&cache, &mut rep),
+        #[cfg(feature = "lance")]
+        LAYOUT_LANCE_ROWS => structure_lance(&cache, &mut rep, false),
+        #[cfg(feature = "video")]
+        LAYOUT_LANCE_VIDEO_FRAMES => structure_lance(&cache, &mut rep, true),
+        other => rep.not_checked.push(format!(
+            "structure of the {other} layout not checked: this build lacks its feature"
+        )),
+    }
+    checksums(&cache, &mut rep);
+    Ok(rep)
+}
+
+fn structure_arrow(cache: &Cache, rep: &mut VerifyReport) {
+    let dir = &cache.dir;
+    let common = match read_common(dir) {
+        Ok(c) => c,
+        Err(e) => return rep.damaged(&dir.join(METADATA_FILE), e.to_string()),
+    };
+    let meta = match ArrowShardsMetadata::from_common(dir, &common) {
+        Ok(m) => m,
+        Err(e) => return rep.damaged(&common.path, e.to_string()),
+    };
+    let features = cache.features().clone();
+    let mut rows_total = 0u64;
+    let mut batches = 0usize;
+    for (name, &rows) in meta.shard_filenames.iter().zip(&meta.shard_row_counts) {
+        // One backend per shard: what it decompresses is dropped with it.
+        let one = ArrowShards::new(
+            dir,
+            std::slice::from_ref(name),
+            &[rows],
+            features.clone(),
+            cache.backend.decoder().clone(),
+            None,
+        );
+        // Opening a shard checks its footer schema against the features'.
+        let path = dir.join(name);
+        let n = match one.shard_num_batches(0) {
+            Ok(n) => n,
+            Err(e) => {
+                rep.damaged(&error_path(&e, &path), e.to_string());
+                continue;
+            }
+        };
+        let mut got = 0u64;
+        for b in 0..n {
+            match one.read_batch(0, b) {
+                Ok(batch) => got += batch.num_rows() as u64,
+                Err(e) => {
+                    rep.damaged(
+                        &error_path(&e, &path),
+                        format!("record batch {b} does not decode: {e}"),
+                    );
+                    break;
+                }
+            }
+        }
+        batches += n;
+        rows_total += got;
+        if got != rows && !rep.damage.iter().any(|d| d.path == path) {
+            rep.damaged(
+                &path,
+                format!("{got} row(s) decoded, the metadata records {rows}"),
+            );
+        }
+    }
+    rep.checked.push(format!(
+        "structure: {} shard(s) open, {batches} record batch(es) decode to {rows_total} row(s), schema {}",
+        meta.shard_filenames.len(),
+        match cache.features_source {
+            FeaturesSource::Inferred => "consistent across shards (features inferred: no description to match)",
+            _ => "matches the features and their fingerprint",
+        }
+    ));
+}
+
+#[cfg(feature = "lance")]
+fn structure_lance(cache: &Cache, rep: &mut VerifyReport, frames: bool) {
+    use crate::lance::scan_dataset;
+    let dir = &cache.dir;
+    #[cfg(feature = "video")]
+    let videos = if frames {
+        let common = match read_common(dir) {
+            Ok(c) => c,
+            Err(e) => return rep.damaged(&dir.join(METADATA_FILE), e.to_string()),
+        };
+        match crate::cache::metadata::VideoFramesMetadata::from_common(dir, &common) {
+            Ok(m) => m.videos,
+            Err(e) => return rep.damaged(&common.path, e.to_string()),
+        }
+    } else {
+        Vec::new()
+    };
+    let columns: Vec<String> = if frames {
+        vec!["video_id".into(), "frame_idx".into(), "bytes".into()]
+    } else {
+        cache
+            .backend
+            .schema()
+            .fields()
+            .iter()
+            .map(|f| f.name().clone())
+            .collect()
+    };
+    #[cfg(feature = "video")]
+    let mut frame_check = FrameCheck {
+        videos: &videos,
+        video: 0,
+        bad: None,
+    };
+    let mut row = 0u64;
+    let scanned = scan_dataset(dir, &columns, |batch| {
+        #[cfg(feature = "video")]
+        if frames {
+            frame_check.batch(row, batch);
+        }
+        row += batch.num_rows() as u64;
+    });
+    match scanned {
+        Err(e) => rep.damaged(&error_path(&e, dir), e.to_string()),
+        Ok(fragments) => {
+            let total: u64 = fragments.iter().sum();
+            let want: &[u64] = cache.backend.shard_row_counts();
+            let recorded_rows = cache
+                .metadata
+                .get("num_rows")
+                .and_then(serde_json::Value::as_u64)
+                .unwrap_or(total);
+            let expected_rows = if frames {
+                cache
+                    .metadata
+                    .get("total_rows")
+                    .and_then(serde_json::Value::as_u64)
+                    .unwrap_or(total)
+            } else {
+                recorded_rows
+            };
+            if total != expected_rows {
+                rep.damaged(
+                    dir,
+                    format!("{total} row(s) decoded, the metadata records {expected_rows}"),
+                );
+            } else if !frames && fragments.as_slice() != want {
+                rep.damaged(
+                    dir,
+                    format!("fragment row counts {fragments:?}, the metadata records {want:?}"),
+                );
+            }
+            #[cfg(feature = "video")]
+            if let Some(bad) = frame_check.bad.take() {
+                rep.damaged(dir, bad);
+            }
+            rep.checked.push(format!(
+                "structure: {} Lance fragment(s) open and decode to {total} row(s){}",
+                fragments.len(),
+                if frames {
+                    ", every row the frame its video's entry says, every frame a WebP of the recorded size"
+                } else {
+                    ", schema matches the features"
+                }
+            ));
+        }
+    }
+}
+
+/// Checks frames rows against the videos' entries as a scan goes.
+#[cfg(feature = "video")]
+struct FrameCheck<'a> {
+    videos: &'a [crate::cache::metadata::VideoEntry],
+    video: usize,
+    bad: Option<String>,
+}
+
+#[cfg(feature = "video")]
+impl FrameCheck<'_> {
+    fn batch(&mut self, first_row: u64, batch: &arrow_array::RecordBatch) {
+        use arrow_array::cast::AsArray;
+        use arrow_array::types::Int32Type;
+        if self.bad.is_some() {
+            return;
+        }
+        let (Some(ids), Some(idx), Some(bytes)) = (
+            batch.column(0).as_primitive_opt::<Int32Type>(),
+            batch.column(1).as_primitive_opt::<Int32Type>(),
+            batch.column(2).as_binary_opt::<i64>(),
+        ) else {
+            self.bad = Some("the frames table does not have the frames schema".into());
+            return;
+        };
+        for r in 0..batch.num_rows() {
+            let row = first_row + r as u64;
+            while self
+                .videos
+                .get(self.video)
+                .is_some_and(|v| row >= v.start_row + v.t)
+            {
+                self.video += 1;
+            }
+            let Some(v) = self.videos.get(self.video) else {
+                self.bad = Some(format!("row {row} belongs to no recorded video"));
+                return;
+            };
+            let want_idx = row - v.start_row;
+            if i64::from(ids.value(r)) != v.id || u64::try_from(idx.value(r)).ok() != Some(want_idx)
+            {
+                self.bad = Some(format!(
+                    "row {row} is video {} frame {}, the metadata says video {} frame {want_idx}",
+                    ids.value(r),
+                    idx.value(r),
+                    v.id
+                ));
+                return;
+            }
+            match crate::video::webp::dimensions(bytes.value(r)) {
+                Ok((w, h)) if w as u64 == v.w && h as u64 == v.h => {}
+                Ok((w, h)) => {
+                    self.bad = Some(format!(
+                        "row {row} (video {} frame {want_idx}) is {w}x{h}, the metadata says {}x{}",
+                        v.id, v.w, v.h
+                    ));
+                    return;
+                }
+                Err(e) => {
+                    self.bad = Some(format!(
+                        "row {row} (video {} frame {want_idx}) is not a WebP frame: {e}",
+                        v.id
+                    ));
+                    return;
+                }
+            }
+        }
+    }
+}
+
+fn checksums(cache: &Cache, rep: &mut VerifyReport) {
+    let dir = &cache.dir;
+    let mut covered = false;
+    if let Some(sums) = cache
+        .metadata
+        .get("shard_xxh64")
+        .and_then(serde_json::Value::as_array)
+    {
+        match crate::cache::open::verify_checksums(dir) {
+            Ok(bad) => {
+                let rows = if bad.is_empty() {
+                    Vec::new()
+                } else {
+                    locate_corrupt_rows(dir).unwrap_or_default()
+                };
+                for b in bad {
+                    let changed = rows
+                        .iter()
+                        .find(|l| l.shard == b.path)
+                        .map(|l| l.rows.clone())
+                        .unwrap_or_default();
+                    rep.damage.push(Damage {
+                        path: b.path.clone(),
+                        rows: changed,
+                        reason: format!(
+                            "xxh64 is {}, the metadata records {}",
+                            b.found, b.expected
+                        ),
+                    });
+                }
+                rep.checked.push(format!(
+                    "data bytes: {} shard(s) against the xxh64 recorded in _metadata.json{}",
+                    sums.len(),
+                    if cache
+                        .metadata
+                        .get("row_checksums")
+                        .and_then(|v| v.as_bool())
+                        == Some(true)
+                    {
+                        " (per-row checksums name the changed rows)"
+                    } else {
+                        ""
+                    }
+                ));
+                covered = true;
+            }
+            Err(e) => rep.damaged(&error_path(&e, dir), e.to_string()),
+        }
+    }
+    let stamp_path = dir.join(CHECKSUMS_FILE);
+    if stamp_path.exists() {
+        match read_stamp(&stamp_path) {
+            Err(e) => rep.damaged(&stamp_path, e.to_string()),
+            Ok(stamp) => {
+                for f in &stamp.files {
+                    let path = dir.join(&f.path);
+                    match std::fs::metadata(&path) {
+                        Err(e) => {
+                            rep.damaged(&path, format!("stamped file cannot be read: {e}"));
+                            continue;
+                        }
+                        Ok(m) if m.len() != f.bytes => {
+                            rep.damaged(
+                                &path,
+                                format!("{} bytes, stamped with {}", m.len(), f.bytes),
+                            );
+                            continue;
+                        }
+                        Ok(_) => {}
+                    }
+                    match xxh64_file(&path) {
+                        Ok(got) if got == f.xxh64 => {}
+                        Ok(got) => rep.damaged(
+                            &path,
+                            format!("xxh64 is {got}, {CHECKSUMS_FILE} records {}", f.xxh64),
+                        ),
+                        Err(e) => rep.damaged(&path, e.to_string()),
+                    }
+                }
+                rep.checked.push(format!(
+                    "data bytes: {} file(s) against the xxh64 stamped in {CHECKSUMS_FILE}",
+                    stamp.files.len()
+                ));
+                covered = true;
+            }
+        }
+    }
+    rep.data_bytes_verified = covered;
+    if !covered {
+        rep.not_checked.push(format!(
+            "no checksums recorded: data bytes not verified (`shardset verify --stamp` records them in {CHECKSUMS_FILE})"
+        ));
+    }
+}
+
+fn read_stamp(path: &Path) -> Result<Stamp> {
+    let text = std::fs::read(path).map_err(|e| Error::io("read", path, e))?;
+    let stamp: Stamp = serde_json::from_slice(&text)
+        .map_err(|e| Error::metadata(path, format!("unreadable checksums file: {e}")))?;
+    if stamp.algorithm != "xxh64" {
+        return Err(Error::metadata(
+            path,
+            format!("unknown checksum algorithm '{}'", stamp.algorithm),
+        ));
+    }
+    for f in &stamp.files {
+        let p = Path::new(&f.path);
+        if p.is_absolute() || p.components().any(|c| c == std::path::Component::ParentDir) {
+            return Err(Error::metadata(
+                path,
+                format!("'{}' is not a path inside the cache", f.path),
+            ));
+        }
+    }
+    Ok(stamp)
+}
+
+/// The data files of a cache: every regular file under it but the metadata,
+/// the stamp itself and the lock, relative and sorted.
+fn data_files(dir: &Path) -> Result<Vec<String>> {
+    fn walk(root: &Path, d: &Path, out: &mut Vec<String>) -> Result<()> {
+        for e in std::fs::read_dir(d).map_err(|e| Error::io("list", d, e))? {
+            let e = e.map_err(|e| Error::io("list", d, e))?;
+            let p = e.path();
+            let ty = e.file_type().map_err(|e| Error::io("stat", &p, e))?;
+            if ty.is_dir() {
+                walk(root, &p, out)?;
+            } else if ty.is_file() {
+                let rel = p.strip_prefix(root).expect("under root");
+                let s = rel.to_string_lossy().into_owned();
+                if s != METADATA_FILE && s != CHECKSUMS_FILE {
+                    out.push(s);
+                }
+            }
+        }
+        Ok(())
+    }
+    let mut out = Vec::new();
+    walk(dir, dir, &mut out)?;
+    out.sort();
+    Ok(out)
+}
+
+/// Records the xxh64 of every data file of a cache that records none, in
+/// [`CHECKSUMS_FILE`] beside its metadata, so that later [`verify_cache`]
+/// runs check its data bytes. Nothing the reference reads changes. The
+/// cache's structure is verified first: a damaged cache is not stamped.
+/// Returns the number of files stamped.
+///
+/// # Errors
+/// [`Error::InvalidArgument`] when the cache is already stamped or found
+/// damaged; I/O errors naming the file.
+pub fn stamp_checksums(dir: &Path) -> Result<usize> {
+    let _lock = CacheLock::acquire(dir)?;
+    let path = dir.join(CHECKSUMS_FILE);
+    if path.exists() {
+        return Err(Error::InvalidArgument(format!(
+            "{} already exists: the cache is stamped",
+            path.display()
+        )));
+    }
+    let rep = verify_cache(dir)?;
+    if let Some(d) = rep.damage.first() {
+        return Err(Error::InvalidArgument(format!(
+            "not stamping a damaged cache: {}: {}",
+            d.path.display(),
+            d.reason
+        )));
+    }
+    let mut files = Vec::new();
+    for rel in data_files(dir)? {
+        let p = dir.join(&rel);
+        let bytes = std::fs::metadata(&p)
+            .map_err(|e| Error::io("stat", &p, e))?
+            .len();
+        files.push(StampedFile {
+            xxh64: xxh64_file(&p)?,
+            path: rel,
+            bytes,
+        });
+    }
+    let n = files.len();
+    let stamp = Stamp {
+        algorithm: "xxh64".into(),
+        files,
+    };
+    let text = serde_json::to_vec_pretty(&stamp).expect("serializable");
+    let tmp = dir.join(format!(
+        "{CHECKSUMS_FILE}.tmp-{}",
+        crate::util::random_suffix()
+    ));
+    let write = || -> std::io::Result<()> {
+        use std::io::Write;
+        let mut f = std::fs::File::create(&tmp)?;
+        f.write_all(&text)?;
+        f.sync_all()?;
+        std::fs::rename(&tmp, &path)
+    };
+    if let Err(e) = write() {
+        let _ = std::fs::remove_file(&tmp);
+        return Err(Error::io("write", &path, e));
+    }
+    crate::util::fsync_dir(dir)?;
+    Ok(n)
+}

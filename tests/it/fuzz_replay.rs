@@ -1,0 +1,64 @@
+//! Every input under `fuzz/regressions/` once crashed a fuzz target; each is
+//! fed to the target's own entry point (fuzz/fuzz_targets/entry.rs) so that
+//! `cargo test` keeps them fixed.
+
+use std::path::{Path, PathBuf};
+
+#[path = "../../fuzz/fuzz_targets/entry.rs"]
+mod entry;
+
+fn inputs(dir: &Path) -> Vec<PathBuf> {
+    let mut out: Vec<PathBuf> = std::fs::read_dir(dir)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.is_file())
+        .collect();
+    out.sort();
+    out
+}
+
+#[test]
+fn arrow_cache_regressions_replay_without_a_crash() {
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("fuzz/regressions");
+    let files = inputs(&dir);
+    assert!(files.len() >= 6, "{files:?}");
+    for f in files {
+        let data = std::fs::read(&f).unwrap();
+        // Errors are fine; a panic fails this test naming nothing but the
+        // input, so say which one first.
+        eprintln!("replaying {}", f.display());
+        assert!(entry::open_cache_input(&data).is_some(), "{}", f.display());
+    }
+}
+
+#[cfg(feature = "video")]
+#[test]
+fn frames_cache_regressions_are_typed_errors() {
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("fuzz/regressions/frames");
+    let golden = crate::common::golden().join("lance_video_frames");
+    let files = inputs(&dir);
+    assert_eq!(files.len(), 2, "{files:?}");
+    for f in files {
+        let data = std::fs::read(&f).unwrap();
+        eprintln!("replaying {}", f.display());
+        let opened = entry::open_frames_input(&data, &golden).expect("an input");
+        match opened {
+            Err(shardset::Error::Metadata { reason, .. }) => {
+                assert!(
+                    reason.contains("WebP frames are at most") || reason.contains("overflows"),
+                    "{}: {reason}",
+                    f.display()
+                );
+            }
+            other => panic!("{}: {other:?}", f.display()),
+        }
+    }
+    // The unchanged metadata still opens: the regressions fail for their edit.
+    let meta = std::fs::read(golden.join("_metadata.json")).unwrap();
+    let mut data = vec![0u8];
+    data.extend_from_slice(&meta);
+    assert!(matches!(
+        entry::open_frames_input(&data, &golden),
+        Some(Ok(()))
+    ));
+}
