@@ -1,17 +1,21 @@
 //! The `arrow-shards` backend: memory-mapped Arrow IPC files.
 //!
 //! A shard is mapped on first use and its footer parsed; each record batch is
-//! decoded on first use and kept. Uncompressed batches are zero-copy views
-//! into the map; for compressed shards only the batch holding the requested
-//! rows is decompressed (the reference decompresses the whole shard before
-//! the first row). Every length and offset read from a file is checked before
+//! decoded on first use. Uncompressed batches are zero-copy views into the
+//! map and are kept; for compressed shards only the batch holding the
+//! requested rows is decompressed (the reference decompresses the whole
+//! shard before the first row), and decompressed batches are kept in a
+//! least-recently-used cache bounded in bytes
+//! ([`DEFAULT_DECOMPRESSED_CACHE_BYTES`], [`ArrowShards::with_cache_bytes`]),
+//! so reading a compressed cache of any size holds at most that much. Every length and offset read from a file is checked before
 //! use, so a truncated or corrupt shard is an error naming the file, never a
 //! panic.
 
+use std::collections::HashMap;
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::path::{Path, PathBuf};
 use std::ptr::NonNull;
-use std::sync::{Arc, OnceLock};
+use std::sync::{Arc, Mutex, OnceLock};
 
 use arrow_array::RecordBatch;
 use arrow_buffer::Buffer;
@@ -27,6 +31,62 @@ use crate::features::Features;
 use crate::value::Row;
 
 const MAGIC: &[u8; 6] = b"ARROW1";
+
+/// Bytes of decompressed record batches an [`ArrowShards`] keeps by default
+/// (compressed shards only; uncompressed batches are views into the map).
+pub const DEFAULT_DECOMPRESSED_CACHE_BYTES: usize = 256 << 20;
+
+/// Decompressed record batches by (shard, batch), least recently used
+/// evicted first, their Arrow memory sizes summing to at most `budget`.
+#[derive(Debug)]
+struct BatchLru {
+    budget: usize,
+    used: usize,
+    tick: u64,
+    map: HashMap<(usize, usize), (RecordBatch, usize, u64)>,
+}
+
+impl BatchLru {
+    fn new(budget: usize) -> Self {
+        BatchLru {
+            budget,
+            used: 0,
+            tick: 0,
+            map: HashMap::new(),
+        }
+    }
+
+    fn get(&mut self, key: (usize, usize)) -> Option<RecordBatch> {
+        self.tick += 1;
+        let tick = self.tick;
+        self.map.get_mut(&key).map(|(b, _, t)| {
+            *t = tick;
+            b.clone()
+        })
+    }
+
+    /// Keeps `batch` unless it alone exceeds the budget, evicting the least
+    /// recently used batches to make room.
+    fn insert(&mut self, key: (usize, usize), batch: &RecordBatch) {
+        let size = batch.get_array_memory_size();
+        if size > self.budget || self.map.contains_key(&key) {
+            return;
+        }
+        while self.used + size > self.budget {
+            let oldest = self
+                .map
+                .iter()
+                .min_by_key(|(_, (_, _, t))| *t)
+                .map(|(k, _)| *k)
+                .expect("used > 0 means an entry");
+            let (_, freed, _) = self.map.remove(&oldest).expect("present");
+            self.used -= freed;
+        }
+        self.tick += 1;
+        self.used += size;
+        self.map.insert(key, (batch.clone(), size, self.tick));
+    }
+}
 
 /// A memory-mapped `arrow-shards` cache.
 #[derive(Debug, Clone)]
@@ -45,6 +105,8 @@ struct Inner {
     /// `starts[i]` = first global row of shard i; `starts[n]` = total rows.
     starts: Vec<u64>,
     shards: Vec<ShardSlot>,
+    /// Decompressed batches of compressed shards, bounded in bytes.
+    lru: Mutex<BatchLru>,
 }
 
 #[derive(Debug)]
@@ -61,7 +123,13 @@ struct ShardData {
     blocks: Vec<Block>,
     /// `batch_starts[j]` = first shard-local row of batch j; last = shard rows.
     batch_starts: Vec<u64>,
+    /// Decoded batches of an uncompressed shard (views into `buf`); unused
+    /// for compressed shards, whose batches go through the backend's LRU.
     batches: Vec<OnceLock<RecordBatch>>,
+    /// True when the shard's batches are compressed (decoding allocates).
+    compressed: bool,
+    /// This shard's position in the cache (the LRU's key).
+    index: usize,
     schema: Schema,
 }
 
@@ -311,7 +379,7 @@ fn block_rows(
     block: &Block,
     file_len: usize,
     schema: &Schema,
-) -> Result<u64> {
+) -> Result<(u64, bool)> {
     let start = usize::try_from(block.offset())
         .map_err(|_| Error::corrupt(path, "negative block offset"))?;
     let meta_len = usize::try_from(block.metaDataLength())
@@ -412,7 +480,9 @@ fn block_rows(
                 .map_err(|e| Error::corrupt(path, format!("column '{}': {e}", f.name())))?;
         }
     }
-    u64::try_from(rb.length()).map_err(|_| Error::corrupt(path, "negative row count"))
+    let rows =
+        u64::try_from(rb.length()).map_err(|_| Error::corrupt(path, "negative row count"))?;
+    Ok((rows, rb.compression().is_some()))
 }
 
 /// Number of IPC buffers a field of this type (with its children) has.
@@ -452,7 +522,7 @@ pub fn shard_column_bytes(path: &Path, expected: &Schema) -> Result<Vec<(u64, u6
     let mut out = vec![(0u64, 0u64); counts.len()];
     for block in &footer.blocks {
         // Checks every offset and length the loop below relies on.
-        block_rows(path, &buf, block, buf.len(), expected)?;
+        let _ = block_rows(path, &buf, block, buf.len(), expected)?;
         let start = block.offset() as usize;
         let meta_len = block.metaDataLength() as usize;
         let meta = &buf[start..start + meta_len];
@@ -521,7 +591,13 @@ fn check_schema(path: &Path, found: &Schema, expected: &Schema) -> Result<()> {
 }
 
 impl ShardData {
-    fn open(path: &Path, expected: &SchemaRef, rows: u64, build_id: Option<&str>) -> Result<Self> {
+    fn open(
+        path: &Path,
+        index: usize,
+        expected: &SchemaRef,
+        rows: u64,
+        build_id: Option<&str>,
+    ) -> Result<Self> {
         let buf = map_file(path)?;
         let footer = read_footer(path, &buf)?;
         check_schema(path, &footer.schema, expected)?;
@@ -540,9 +616,12 @@ impl ShardData {
         }
         let mut batch_starts = Vec::with_capacity(footer.blocks.len() + 1);
         let mut acc = 0u64;
+        let mut compressed = false;
         batch_starts.push(0);
         for b in &footer.blocks {
-            acc += block_rows(path, &buf, b, buf.len(), expected)?;
+            let (n, c) = block_rows(path, &buf, b, buf.len(), expected)?;
+            acc += n;
+            compressed |= c;
             batch_starts.push(acc);
         }
         if acc != rows {
@@ -562,14 +641,35 @@ impl ShardData {
             blocks: footer.blocks,
             batch_starts,
             batches,
+            compressed,
+            index,
             schema: footer.schema,
         })
     }
 
-    fn batch(&self, j: usize) -> Result<&RecordBatch> {
-        if let Some(b) = self.batches[j].get() {
+    /// Record batch `j`: kept (a view) for an uncompressed shard, through
+    /// the backend's bounded LRU for a compressed one.
+    fn batch(&self, j: usize, lru: &Mutex<BatchLru>) -> Result<RecordBatch> {
+        if !self.compressed {
+            if let Some(b) = self.batches[j].get() {
+                return Ok(b.clone());
+            }
+            let b = self.decode(j)?;
+            let _ = self.batches[j].set(b);
+            return Ok(self.batches[j].get().expect("just set").clone());
+        }
+        let key = (self.index, j);
+        if let Some(b) = lru.lock().unwrap_or_else(|p| p.into_inner()).get(key) {
             return Ok(b);
         }
+        let b = self.decode(j)?;
+        lru.lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .insert(key, &b);
+        Ok(b)
+    }
+
+    fn decode(&self, j: usize) -> Result<RecordBatch> {
         let block = &self.blocks[j];
         let len = block.metaDataLength() as usize + block.bodyLength() as usize;
         let data = self.buf.slice_with_length(block.offset() as usize, len);
@@ -589,8 +689,7 @@ impl ShardData {
                 ),
             ));
         }
-        let _ = self.batches[j].set(batch);
-        Ok(self.batches[j].get().expect("just set"))
+        Ok(batch)
     }
 
     /// (batch index, row within batch) of a shard-local row.
@@ -638,8 +737,55 @@ impl ArrowShards {
                 row_counts: row_counts.to_vec(),
                 starts,
                 shards,
+                lru: Mutex::new(BatchLru::new(DEFAULT_DECOMPRESSED_CACHE_BYTES)),
             }),
         }
+    }
+
+    /// The same backend keeping at most `bytes` of decompressed record
+    /// batches (compressed shards; default [`DEFAULT_DECOMPRESSED_CACHE_BYTES`]).
+    /// 0 keeps none: every read decompresses its batch again.
+    pub fn with_cache_bytes(self, bytes: usize) -> Self {
+        let i = &self.inner;
+        ArrowShards {
+            inner: Arc::new(Inner {
+                dir: i.dir.clone(),
+                features: i.features.clone(),
+                schema: i.schema.clone(),
+                decoder: i.decoder.clone(),
+                build_id: i.build_id.clone(),
+                row_counts: i.row_counts.clone(),
+                starts: i.starts.clone(),
+                shards: i
+                    .shards
+                    .iter()
+                    .map(|s| ShardSlot {
+                        path: s.path.clone(),
+                        rows: s.rows,
+                        data: OnceLock::new(),
+                    })
+                    .collect(),
+                lru: Mutex::new(BatchLru::new(bytes)),
+            }),
+        }
+    }
+
+    /// The byte budget of decompressed batches.
+    pub fn cache_bytes(&self) -> usize {
+        self.inner
+            .lru
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .budget
+    }
+
+    /// Bytes of decompressed batches held now (at most [`Self::cache_bytes`]).
+    pub fn cached_bytes(&self) -> usize {
+        self.inner
+            .lru
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .used
     }
 
     /// Paths of the shard files.
@@ -654,6 +800,7 @@ impl ArrowShards {
         }
         let d = ShardData::open(
             &slot.path,
+            i,
             &self.inner.schema,
             slot.rows,
             self.inner.build_id.as_deref(),
@@ -705,14 +852,14 @@ impl ArrowShards {
                 d.blocks.len()
             )));
         }
-        d.batch(batch).cloned()
+        d.batch(batch, &self.inner.lru)
     }
 
-    fn row_batch(&self, row: u64) -> Result<(&RecordBatch, usize)> {
+    fn row_batch(&self, row: u64) -> Result<(RecordBatch, usize)> {
         let (s, local) = self.locate(row);
         let shard = self.shard(s)?;
         let (j, r) = shard.locate(local);
-        Ok((shard.batch(j)?, r))
+        Ok((shard.batch(j, &self.inner.lru)?, r))
     }
 }
 
@@ -758,13 +905,13 @@ impl Backend for ArrowShards {
     fn get(&self, index: i64) -> Result<Row> {
         let row = normalize_index(index, self.len())?;
         let (batch, r) = self.row_batch(row)?;
-        self.inner.decoder.decode_row(batch, r)
+        self.inner.decoder.decode_row(&batch, r)
     }
 
     fn get_with(&self, index: i64, decoder: &RowDecoder) -> Result<Row> {
         let row = normalize_index(index, self.len())?;
         let (batch, r) = self.row_batch(row)?;
-        decoder.decode_row(batch, r)
+        decoder.decode_row(&batch, r)
     }
 
     fn take(&self, indices: &[i64]) -> Result<RecordBatch> {
@@ -773,7 +920,7 @@ impl Backend for ArrowShards {
             return Ok(RecordBatch::new_empty(self.schema()));
         }
         // Group lookups: consecutive indices usually hit the same batch.
-        let mut batches: Vec<&RecordBatch> = Vec::new();
+        let mut batches: Vec<RecordBatch> = Vec::new();
         let mut ids: Vec<(usize, u64, usize)> = Vec::new(); // (shard, batch j, slot in `batches`)
         let mut picks: Vec<(usize, usize)> = Vec::with_capacity(indices.len());
         for &ix in indices {
@@ -784,7 +931,7 @@ impl Backend for ArrowShards {
             let slot = match ids.iter().rev().find(|(a, b, _)| *a == s && *b == j as u64) {
                 Some(&(_, _, k)) => k,
                 None => {
-                    batches.push(shard.batch(j)?);
+                    batches.push(shard.batch(j, &self.inner.lru)?);
                     ids.push((s, j as u64, batches.len() - 1));
                     batches.len() - 1
                 }
@@ -800,7 +947,8 @@ impl Backend for ArrowShards {
                 return Ok(batches[0].slice(first, picks.len()));
             }
         }
-        arrow_select::interleave::interleave_record_batch(&batches, &picks)
+        let refs: Vec<&RecordBatch> = batches.iter().collect();
+        arrow_select::interleave::interleave_record_batch(&refs, &picks)
             .map_err(|e| Error::arrow(Some(&self.inner.dir), e))
     }
 
@@ -811,7 +959,7 @@ impl Backend for ArrowShards {
             len,
             &self.schema(),
             &self.inner.dir,
-            |row| self.row_batch(row).map(|(b, r)| (b.clone(), r)),
+            |row| self.row_batch(row),
         )
     }
 
@@ -826,7 +974,7 @@ impl Backend for ArrowShards {
             };
             Box::new((0..nb).map(move |j| {
                 let d = this.shard(s)?;
-                d.batch(j).cloned()
+                d.batch(j, &this.inner.lru)
             }))
         });
         Ok(Box::new(iter))
@@ -848,13 +996,16 @@ impl Backend for ArrowShards {
                     .unwrap_or_default()
             })
             .collect();
-        Box::new(ArrowShards::new(
-            &i.dir,
-            &names,
-            &i.row_counts,
-            i.features.clone(),
-            i.decoder.clone(),
-            i.build_id.clone(),
-        ))
+        Box::new(
+            ArrowShards::new(
+                &i.dir,
+                &names,
+                &i.row_counts,
+                i.features.clone(),
+                i.decoder.clone(),
+                i.build_id.clone(),
+            )
+            .with_cache_bytes(self.cache_bytes()),
+        )
     }
 }

@@ -32,6 +32,11 @@ pub struct OpenOptions {
     /// How a `lance-video-frames` cache is cut into windows (default: one frame per window).
     #[cfg(feature = "video")]
     pub windows: Option<crate::video::WindowSpec>,
+    /// Bytes of decoded data the backend keeps for reuse: decompressed
+    /// record batches of compressed Arrow shards, decoded Lance chunks.
+    /// Default 256 MiB ([`crate::backends::arrow_shards::DEFAULT_DECOMPRESSED_CACHE_BYTES`]);
+    /// memory for reading stays within it plus what one read needs.
+    pub cache_bytes: Option<usize>,
 }
 
 impl OpenOptions {
@@ -55,6 +60,22 @@ impl OpenOptions {
     pub fn with_decode_images(mut self, yes: bool) -> Self {
         self.decode_images = Some(yes);
         self
+    }
+    /// Sets the byte budget of decoded data kept for reuse (see [`Self::cache_bytes`]).
+    pub fn with_cache_bytes(mut self, bytes: usize) -> Self {
+        self.cache_bytes = Some(bytes);
+        self
+    }
+    fn cache_budget(&self) -> usize {
+        self.cache_bytes
+            .unwrap_or(crate::backends::arrow_shards::DEFAULT_DECOMPRESSED_CACHE_BYTES)
+    }
+    #[cfg(feature = "lance")]
+    fn lance_read_options(&self) -> LanceReadOptions {
+        LanceReadOptions {
+            cache_bytes: self.cache_budget(),
+            ..LanceReadOptions::default()
+        }
     }
 }
 
@@ -138,7 +159,8 @@ pub fn open_cache_with(dir: impl AsRef<Path>, opts: &OpenOptions) -> Result<Cach
                 features,
                 decoder,
                 meta.build_id.clone(),
-            );
+            )
+            .with_cache_bytes(opts.cache_budget());
             Ok(Cache {
                 dir: dir.to_path_buf(),
                 layout: common.layout.clone(),
@@ -187,7 +209,7 @@ pub fn open_cache_with(dir: impl AsRef<Path>, opts: &OpenOptions) -> Result<Cach
                     .with_cache_dir(dir),
             );
             let backend =
-                LanceRows::new(dir, &counts, features, decoder, LanceReadOptions::default());
+                LanceRows::new(dir, &counts, features, decoder, opts.lance_read_options());
             Ok(Cache {
                 dir: dir.to_path_buf(),
                 layout: common.layout.clone(),
@@ -248,7 +270,7 @@ pub fn open_cache_with(dir: impl AsRef<Path>, opts: &OpenOptions) -> Result<Cach
                 meta,
                 &counts,
                 opts.windows.unwrap_or_default(),
-                LanceReadOptions::default(),
+                opts.lance_read_options(),
             )?;
             Ok(Cache {
                 dir: dir.to_path_buf(),

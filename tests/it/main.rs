@@ -13,6 +13,7 @@ mod golden;
 mod integrity;
 #[cfg(feature = "lance")]
 mod lance;
+mod memory;
 mod pyarrow;
 mod roundtrip;
 mod sampler;

@@ -227,6 +227,23 @@ fn frames_cache_of_the_reference_sources() {
             / x.frames.data.len() as f64;
         assert!(mad < 6.0, "window {i}: mean abs difference {mad}");
     }
+    // The default encoder input is the reference's (packed RGB through
+    // libwebp's import, as OpenCV's imencode): the same clips and quality
+    // give the very same WebP bytes, so the same sizes.
+    let frame_hashes = |d: &Path| {
+        use arrow_array::cast::AsArray;
+        use arrow_array::Array;
+        let mut out = Vec::new();
+        shardset::lance::scan_dataset(d, &["bytes".to_string()], |b| {
+            let a = b.column(0).as_binary::<i64>();
+            out.extend((0..a.len()).map(|i| sha256(a.value(i))));
+        })
+        .unwrap();
+        out
+    };
+    let (ours_bytes, theirs_bytes) = (frame_hashes(&dir), frame_hashes(&gdir));
+    assert_eq!(ours_bytes.len(), 39);
+    assert_eq!(ours_bytes, theirs_bytes);
     // pylance opens it with the reference's schema.
     {
         crate::common::require_python_module("lance");
