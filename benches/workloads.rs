@@ -128,6 +128,11 @@ fn main() {
         .skip(1)
         .filter(|a| a != "--bench")
         .collect();
+    match args.first().map(String::as_str) {
+        Some("versus-write") => return versus_write(&args),
+        Some("versus-read") => return versus_read(&args),
+        _ => {}
+    }
     let tmp = tempfile::tempdir().unwrap();
     #[cfg(feature = "video")]
     if args.first().map(String::as_str) == Some("video-rss") {
@@ -446,5 +451,148 @@ fn video_workloads(args: &[String], tmp: &Path) {
         "window_batch8",
         n as u64,
         t.elapsed().as_secs_f64(),
+    );
+}
+
+// ------------------------------------------------------------- versus ---
+// `versus-write` and `versus-read`: the Rust side of benches/versus.py, which
+// runs the reference's own package on the same files with the same
+// operations (same indices, read from a file) and prints the table.
+
+/// Reads little-endian i64 row indices written by versus.py.
+fn read_indices(path: &str) -> Vec<i64> {
+    std::fs::read(path)
+        .unwrap()
+        .chunks_exact(8)
+        .map(|c| i64::from_le_bytes(c.try_into().unwrap()))
+        .collect()
+}
+
+/// The features of a versus.py dataset kind.
+fn versus_features(kind: &str) -> Features {
+    use shardset::{Dtype, Feature};
+    match kind {
+        "scalar" => Features::new()
+            .with("x", Feature::value(Dtype::Int32))
+            .with("label", Feature::class_label_n(10).unwrap()),
+        "binary" => Features::new()
+            .with("data", Feature::value(Dtype::Binary))
+            .with("idx", Feature::value(Dtype::Int64)),
+        other => panic!("unknown kind {other}"),
+    }
+}
+
+/// `versus-write --kind K --rows N --dir D [--payload FILE] [--zstd] [--lance]
+/// [--threads T]`: writes the kind's rows (binary payloads: 1 KiB each from
+/// the file, as versus.py hands them to the reference) and prints the time
+/// of the write alone.
+fn versus_write(args: &[String]) {
+    let kind = arg(args, "--kind").unwrap().clone();
+    let n: usize = arg(args, "--rows").unwrap().parse().unwrap();
+    let dir = Path::new(arg(args, "--dir").unwrap());
+    let threads: usize = arg(args, "--threads").map_or(1, |t| t.parse().unwrap());
+    let payload = arg(args, "--payload").map(|p| std::fs::read(p).unwrap());
+    let f = versus_features(&kind);
+    let rows: Vec<Example> = match kind.as_str() {
+        "scalar" => scalar_rows(n).collect(),
+        "binary" => {
+            let p = payload.as_ref().expect("--payload");
+            (0..n)
+                .map(|i| {
+                    Example::with_capacity(2)
+                        .with("data", p[i * 1024..(i + 1) * 1024].to_vec())
+                        .with("idx", i as i64)
+                })
+                .collect()
+        }
+        other => panic!("unknown kind {other}"),
+    };
+    let zstd = args.iter().any(|a| a == "--zstd");
+    let t = Instant::now();
+    #[cfg(feature = "lance")]
+    if args.iter().any(|a| a == "--lance") {
+        write_lance_cache(rows, &f, dir, &LanceWriteOptions::default()).unwrap();
+        println!(
+            "{{\"op\": \"write\", \"rows\": {n}, \"seconds\": {:.6}}}",
+            t.elapsed().as_secs_f64()
+        );
+        return;
+    }
+    let mut o = ArrowWriteOptions::default().with_encode_threads(threads);
+    if zstd {
+        o = o.with_compression(Compression::Zstd);
+    }
+    write_arrow_cache(rows, &f, dir, &o).unwrap();
+    println!(
+        "{{\"op\": \"write\", \"rows\": {n}, \"seconds\": {:.6}}}",
+        t.elapsed().as_secs_f64()
+    );
+}
+
+/// `versus-read --dir D --op get|take128|iterate|first_row [--indices FILE]
+/// [--threads T]`: opens the cache (a fresh backend: in-process caches
+/// empty) and times the operation over the given indices ("cold"), then the
+/// same operations again on the same backend ("warm"). get: one decoded row
+/// per index; take128: 128 indices at a time, taken and decoded to rows;
+/// iterate: every batch decoded to rows; first_row: open + row 0. With T
+/// threads the indices are split into T contiguous parts read at once.
+fn versus_read(args: &[String]) {
+    let dir = arg(args, "--dir").unwrap().clone();
+    let op = arg(args, "--op").unwrap().clone();
+    let threads: usize = arg(args, "--threads").map_or(1, |t| t.parse().unwrap());
+    let idx = arg(args, "--indices").map(|p| read_indices(p)).unwrap_or_default();
+    let t = Instant::now();
+    let cache = open_cache(&dir).unwrap();
+    let open_s = t.elapsed().as_secs_f64();
+    let b = cache.backend.clone();
+    if op == "first_row" {
+        black_box(b.get(0).unwrap());
+        println!(
+            "{{\"op\": \"first_row\", \"count\": 1, \"cold\": {:.6}, \"warm\": null, \"open\": {open_s:.6}}}",
+            t.elapsed().as_secs_f64()
+        );
+        return;
+    }
+    let run_once = || -> (u64, f64) {
+        let t = Instant::now();
+        let count: u64 = if op == "iterate" {
+            let mut rows = 0u64;
+            for r in b.iter_batches(&IterOptions::default()).unwrap() {
+                let batch = r.unwrap();
+                rows += black_box(b.decoder().decode_batch(&batch).unwrap()).len() as u64;
+            }
+            rows
+        } else {
+            let part = idx.len().div_ceil(threads.max(1)).max(1);
+            std::thread::scope(|s| {
+                let hs: Vec<_> = idx
+                    .chunks(part)
+                    .map(|chunk| {
+                        let b = b.clone();
+                        let op = op.clone();
+                        s.spawn(move || {
+                            if op == "get" {
+                                for &i in chunk {
+                                    black_box(b.get(i).unwrap());
+                                }
+                            } else {
+                                for c in chunk.chunks(128) {
+                                    let batch = b.take(c).unwrap();
+                                    black_box(b.decoder().decode_batch(&batch).unwrap());
+                                }
+                            }
+                            chunk.len() as u64
+                        })
+                    })
+                    .collect();
+                hs.into_iter().map(|h| h.join().unwrap()).sum()
+            })
+        };
+        (count, t.elapsed().as_secs_f64())
+    };
+    let (count, cold) = run_once();
+    let (_, warm) = run_once();
+    println!(
+        "{{\"op\": \"{op}\", \"count\": {count}, \"cold\": {cold:.6}, \"warm\": {warm:.6}, \"open\": {open_s:.6}}}"
     );
 }

@@ -1,0 +1,317 @@
+#!/usr/bin/env python3
+"""shardset against the stable-datasets reference, run as itself.
+
+The Python side imports the reference's own package from a checkout of its
+public repository (`STABLE_DATASETS_REPO=/path/to/stable-datasets`) and
+calls its own writers (`write_sharded_arrow_cache`, `write_lance_cache`)
+and readers (`open_cache` -> `ArrowBackend` / `LanceBackend`, wrapped in
+`StableDataset`: `ds[i]`, `ds.__getitems__(idx)`, `for row in ds`), with
+their default settings. Only the package's `__init__` is bypassed: it
+imports the dataset zoo (torch, scipy, h5py, ...), which none of these
+modules needs; the modules that run are the reference's, unchanged.
+
+Same files, same work: every cache is written once by the reference and
+once by shardset, and both sides read both, with the same operations on
+the same row indices (drawn here, handed to the Rust side in a file). Each
+timed read starts from a freshly opened backend ("cold": the OS page cache
+is warm, in-process caches are empty); the same operations again on that
+backend are the "warm" figure. Threads: the reference runs in one Python
+process (pyarrow and pylance may use their own threads inside a call);
+shardset's figures are at 1 thread (RAYON_NUM_THREADS=1, one reading
+thread) and at 2 (two reading threads, RAYON_NUM_THREADS=2). Lance's own
+I/O runtime has threads of its own on both sides.
+
+Contents, chosen before any figure was seen:
+  scalar  1,000,000 rows {x: int32 = i, label: ClassLabel(10) = i % 10}
+  binary    100,000 rows {data: 1 KiB of random bytes (numpy seed 42), idx: int64}
+  text      100,000 rows {data: 1 KiB of words from a 512-word vocabulary
+                          (numpy seed 7), idx: int64}, zstd-compressed shards
+  lance     the binary rows as a lance-rows cache
+
+Usage: python3 benches/versus.py [--scale 1.0] [--only scalar,binary,text,lance]
+The shardset side is the `workloads` bench binary ($SHARDSET_WORKLOADS_BIN, else
+built with `cargo bench --bench workloads --no-run`).
+Ratios are shardset / reference from this one run; never a timing assertion.
+"""
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+import types
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import pyenv  # noqa: E402
+
+pyenv.reexec()
+
+import numpy as np  # noqa: E402
+import pyarrow as pa  # noqa: E402
+
+ROOT = pyenv.ROOT
+
+
+def reference():
+    repo = os.environ.get("STABLE_DATASETS_REPO")
+    if not repo or not os.path.isdir(os.path.join(repo, "stable_datasets")):
+        sys.exit("STABLE_DATASETS_REPO must name a checkout of the reference's public "
+                 "repository (galilai-group/stable-datasets); it is missing"
+                 + (f" at {repo}" if repo else ""))
+    pkg = types.ModuleType("stable_datasets")
+    pkg.__path__ = [os.path.join(repo, "stable_datasets")]
+    sys.modules["stable_datasets"] = pkg
+    import stable_datasets.cache as cache
+    import stable_datasets.dataset as dataset
+    import stable_datasets.schema as schema
+    try:
+        commit = subprocess.run(["git", "-C", repo, "rev-parse", "--short", "HEAD"],
+                                capture_output=True, text=True).stdout.strip()
+    except OSError:
+        commit = "?"
+    return types.SimpleNamespace(cache=cache, dataset=dataset, schema=schema, commit=commit)
+
+
+def workloads_bin():
+    b = os.environ.get("SHARDSET_WORKLOADS_BIN")
+    if b:
+        return b
+    out = subprocess.run(["cargo", "bench", "--bench", "workloads", "--no-run",
+                          "--message-format=json"], cwd=ROOT, capture_output=True, text=True,
+                         check=True).stdout
+    for line in out.splitlines():
+        j = json.loads(line)
+        if j.get("reason") == "compiler-artifact" and j.get("target", {}).get("name") == "workloads" \
+                and j.get("executable"):
+            return j["executable"]
+    sys.exit("cannot find the workloads bench binary")
+
+
+# ---------------------------------------------------------------- data ---
+
+def payload_binary(n):
+    return np.random.default_rng(42).integers(0, 256, size=n * 1024, dtype=np.uint8).tobytes()
+
+
+def payload_text(n):
+    rng = np.random.default_rng(7)
+    letters = np.frombuffer(b"abcdefghijklmnopqrstuvwxyz", dtype=np.uint8)
+    vocab = [bytes(letters[rng.integers(0, 26, size=rng.integers(2, 10))]) for _ in range(512)]
+    out = bytearray()
+    for _ in range(n):
+        row = bytearray()
+        while len(row) < 1024:
+            row += vocab[rng.integers(0, 512)] + b" "
+        out += row[:1024]
+    return bytes(out)
+
+
+def features(ref, kind):
+    s = ref.schema
+    if kind == "scalar":
+        return s.Features({"x": s.Value("int32"), "label": s.ClassLabel(num_classes=10)})
+    return s.Features({"data": s.Value("binary"), "idx": s.Value("int64")})
+
+
+def rows(kind, n, payload):
+    if kind == "scalar":
+        return [(str(i), {"x": i, "label": i % 10}) for i in range(n)]
+    return [(str(i), {"data": payload[i * 1024:(i + 1) * 1024], "idx": i}) for i in range(n)]
+
+
+# -------------------------------------------------------------- timing ---
+
+def ref_open(ref, kind, d, feats):
+    res = ref.cache.open_cache(d, feats)
+    return ref.dataset.StableDataset(feats, ref.schema.DatasetInfo(features=feats),
+                                     backend=res.backend)
+
+
+def ref_ops(ds, op, idx):
+    if op == "get":
+        for i in idx:
+            ds[int(i)]
+        return len(idx)
+    if op == "take128":
+        for k in range(0, len(idx), 128):
+            ds.__getitems__(idx[k:k + 128].tolist())
+        return len(idx)
+    n = 0
+    for _ in ds:
+        n += 1
+    return n
+
+
+def ref_read(ref, kind, d, feats, op, idx):
+    t = time.perf_counter()
+    if op == "first_row":
+        ds = ref_open(ref, kind, d, feats)
+        ds[0]
+        return {"count": 1, "cold": time.perf_counter() - t, "warm": None}
+    ds = ref_open(ref, kind, d, feats)
+    t = time.perf_counter()
+    count = ref_ops(ds, op, idx)
+    cold = time.perf_counter() - t
+    t = time.perf_counter()
+    ref_ops(ds, op, idx)
+    return {"count": count, "cold": cold, "warm": time.perf_counter() - t}
+
+
+def ours(binary, args, threads=1):
+    env = dict(os.environ, RAYON_NUM_THREADS=str(threads))
+    out = subprocess.run([binary] + args, capture_output=True, text=True, env=env)
+    if out.returncode != 0:
+        sys.exit(f"workloads {' '.join(args)} failed:\n{out.stderr}")
+    return json.loads(out.stdout.strip().splitlines()[-1])
+
+
+def page_cache_limit(files):
+    """Bytes/s of summing every byte of `files` through a map, one thread
+    (numpy over np.memmap): the page-cache bandwidth a full read is held to."""
+    total = sum(os.path.getsize(f) for f in files)
+    t = time.perf_counter()
+    for f in files:
+        m = np.memmap(f, dtype=np.uint64, mode="r", shape=(os.path.getsize(f) // 8,))
+        m.sum()
+    return total / (time.perf_counter() - t), total
+
+
+def zstd_limit(files):
+    """Rows/s of pyarrow reading every batch of the zstd shards at one
+    thread (decompress + copy, no formatting): the decompression limit."""
+    pa.set_cpu_count(1)
+    pa.set_io_thread_count(1)
+    n = 0
+    t = time.perf_counter()
+    for f in files:
+        with pa.memory_map(f) as src:
+            n += pa.ipc.open_file(src).read_all().num_rows
+    dt = time.perf_counter() - t
+    pa.set_cpu_count(os.cpu_count())
+    return n / dt
+
+
+# ----------------------------------------------------------------- main ---
+
+def fmt_rate(x):
+    if x is None:
+        return "-"
+    if x >= 1e6:
+        return f"{x / 1e6:.2f} M"
+    if x >= 1e3:
+        return f"{x / 1e3:.1f} k"
+    return f"{x:.1f}"
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--scale", type=float, default=1.0)
+    ap.add_argument("--only", default="scalar,binary,text,lance")
+    a = ap.parse_args()
+    ref = reference()
+    binary = workloads_bin()
+    only = a.only.split(",")
+    sz = lambda n: max(1000, int(n * a.scale))  # noqa: E731
+    table = []
+    print(f"reference: stable-datasets {ref.commit} (its own package), python "
+          f"{sys.version.split()[0]}, pyarrow {pa.__version__}; shardset: {binary}")
+    print(f"machine: {os.cpu_count()} cores; cold = fresh backend, warm = same backend again\n")
+    with tempfile.TemporaryDirectory(prefix="versus-") as tmp:
+        for kind in ["scalar", "binary", "text", "lance"]:
+            if kind not in only:
+                continue
+            n = sz(1_000_000 if kind == "scalar" else 100_000)
+            base = "binary" if kind in ("binary", "lance") else kind
+            payload = None
+            pfile = os.path.join(tmp, f"{kind}.payload")
+            if base == "binary":
+                payload = payload_binary(n)
+            elif base == "text":
+                payload = payload_text(n)
+            if payload is not None:
+                with open(pfile, "wb") as f:
+                    f.write(payload)
+            feats = features(ref, "scalar" if kind == "scalar" else "binary")
+            data = rows("scalar" if kind == "scalar" else "binary", n, payload)
+            rd, od = os.path.join(tmp, f"{kind}-ref"), os.path.join(tmp, f"{kind}-ours")
+            lance = kind == "lance"
+            zstd = kind == "text"
+            # Writes: the reference's writer from its generator of dicts; ours
+            # from the same values in memory. Best of one (large writes).
+            t = time.perf_counter()
+            if lance:
+                ref.cache.write_lance_cache(iter(data), feats, rd)
+            else:
+                ref.cache.write_sharded_arrow_cache(iter(data), feats, rd,
+                                                    compression="zstd" if zstd else None)
+            ref_w = time.perf_counter() - t
+            wargs = ["versus-write", "--kind", "scalar" if kind == "scalar" else "binary",
+                     "--rows", str(n), "--dir", od]
+            if payload is not None:
+                wargs += ["--payload", pfile]
+            if zstd:
+                wargs.append("--zstd")
+            if lance:
+                wargs.append("--lance")
+            our_w = ours(binary, wargs)["seconds"]
+            table.append((kind, "write (reference's writer vs ours), 1 thread", "-", n / ref_w,
+                          n / our_w, None, None, None, None))
+            # Reads, on both caches.
+            rng = np.random.default_rng(11)
+            gets = 2_000 if lance else 20_000
+            ops = [("get", rng.integers(0, n, gets)), ("take128", rng.integers(0, n, 128 * 200)),
+                   ("iterate", None)]
+            if zstd:
+                ops.insert(0, ("first_row", None))
+            for label, d in [("reference-written", rd), ("shardset-written", od)]:
+                for op, idx in ops:
+                    ifile = os.path.join(tmp, "idx.bin")
+                    rargs = ["versus-read", "--dir", d, "--op", op]
+                    if idx is not None:
+                        idx.astype("<i8").tofile(ifile)
+                        rargs += ["--indices", ifile]
+                    r = ref_read(ref, kind, d, feats, op, idx)
+                    o1 = ours(binary, rargs, 1)
+                    o2 = ours(binary, rargs + ["--threads", "2"], 2) if op != "first_row" else None
+                    if op == "first_row":
+                        table.append((kind, f"first row, ms ({label})", "", r["cold"] * 1e3,
+                                      o1["cold"] * 1e3, None, None, None, None))
+                        continue
+                    rate = lambda c, s: c / s if s else None  # noqa: E731
+                    table.append((kind, f"{op} ({label})", "",
+                                  rate(r["count"], r["cold"]), rate(o1["count"], o1["cold"]),
+                                  rate(r["count"], r["warm"]), rate(o1["count"], o1["warm"]),
+                                  rate(o2["count"], o2["cold"]), None))
+            if not lance:
+                shards = [os.path.join(od, f) for f in sorted(os.listdir(od)) if f.endswith(".arrow")]
+                bw, total = page_cache_limit(shards)
+                limit = n / (total / bw)
+                note = f"page cache {bw / 1e9:.1f} GB/s over {total / 1e6:.0f} MB"
+                if zstd:
+                    limit = zstd_limit(shards)
+                    note = "pyarrow decompress+copy, 1 thread"
+                table.append((kind, f"iterate limit ({note})", "", None, limit, None, None, None,
+                              None))
+            print_table(table[-(len(ops) * 2 + 2):])
+    print("\nALL ROWS")
+    print_table(table)
+
+
+def print_table(rows):
+    print("| workload | op | reference cold | shardset 1T cold | ratio | reference warm | "
+          "shardset 1T warm | ratio | shardset 2T cold |")
+    print("|---|---|---|---|---|---|---|---|---|")
+    for kind, op, _, rc, oc, rw, ow, o2, _ in rows:
+        ratio = lambda a, b: f"{b / a:.2f}x" if a and b else ""  # noqa: E731
+        if op.startswith("first row"):
+            print(f"| {kind} | {op} | {rc:.1f} ms | {oc:.2f} ms | {rc / oc:.1f}x faster | | | | |")
+            continue
+        print(f"| {kind} | {op} | {fmt_rate(rc)} | {fmt_rate(oc)} | {ratio(rc, oc)} | "
+              f"{fmt_rate(rw)} | {fmt_rate(ow)} | {ratio(rw, ow)} | {fmt_rate(o2)} |")
+    sys.stdout.flush()
+
+
+if __name__ == "__main__":
+    main()
