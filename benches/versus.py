@@ -292,6 +292,20 @@ def main():
                                   rate(r["count"], r["cold"]), rate(o1["count"], o1["cold"]),
                                   rate(r["count"], r["warm"]), rate(o1["count"], o1["warm"]),
                                   rate(o2["count"], o2["cold"]), None))
+            if zstd:
+                # Bounded memory: iterate the compressed cache with a budget
+                # a quarter of its decompressed size; heap peak vs budget.
+                big = pa.ipc.open_file(pa.memory_map(os.path.join(
+                    od, sorted(f for f in os.listdir(od) if f.endswith(".arrow"))[0])))
+                dec = sum(big.get_batch(i).nbytes for i in range(big.num_record_batches))
+                budget = dec // 4
+                r = ours(binary, ["versus-read", "--dir", od, "--op", "rss_iterate",
+                                  "--cache-bytes", str(budget)], 1)
+                grow = (r["peak_anon_kb"] - r["anon_open_kb"]) * 1024
+                table.append((kind, f"memory: iterate a zstd cache of {dec / 2**20:.0f} MiB "
+                              f"decompressed with a {budget / 2**20:.0f} MiB budget: heap grew "
+                              f"{grow / 2**20:.1f} MiB ({grow / budget * 100:.0f}% of the budget)",
+                              "", None, None, None, None, None, None))
             if not lance:
                 shards = [os.path.join(od, f) for f in sorted(os.listdir(od)) if f.endswith(".arrow")]
                 bw, total = page_cache_limit(shards)

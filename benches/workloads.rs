@@ -544,11 +544,37 @@ fn versus_read(args: &[String]) {
     let dir = arg(args, "--dir").unwrap().clone();
     let op = arg(args, "--op").unwrap().clone();
     let threads: usize = arg(args, "--threads").map_or(1, |t| t.parse().unwrap());
-    let idx = arg(args, "--indices").map(|p| read_indices(p)).unwrap_or_default();
+    let idx = arg(args, "--indices")
+        .map(|p| read_indices(p))
+        .unwrap_or_default();
+    let mut open_opts = shardset::OpenOptions::default();
+    if let Some(b) = arg(args, "--cache-bytes") {
+        open_opts = open_opts.with_cache_bytes(b.parse().unwrap());
+    }
     let t = Instant::now();
-    let cache = open_cache(&dir).unwrap();
+    let cache = shardset::open_cache_with(&dir, &open_opts).unwrap();
     let open_s = t.elapsed().as_secs_f64();
+    // Memory before any row is read (maps and footers only): the constant
+    // the decompressed-batch budget is added to.
+    let rss_open_kb = current_rss_kb();
     let b = cache.backend.clone();
+    if op == "rss_iterate" {
+        // Every batch decoded, heap (RssAnon) sampled after each: what the
+        // decompressed-batch budget bounds (mapped file pages are not heap).
+        let anon_open = status_kb("RssAnon:");
+        let mut peak = anon_open;
+        let mut rows = 0u64;
+        for r in b.iter_batches(&IterOptions::default()).unwrap() {
+            let batch = r.unwrap();
+            rows += black_box(b.decoder().decode_batch(&batch).unwrap()).len() as u64;
+            drop(batch);
+            peak = peak.max(status_kb("RssAnon:"));
+        }
+        println!(
+            "{{\"op\": \"rss_iterate\", \"count\": {rows}, \"anon_open_kb\": {anon_open}, \"peak_anon_kb\": {peak}}}"
+        );
+        return;
+    }
     if op == "first_row" {
         black_box(b.get(0).unwrap());
         println!(
@@ -597,8 +623,24 @@ fn versus_read(args: &[String]) {
     let (count, cold) = run_once();
     let (_, warm) = run_once();
     println!(
-        "{{\"op\": \"{op}\", \"count\": {count}, \"cold\": {cold:.6}, \"warm\": {warm:.6}, \"open\": {open_s:.6}}}"
+        "{{\"op\": \"{op}\", \"count\": {count}, \"cold\": {cold:.6}, \"warm\": {warm:.6}, \"open\": {open_s:.6}, \"rss_open_kb\": {rss_open_kb}, \"peak_rss_kb\": {}}}",
+        peak_rss_kb()
     );
+}
+
+/// Resident set size now (VmRSS), in KiB.
+fn current_rss_kb() -> u64 {
+    status_kb("VmRSS:")
+}
+
+/// A KiB figure of /proc/self/status.
+fn status_kb(key: &str) -> u64 {
+    let s = std::fs::read_to_string("/proc/self/status").unwrap_or_default();
+    s.lines()
+        .find(|l| l.starts_with(key))
+        .and_then(|l| l.split_whitespace().nth(1))
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(0)
 }
 
 /// `versus-frames-build --video-dir D --dir OUT [--threads T] [--method M]`:
