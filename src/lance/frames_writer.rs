@@ -615,7 +615,18 @@ where
             }
         }
         let Some((task, rx)) = queue.front() else {
-            break;
+            if exhausted {
+                break;
+            }
+            // Every queued video is written, but a job's "ended" signal can
+            // lag its last message, so the jobs still count as running and
+            // no example was pulled: wait for one to end, then pull more.
+            // (Breaking here dropped the remaining examples without an error.)
+            ended_rx
+                .recv()
+                .map_err(|_| Error::InvalidArgument("the video jobs' channel closed".into()))?;
+            running -= 1;
+            continue;
         };
         budget.set_head(task.id);
         let msg = select! {
