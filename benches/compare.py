@@ -1,5 +1,8 @@
 #!/usr/bin/env python3
-"""Side-by-side: shardset vs the stable-datasets reference way, with pyarrow.
+"""Side-by-side: shardset vs OUR EMULATION of the stable-datasets reference
+way, with pyarrow. benches/versus.py runs the reference itself and
+supersedes this for every workload it has; the image (PNG) and loader-epoch
+rows here are still emulation.
 
 Runs `cargo bench --bench workloads` (release build) and the same workloads
 done the way the Python reference does them (reference-spec sections 3-4):
@@ -32,16 +35,12 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 
 
-def ensure(mod, pkg):
-    try:
-        __import__(mod)
-    except ImportError:
-        subprocess.check_call([sys.executable, "-m", "pip", "install", "-q", pkg])
+# The pinned bench environment (bench-requirements.txt), never the
+# interpreter that started the script.
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import pyenv  # noqa: E402
 
-
-ensure("pyarrow", "pyarrow")
-ensure("numpy", "numpy")
-ensure("PIL", "pillow")
+pyenv.reexec()
 
 import numpy as np  # noqa: E402
 import pyarrow as pa  # noqa: E402
@@ -329,7 +328,6 @@ def lance_reads(results, name, uri, n, gets, takes):
 
 
 def lance_side(scale, tmp, res):
-    ensure("lance", "pylance")
     import lance
     sz = lambda n: max(1000, int(n * scale))  # noqa: E731
     for name, make, n, gets, takes in (("lance_scalar", scalar_dataset, sz(1_000_000), 5_000, 200),
@@ -426,8 +424,6 @@ def py_build(files, uri):
     """The reference's build: a spawn Pool(2) of OpenCV decode + WebP encode
     per video, every blob held, then one lance.write_dataset. Returns
     (frames per video, seconds)."""
-    ensure("lance", "pylance")
-    ensure("cv2", "opencv-python-headless")
     import multiprocessing as mp
     import lance
     schema = pa.schema([("video_id", pa.int32()), ("frame_idx", pa.int32()), ("bytes", pa.large_binary())])
