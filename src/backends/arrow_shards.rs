@@ -65,14 +65,15 @@ impl BatchLru {
         })
     }
 
-    /// Keeps `batch` unless it alone exceeds the budget, evicting the least
-    /// recently used batches to make room.
-    fn insert(&mut self, key: (usize, usize), batch: &RecordBatch) {
-        let size = batch.get_array_memory_size();
-        if size > self.budget || self.map.contains_key(&key) {
-            return;
-        }
-        while self.used + size > self.budget {
+    /// A new budget; batches are evicted until what is kept fits it.
+    fn set_budget(&mut self, budget: usize) {
+        self.budget = budget;
+        self.evict_to(budget);
+    }
+
+    /// Evicts the least recently used batches until at most `limit` bytes remain.
+    fn evict_to(&mut self, limit: usize) {
+        while self.used > limit {
             let oldest = self
                 .map
                 .iter()
@@ -82,6 +83,16 @@ impl BatchLru {
             let (_, freed, _) = self.map.remove(&oldest).expect("present");
             self.used -= freed;
         }
+    }
+
+    /// Keeps `batch` unless it alone exceeds the budget, evicting the least
+    /// recently used batches to make room.
+    fn insert(&mut self, key: (usize, usize), batch: &RecordBatch) {
+        let size = batch.get_array_memory_size();
+        if size > self.budget || self.map.contains_key(&key) {
+            return;
+        }
+        self.evict_to(self.budget - size);
         self.tick += 1;
         self.used += size;
         self.map.insert(key, (batch.clone(), size, self.tick));
@@ -744,30 +755,15 @@ impl ArrowShards {
 
     /// The same backend keeping at most `bytes` of decompressed record
     /// batches (compressed shards; default [`DEFAULT_DECOMPRESSED_CACHE_BYTES`]).
-    /// 0 keeps none: every read decompresses its batch again.
+    /// 0 keeps none: every read decompresses its batch again. Clones share
+    /// one cache, so they share its budget too.
     pub fn with_cache_bytes(self, bytes: usize) -> Self {
-        let i = &self.inner;
-        ArrowShards {
-            inner: Arc::new(Inner {
-                dir: i.dir.clone(),
-                features: i.features.clone(),
-                schema: i.schema.clone(),
-                decoder: i.decoder.clone(),
-                build_id: i.build_id.clone(),
-                row_counts: i.row_counts.clone(),
-                starts: i.starts.clone(),
-                shards: i
-                    .shards
-                    .iter()
-                    .map(|s| ShardSlot {
-                        path: s.path.clone(),
-                        rows: s.rows,
-                        data: OnceLock::new(),
-                    })
-                    .collect(),
-                lru: Mutex::new(BatchLru::new(bytes)),
-            }),
-        }
+        self.inner
+            .lru
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .set_budget(bytes);
+        self
     }
 
     /// The byte budget of decompressed batches.

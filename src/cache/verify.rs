@@ -25,8 +25,7 @@ use serde::{Deserialize, Serialize};
 use crate::backends::ArrowShards;
 use crate::cache::lock::CacheLock;
 use crate::cache::metadata::{
-    read_common, ArrowShardsMetadata, LAYOUT_ARROW_SHARDS, LAYOUT_LANCE_ROWS,
-    LAYOUT_LANCE_VIDEO_FRAMES, METADATA_FILE,
+    LAYOUT_ARROW_SHARDS, LAYOUT_LANCE_ROWS, LAYOUT_LANCE_VIDEO_FRAMES, METADATA_FILE,
 };
 use crate::cache::open::{locate_corrupt_rows, open_cache, xxh64_file, Cache, FeaturesSource};
 use crate::error::{Error, Result};
@@ -174,44 +173,31 @@ pub fn verify_cache(dir: &Path) -> Result<VerifyReport> {
 }
 
 fn structure_arrow(cache: &Cache, rep: &mut VerifyReport) {
-    let dir = &cache.dir;
-    let common = match read_common(dir) {
-        Ok(c) => c,
-        Err(e) => return rep.damaged(&dir.join(METADATA_FILE), e.to_string()),
+    // The cache's own backend: decompressed batches stay within its budget.
+    let Some(be) = cache.backend.as_any().downcast_ref::<ArrowShards>() else {
+        return rep
+            .not_checked
+            .push("structure not checked: not an Arrow shards backend".into());
     };
-    let meta = match ArrowShardsMetadata::from_common(dir, &common) {
-        Ok(m) => m,
-        Err(e) => return rep.damaged(&common.path, e.to_string()),
-    };
-    let features = cache.features().clone();
+    let counts = crate::backends::Backend::shard_row_counts(be).to_vec();
     let mut rows_total = 0u64;
     let mut batches = 0usize;
-    for (name, &rows) in meta.shard_filenames.iter().zip(&meta.shard_row_counts) {
-        // One backend per shard: what it decompresses is dropped with it.
-        let one = ArrowShards::new(
-            dir,
-            std::slice::from_ref(name),
-            &[rows],
-            features.clone(),
-            cache.backend.decoder().clone(),
-            None,
-        );
+    for (i, (path, &rows)) in be.shard_paths().iter().zip(&counts).enumerate() {
         // Opening a shard checks its footer schema against the features'.
-        let path = dir.join(name);
-        let n = match one.shard_num_batches(0) {
+        let n = match be.shard_num_batches(i) {
             Ok(n) => n,
             Err(e) => {
-                rep.damaged(&error_path(&e, &path), e.to_string());
+                rep.damaged(&error_path(&e, path), e.to_string());
                 continue;
             }
         };
         let mut got = 0u64;
         for b in 0..n {
-            match one.read_batch(0, b) {
+            match be.read_batch(i, b) {
                 Ok(batch) => got += batch.num_rows() as u64,
                 Err(e) => {
                     rep.damaged(
-                        &error_path(&e, &path),
+                        &error_path(&e, path),
                         format!("record batch {b} does not decode: {e}"),
                     );
                     break;
@@ -220,16 +206,16 @@ fn structure_arrow(cache: &Cache, rep: &mut VerifyReport) {
         }
         batches += n;
         rows_total += got;
-        if got != rows && !rep.damage.iter().any(|d| d.path == path) {
+        if got != rows && !rep.damage.iter().any(|d| &d.path == path) {
             rep.damaged(
-                &path,
+                path,
                 format!("{got} row(s) decoded, the metadata records {rows}"),
             );
         }
     }
     rep.checked.push(format!(
         "structure: {} shard(s) open, {batches} record batch(es) decode to {rows_total} row(s), schema {}",
-        meta.shard_filenames.len(),
+        counts.len(),
         match cache.features_source {
             FeaturesSource::Inferred => "consistent across shards (features inferred: no description to match)",
             _ => "matches the features and their fingerprint",
@@ -241,19 +227,14 @@ fn structure_arrow(cache: &Cache, rep: &mut VerifyReport) {
 fn structure_lance(cache: &Cache, rep: &mut VerifyReport, frames: bool) {
     use crate::lance::scan_dataset;
     let dir = &cache.dir;
+    // The videos as opening the cache parsed and checked them.
     #[cfg(feature = "video")]
-    let videos = if frames {
-        let common = match read_common(dir) {
-            Ok(c) => c,
-            Err(e) => return rep.damaged(&dir.join(METADATA_FILE), e.to_string()),
-        };
-        match crate::cache::metadata::VideoFramesMetadata::from_common(dir, &common) {
-            Ok(m) => m.videos,
-            Err(e) => return rep.damaged(&common.path, e.to_string()),
-        }
-    } else {
-        Vec::new()
-    };
+    let videos = cache
+        .backend
+        .as_any()
+        .downcast_ref::<crate::backends::LanceVideoFrames>()
+        .map(|f| f.metadata().videos.clone())
+        .unwrap_or_default();
     let columns: Vec<String> = if frames {
         vec!["video_id".into(), "frame_idx".into(), "bytes".into()]
     } else {

@@ -9,6 +9,19 @@ pub fn golden() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/golden")
 }
 
+/// The `_metadata.json` keys the reference writes for an Arrow shards cache.
+pub const REFERENCE_ARROW_KEYS: [&str; 9] = [
+    "cache_format_version",
+    "format",
+    "layout",
+    "schema_fingerprint",
+    "num_rows",
+    "num_shards",
+    "shard_row_counts",
+    "shard_filenames",
+    "shard_size_target_bytes",
+];
+
 /// Copies a golden cache into a temp dir (tests never touch the originals).
 pub fn golden_copy(name: &str) -> (tempfile::TempDir, PathBuf) {
     let tmp = tempfile::tempdir().unwrap();

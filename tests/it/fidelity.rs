@@ -249,17 +249,7 @@ fn as_reference_cache(dir: &Path) {
     let path = dir.join("_metadata.json");
     let m: J = serde_json::from_slice(&std::fs::read(&path).unwrap()).unwrap();
     let mut out = serde_json::Map::new();
-    for k in [
-        "cache_format_version",
-        "format",
-        "layout",
-        "schema_fingerprint",
-        "num_rows",
-        "num_shards",
-        "shard_row_counts",
-        "shard_filenames",
-        "shard_size_target_bytes",
-    ] {
+    for k in REFERENCE_ARROW_KEYS {
         if let Some(v) = m.get(k) {
             out.insert(k.into(), v.clone());
         }
