@@ -13,16 +13,16 @@ use std::sync::Mutex;
 
 use crossbeam_channel::{bounded, Receiver, Sender};
 
-use crate::cache::arrow_writer::{prepare_resumable, ArrowWriteOptions, Extra, UnitEnds};
 use crate::cache::lock::CacheLock;
-use crate::cache::manifest::ManifestHeader;
 use crate::cache::metadata::METADATA_FILE;
 use crate::cache::naming::{cache_fingerprint, cache_root};
-use crate::cache::open::Cache;
-use crate::cache::open::{open_cache_with, OpenOptions};
 use crate::dataset::Dataset;
 use crate::error::{BoxError, Error, Result};
 use crate::features::Features;
+use crate::layouts::arrow_shards::manifest::ManifestHeader;
+use crate::layouts::arrow_shards::write::{prepare_resumable, ArrowWriteOptions, Extra, UnitEnds};
+use crate::layouts::open::Cache;
+use crate::layouts::open::{open_cache_with, OpenOptions};
 use crate::value::Example;
 
 /// A `major.minor.patch` version.
@@ -254,7 +254,7 @@ pub struct WhyReport {
 /// # Errors
 /// As [`why_cache`].
 pub fn why_cache_report(dir: &Path) -> Result<WhyReport> {
-    let rep = match crate::cache::verify::verify_cache(dir) {
+    let rep = match crate::layouts::verify::verify_cache(dir) {
         Ok(r) => r,
         Err(e) => {
             return Ok(WhyReport {
@@ -281,7 +281,7 @@ pub fn why_cache_report(dir: &Path) -> Result<WhyReport> {
         })
         .collect();
     let checked = rep.summary();
-    let c = match crate::cache::open::open_cache(dir) {
+    let c = match crate::layouts::open::open_cache(dir) {
         Ok(c) => c,
         Err(_) => {
             return Ok(WhyReport {
@@ -480,7 +480,7 @@ pub struct LoadOptions {
     pub write: ArrowWriteOptions,
     /// Lance writer knobs, for [`StorageFormat::Lance`].
     #[cfg(feature = "lance")]
-    pub lance_write: crate::lance::writer::LanceWriteOptions,
+    pub lance_write: crate::layouts::lance_rows::write::LanceWriteOptions,
     /// Work units generated at once (0 = one per core).
     pub unit_parallelism: usize,
 }
@@ -518,7 +518,10 @@ impl LoadOptions {
     }
     /// Sets the Lance writer options.
     #[cfg(feature = "lance")]
-    pub fn with_lance_write_options(mut self, w: crate::lance::writer::LanceWriteOptions) -> Self {
+    pub fn with_lance_write_options(
+        mut self,
+        w: crate::layouts::lance_rows::write::LanceWriteOptions,
+    ) -> Self {
         self.lance_write = w;
         self
     }
@@ -806,7 +809,7 @@ pub fn load_with_report(
             &[],
             sink,
             |stream| {
-                crate::lance::writer::write_lance_cache_locked(
+                crate::layouts::lance_rows::write::write_lance_cache_locked(
                     stream,
                     &p.info.features,
                     &p.dir,
@@ -834,7 +837,7 @@ pub fn load_with_report(
     // Same inputs, same build id: a resumed build is byte-identical to an
     // uninterrupted one. An explicit rebuild is a new generation.
     let build_id = if opts.rebuild {
-        crate::cache::arrow_writer::random_build_id()
+        crate::layouts::arrow_shards::write::random_build_id()
     } else {
         let key = format!(
             "{name}|{fingerprint}|{sources_digest}|{}|{}|{:?}|{:?}",

@@ -12,11 +12,11 @@ use arrow_array::Array;
 use arrow_array::RecordBatch;
 use rayon::prelude::*;
 
-use crate::backends::{normalize_index, Backend, IterOptions};
-use crate::cache::open::Cache;
 use crate::error::{Error, Result};
 use crate::features::decode::RowDecoder;
 use crate::features::{Feature, Features};
+use crate::layouts::backend::{normalize_index, Backend, IterOptions};
+use crate::layouts::open::Cache;
 use crate::util::SplitMix64;
 use crate::value::Row;
 
@@ -522,7 +522,7 @@ pub struct RowIter<'a> {
     ds: &'a Dataset,
     pos: u64,
     buf: std::collections::VecDeque<Row>,
-    batches: Option<crate::backends::BatchIter<'a>>,
+    batches: Option<crate::layouts::backend::BatchIter<'a>>,
     failed: bool,
 }
 

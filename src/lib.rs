@@ -25,14 +25,15 @@
 
 #![warn(missing_docs)]
 
-pub mod backends;
 pub mod builder;
 pub mod cache;
 pub mod dataset;
+pub mod dtype;
 pub mod error;
 pub mod features;
 #[cfg(feature = "lance")]
 pub mod lance;
+pub mod layouts;
 pub mod sampler;
 pub mod sources;
 pub mod util;
@@ -40,37 +41,38 @@ pub mod value;
 #[cfg(feature = "video")]
 pub mod video;
 
-pub use backends::{ArrowShards, Backend, IterOptions};
-#[cfg(feature = "lance")]
-pub use backends::{LanceReadOptions, LanceRows};
-#[cfg(feature = "video")]
-pub use backends::{LanceVideoFrames, Window, WindowBatch};
 pub use builder::{
     load, load_with_report, BuilderConfig, DatasetBuilder, DatasetInfo, ExampleStream, LoadOptions,
     LoadReport, StorageFormat, Version, WorkUnit,
 };
-pub use cache::arrow_writer::{
-    try_write_arrow_cache, write_arrow_cache, ArrowWriteOptions, Compression, WrittenCache,
-};
 pub use cache::metadata::ArrowShardsMetadata;
 pub use cache::naming::{cache_fingerprint, cache_root};
-pub use cache::open::{
-    open_cache, open_cache_with, verify_checksums, Cache, FeaturesSource, OpenOptions,
-};
-pub use cache::verify::{stamp_checksums, verify_cache, Damage, VerifyReport};
 pub use dataset::{Dataset, Format, TestSize};
 pub use error::{Error, Result};
 pub use features::decode::{DecodeOptions, RowDecoder};
 pub use features::{ClassLabel, Dtype, Feature, Features, ImageFormat, VideoStorage};
+pub use layouts::arrow_shards::format::Compression;
+pub use layouts::arrow_shards::write::{
+    try_write_arrow_cache, write_arrow_cache, ArrowWriteOptions, WrittenCache,
+};
+#[cfg(feature = "lance")]
+pub use layouts::lance_rows::write::{
+    try_write_lance_cache, write_lance_cache, LanceWriteOptions, WrittenLance,
+};
+pub use layouts::open::{
+    open_cache, open_cache_with, verify_checksums, Cache, FeaturesSource, OpenOptions,
+};
+pub use layouts::verify::{stamp_checksums, verify_cache, Damage, VerifyReport};
 #[cfg(feature = "video")]
-pub use lance::frames_writer::{
+pub use layouts::video_frames::write::{
     try_write_video_frames_cache, write_video_frames_cache, ResizeMode, VideoFramesOptions,
     WrittenVideoFrames,
 };
+pub use layouts::{ArrowShards, Backend, IterOptions};
 #[cfg(feature = "lance")]
-pub use lance::writer::{
-    try_write_lance_cache, write_lance_cache, LanceWriteOptions, WrittenLance,
-};
+pub use layouts::{LanceReadOptions, LanceRows};
+#[cfg(feature = "video")]
+pub use layouts::{LanceVideoFrames, Window, WindowBatch};
 pub use sampler::{
     Loader, LoaderOptions, LoaderState, Order, Partition, Remainder, Sampler, WithinShard,
 };

@@ -8,7 +8,7 @@ use std::borrow::Cow;
 use std::path::PathBuf;
 use std::sync::Arc;
 
-use crate::features::Dtype;
+use crate::dtype::Dtype;
 
 /// One cell of an example or of a decoded row.
 #[derive(Debug, Clone, PartialEq)]

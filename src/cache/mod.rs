@@ -1,14 +1,11 @@
-//! Writing and opening caches: metadata, naming, locking, atomic publish, the
-//! encode pipeline, the Arrow shard writer, and `open_cache`.
+//! What every layout shares: cache naming, `_metadata.json`, the cache lock,
+//! atomic publication of a staging directory, the parallel encode pipeline
+//! and checksums. Nothing here knows a layout's files.
 
-pub mod arrow_writer;
+pub mod checksums;
 pub mod lock;
-pub mod manifest;
 pub mod metadata;
 pub mod naming;
-pub mod open;
 pub mod pipeline;
 pub mod publish;
 pub mod rowsum;
-pub mod stats;
-pub mod verify;

@@ -186,6 +186,28 @@ impl Drop for StagingDir {
     }
 }
 
+/// Temp dirs of `target` (`.<name>_tmp_*`).
+pub fn temp_dirs(target: &Path) -> Vec<PathBuf> {
+    let Some(name) = target.file_name().and_then(|n| n.to_str()) else {
+        return Vec::new();
+    };
+    let prefix = format!(".{name}_tmp_");
+    let parent = target
+        .parent()
+        .filter(|p| !p.as_os_str().is_empty())
+        .unwrap_or(Path::new("."));
+    let mut out: Vec<PathBuf> = std::fs::read_dir(parent)
+        .map(|it| {
+            it.flatten()
+                .filter(|e| e.file_name().to_string_lossy().starts_with(&prefix))
+                .map(|e| e.path())
+                .collect()
+        })
+        .unwrap_or_default();
+    out.sort();
+    out
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -5,8 +5,8 @@
 use std::path::{Path, PathBuf};
 
 use super::decode::{read_frames_rgb_from, FrameIndex, VideoFile};
+use crate::dtype::Dtype;
 use crate::error::{Error, Result};
-use crate::features::Dtype;
 use crate::value::{Tensor, VideoRef};
 
 /// Which frames a clip takes.

@@ -391,7 +391,7 @@ pub fn decode_window(frames: &[&[u8]]) -> Result<crate::value::Tensor, String> {
     };
     let data = decode_frames(frames, w, h).map_err(|(i, e)| format!("frame {i}: {e}"))?;
     Ok(crate::value::Tensor {
-        dtype: crate::features::Dtype::UInt8,
+        dtype: crate::dtype::Dtype::UInt8,
         shape: vec![frames.len(), h, w, 3],
         data,
     })

@@ -1,7 +1,7 @@
 //! Reading holds bounded memory: decompressed batches of compressed shards
 //! live in a byte-bounded LRU, whatever the size of the cache.
 
-use shardset::backends::arrow_shards::DEFAULT_DECOMPRESSED_CACHE_BYTES;
+use shardset::layouts::arrow_shards::read::DEFAULT_DECOMPRESSED_CACHE_BYTES;
 use shardset::{
     open_cache, open_cache_with, write_arrow_cache, ArrowShards, ArrowWriteOptions, Backend,
     Compression, IterOptions, OpenOptions,

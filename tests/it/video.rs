@@ -5,7 +5,7 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 
 use serde_json::Value as J;
-use shardset::backends::Backend;
+use shardset::layouts::backend::Backend;
 use shardset::video::decode::{read_frames_rgb, FrameIndex, PixelTarget, VideoFile};
 use shardset::{
     open_cache, open_cache_with, write_video_frames_cache, ClipLayout, Dataset, Dtype, Error,

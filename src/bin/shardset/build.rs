@@ -11,8 +11,8 @@ use std::time::Instant;
 use clap::{Args, Subcommand};
 use serde_json::{json, Value as J};
 use shardset::builder::{cache_status, source_changes, why};
-use shardset::cache::stats::dir_size;
 use shardset::features::describe::features_from_json;
+use shardset::layouts::stats::dir_size;
 use shardset::sources::{CsvFile, ImageCheck, ImageFolder, JsonLines, VideoFolder};
 use shardset::{
     load_with_report, open_cache, ArrowWriteOptions, Compression, DatasetBuilder, Features,

@@ -5,10 +5,10 @@ use std::path::{Path, PathBuf};
 
 use serde_json::{json, Value as J};
 use shardset::cache::metadata::LAYOUT_ARROW_SHARDS;
-use shardset::cache::stats::cache_stats;
-use shardset::cache::verify::CHECKSUMS_FILE;
 use shardset::features::describe::features_to_json;
 use shardset::features::repr::feature_repr;
+use shardset::layouts::stats::cache_stats;
+use shardset::layouts::verify::CHECKSUMS_FILE;
 use shardset::open_cache;
 use shardset::{stamp_checksums, verify_cache, VerifyReport};
 

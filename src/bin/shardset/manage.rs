@@ -7,7 +7,7 @@ use std::time::Duration;
 use serde_json::{json, Value as J};
 use shardset::cache::lock::{lock_path, CacheLock};
 use shardset::cache::metadata::{read_common, METADATA_FILE};
-use shardset::cache::stats::dir_size;
+use shardset::layouts::stats::dir_size;
 use shardset::{cache_root, open_cache};
 
 use crate::fmt::{age, count, find_caches, human, modified_ago, parse_duration, walk_dirs};

@@ -13,8 +13,8 @@ use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
 
-use crate::cache::arrow_writer::ShardRecord;
 use crate::error::{Error, Result};
+use crate::layouts::arrow_shards::format::ShardRecord;
 
 /// File name of the manifest inside a build's temp dir.
 pub const MANIFEST_FILE: &str = "_manifest.jsonl";
@@ -187,7 +187,7 @@ pub fn recover(dir: &Path) -> Option<RecoveredBuild> {
         match (line, header.is_some()) {
             (Line::Header(h), false) => header = Some(h),
             (Line::Shard(s), true) => {
-                let expected = crate::cache::arrow_writer::shard_filename(shards.len());
+                let expected = crate::layouts::arrow_shards::format::shard_filename(shards.len());
                 if s.filename != expected || !shard_intact(&dir.join(&s.filename), &s) {
                     break;
                 }
@@ -220,29 +220,7 @@ fn shard_intact(path: &Path, s: &ManifestShard) -> bool {
         Ok(m) if m.len() == s.num_bytes => {}
         _ => return false,
     }
-    crate::cache::open::xxh64_file(path).is_ok_and(|h| h == s.xxh64)
-}
-
-/// Temp dirs of `target` (`.<name>_tmp_*`).
-pub fn temp_dirs(target: &Path) -> Vec<PathBuf> {
-    let Some(name) = target.file_name().and_then(|n| n.to_str()) else {
-        return Vec::new();
-    };
-    let prefix = format!(".{name}_tmp_");
-    let parent = target
-        .parent()
-        .filter(|p| !p.as_os_str().is_empty())
-        .unwrap_or(Path::new("."));
-    let mut out: Vec<PathBuf> = std::fs::read_dir(parent)
-        .map(|it| {
-            it.flatten()
-                .filter(|e| e.file_name().to_string_lossy().starts_with(&prefix))
-                .map(|e| e.path())
-                .collect()
-        })
-        .unwrap_or_default();
-    out.sort();
-    out
+    crate::cache::checksums::xxh64_file(path).is_ok_and(|h| h == s.xxh64)
 }
 
 #[cfg(test)]
@@ -263,7 +241,7 @@ mod tests {
     }
 
     fn shard(dir: &Path, i: usize, bytes: &[u8]) -> ShardRecord {
-        let name = crate::cache::arrow_writer::shard_filename(i);
+        let name = crate::layouts::arrow_shards::format::shard_filename(i);
         std::fs::write(dir.join(&name), bytes).unwrap();
         ShardRecord {
             filename: name,

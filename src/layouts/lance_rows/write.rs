@@ -6,12 +6,10 @@ use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
-use arrow_array::{RecordBatch, RecordBatchReader};
-use arrow_schema::{ArrowError, SchemaRef};
-use crossbeam_channel::{bounded, Receiver};
+use arrow_array::RecordBatch;
+use crossbeam_channel::bounded;
 use lance::dataset::{Dataset, WriteMode, WriteParams};
 
-use super::{block_on, lance_err};
 use crate::cache::lock::CacheLock;
 use crate::cache::metadata::{
     write_json_checksummed, LanceRowsMetadata, WriterInfo, CACHE_FORMAT_VERSION, LAYOUT_LANCE_ROWS,
@@ -22,6 +20,7 @@ use crate::cache::publish::{remove_leftovers, StagingDir};
 use crate::error::{BoxError, Error, Result};
 use crate::features::describe::features_to_json;
 use crate::features::Features;
+use crate::lance::{block_on, fragment_rows, fsync_tree, lance_err, ChannelReader};
 use crate::value::Example;
 
 /// Options of [`write_lance_cache`].
@@ -81,31 +80,6 @@ impl LanceWriteOptions {
     pub fn with_progress(mut self, counter: Arc<AtomicU64>) -> Self {
         self.progress = Some(counter);
         self
-    }
-}
-
-/// A `RecordBatchReader` fed by the encode pipeline.
-pub(crate) struct ChannelReader {
-    schema: SchemaRef,
-    rx: Receiver<RecordBatch>,
-}
-
-impl ChannelReader {
-    pub(crate) fn new(schema: SchemaRef, rx: Receiver<RecordBatch>) -> Self {
-        ChannelReader { schema, rx }
-    }
-}
-
-impl Iterator for ChannelReader {
-    type Item = std::result::Result<RecordBatch, ArrowError>;
-    fn next(&mut self) -> Option<Self::Item> {
-        self.rx.recv().ok().map(Ok)
-    }
-}
-
-impl RecordBatchReader for ChannelReader {
-    fn schema(&self) -> SchemaRef {
-        self.schema.clone()
     }
 }
 
@@ -173,34 +147,6 @@ fn storage_version(v: &str) -> Result<lance_file::version::LanceFileVersion> {
     })
 }
 
-/// Rows of each fragment of a dataset just written.
-pub(crate) fn fragment_rows(ds: &Dataset, dir: &Path) -> Result<Vec<u64>> {
-    block_on(async {
-        let mut counts = Vec::new();
-        for f in ds.get_fragments() {
-            counts.push(f.physical_rows().await.map(|n| n as u64));
-        }
-        counts
-    })?
-    .into_iter()
-    .collect::<std::result::Result<Vec<u64>, _>>()
-    .map_err(|e| lance_err(dir, e))
-}
-
-pub(crate) fn fsync_tree(dir: &Path) -> Result<()> {
-    for e in std::fs::read_dir(dir).map_err(|e| Error::io("read directory", dir, e))? {
-        let e = e.map_err(|e| Error::io("read directory", dir, e))?;
-        let p = e.path();
-        if p.is_dir() {
-            fsync_tree(&p)?;
-        } else {
-            let f = std::fs::File::open(&p).map_err(|e| Error::io("open", &p, e))?;
-            f.sync_all().map_err(|e| Error::io("fsync", &p, e))?;
-        }
-    }
-    crate::util::fsync_dir(dir)
-}
-
 /// The writer proper, for callers that hold the cache's lock.
 ///
 /// # Errors
@@ -229,7 +175,7 @@ where
     remove_leftovers(cache_dir);
     let staging = StagingDir::create(cache_dir)?;
     let data_dir = staging.path().to_path_buf();
-    let uri = super::dir_uri(&data_dir)?;
+    let uri = crate::lance::dir_uri(&data_dir)?;
     let schema = features.arrow_schema();
     let params = WriteParams {
         max_rows_per_file: opts.max_rows_per_file,

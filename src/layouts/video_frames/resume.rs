@@ -24,12 +24,10 @@ use lance::dataset::{Dataset, WriteMode, WriteParams};
 use serde::{Deserialize, Serialize};
 use serde_json::Value as J;
 
-use super::writer::ChannelReader;
-use super::{block_on, dir_uri, lance_err};
-use crate::cache::manifest::temp_dirs;
 use crate::cache::metadata::{write_bytes_durable, VideoEntry};
-use crate::cache::publish::{remove_leftovers, remove_leftovers_old, StagingDir};
+use crate::cache::publish::{remove_leftovers, remove_leftovers_old, temp_dirs, StagingDir};
 use crate::error::{Error, Result};
+use crate::lance::{block_on, dir_uri, lance_err, ChannelReader};
 
 /// The progress file inside a frames build's temp dir.
 pub(crate) const PROGRESS_FILE: &str = "_frames_progress.jsonl";
@@ -231,7 +229,7 @@ fn rewind(dir: &Path, version: u64) -> Result<()> {
             }
         }
     }
-    let _ = std::fs::remove_dir_all(dir.join(super::frames_writer::INPUTS_DIR));
+    let _ = std::fs::remove_dir_all(dir.join(crate::layouts::video_frames::format::INPUTS_DIR));
     Ok(())
 }
 

@@ -5,12 +5,12 @@
 
 use std::path::Path;
 
-use super::metadata::LAYOUT_ARROW_SHARDS;
+use crate::cache::metadata::LAYOUT_ARROW_SHARDS;
 #[cfg(feature = "lance")]
-use super::metadata::LAYOUT_LANCE_ROWS;
-use super::open::Cache;
-use crate::backends::arrow_shards::shard_column_bytes;
+use crate::cache::metadata::LAYOUT_LANCE_ROWS;
 use crate::error::{Error, Result};
+use crate::layouts::arrow_shards::read::shard_column_bytes;
+use crate::layouts::open::Cache;
 
 /// Rows read to estimate the memory of a layout whose headers do not say it.
 pub const MEMORY_SAMPLE_ROWS: u64 = 1024;
@@ -169,7 +169,7 @@ pub fn cache_stats(cache: &Cache) -> Result<CacheStats> {
                     bytes: None,
                 })
                 .collect();
-            let disk = crate::backends::LanceRows::column_bytes_on_disk(&cache.dir)?;
+            let disk = crate::layouts::LanceRows::column_bytes_on_disk(&cache.dir)?;
             let on_disk_measure = if disk.iter().any(|(_, b)| *b > 0) || cache.is_empty() {
                 Measure::Exact
             } else {
@@ -177,7 +177,7 @@ pub fn cache_stats(cache: &Cache) -> Result<CacheStats> {
             };
             let n = cache.len().min(MEMORY_SAMPLE_ROWS);
             let sample = if n > 0 {
-                crate::cache::arrow_writer::column_nbytes(&cache.backend.slice(0, n)?)
+                crate::layouts::arrow_shards::format::column_nbytes(&cache.backend.slice(0, n)?)
             } else {
                 vec![0; names.len()]
             };
@@ -212,11 +212,11 @@ pub fn cache_stats(cache: &Cache) -> Result<CacheStats> {
         // Shards are the videos (frames as rows); in memory, frames count as
         // decoded RGB pixels, what a full load hands a training loop.
         #[cfg(feature = "video")]
-        super::metadata::LAYOUT_LANCE_VIDEO_FRAMES => {
-            let m: super::metadata::VideoFramesMetadata =
+        crate::cache::metadata::LAYOUT_LANCE_VIDEO_FRAMES => {
+            let m: crate::cache::metadata::VideoFramesMetadata =
                 serde_json::from_value(cache.metadata.clone()).map_err(|e| {
                     Error::metadata(
-                        cache.dir.join(super::metadata::METADATA_FILE),
+                        cache.dir.join(crate::cache::metadata::METADATA_FILE),
                         e.to_string(),
                     )
                 })?;
@@ -236,7 +236,7 @@ pub fn cache_stats(cache: &Cache) -> Result<CacheStats> {
                     bytes: None,
                 })
                 .collect();
-            let disk = crate::backends::LanceRows::column_bytes_on_disk(&cache.dir)?;
+            let disk = crate::layouts::LanceRows::column_bytes_on_disk(&cache.dir)?;
             let pixels: u64 = m.videos.iter().map(|v| v.t * v.h * v.w * 3).sum();
             let columns = ["video_id", "frame_idx", "bytes"]
                 .iter()

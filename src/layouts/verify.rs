@@ -22,13 +22,14 @@ use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
 
-use crate::backends::ArrowShards;
+use crate::cache::checksums::xxh64_file;
 use crate::cache::lock::CacheLock;
 use crate::cache::metadata::{
     LAYOUT_ARROW_SHARDS, LAYOUT_LANCE_ROWS, LAYOUT_LANCE_VIDEO_FRAMES, METADATA_FILE,
 };
-use crate::cache::open::{locate_corrupt_rows, open_cache, xxh64_file, Cache, FeaturesSource};
 use crate::error::{Error, Result};
+use crate::layouts::open::{locate_corrupt_rows, open_cache, Cache, FeaturesSource};
+use crate::layouts::ArrowShards;
 
 /// File checksums recorded by [`stamp_checksums`] for a cache whose writer
 /// recorded none. The reference never reads it, so stamping changes nothing
@@ -179,7 +180,7 @@ fn structure_arrow(cache: &Cache, rep: &mut VerifyReport) {
             .not_checked
             .push("structure not checked: not an Arrow shards backend".into());
     };
-    let counts = crate::backends::Backend::shard_row_counts(be).to_vec();
+    let counts = crate::layouts::backend::Backend::shard_row_counts(be).to_vec();
     let mut rows_total = 0u64;
     let mut batches = 0usize;
     for (i, (path, &rows)) in be.shard_paths().iter().zip(&counts).enumerate() {
@@ -232,7 +233,7 @@ fn structure_lance(cache: &Cache, rep: &mut VerifyReport, frames: bool) {
     let videos = cache
         .backend
         .as_any()
-        .downcast_ref::<crate::backends::LanceVideoFrames>()
+        .downcast_ref::<crate::layouts::LanceVideoFrames>()
         .map(|f| f.metadata().videos.clone())
         .unwrap_or_default();
     let columns: Vec<String> = if frames {
@@ -384,7 +385,7 @@ fn checksums(cache: &Cache, rep: &mut VerifyReport) {
         .get("shard_xxh64")
         .and_then(serde_json::Value::as_array)
     {
-        match crate::cache::open::verify_checksums(dir) {
+        match crate::layouts::open::verify_checksums(dir) {
             Ok(bad) => {
                 let rows = if bad.is_empty() {
                     Vec::new()

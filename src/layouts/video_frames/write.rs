@@ -22,15 +22,10 @@ use std::sync::{Arc, Condvar, Mutex};
 
 use arrow_array::builder::LargeBinaryBuilder;
 use arrow_array::{Int32Array, RecordBatch};
-use arrow_schema::{DataType, Field, Schema, SchemaRef};
+use arrow_schema::SchemaRef;
 use crossbeam_channel::{select, unbounded, Receiver, Sender};
 use serde_json::Value as J;
 
-use super::frames_resume::{
-    self, Checkpoint, LanceSegments, ProgressFile, ProgressHeader, Resumed, PROGRESS_FILE,
-};
-use super::lance_err;
-use super::writer::{fragment_rows, fsync_tree};
 use crate::cache::lock::CacheLock;
 use crate::cache::metadata::{
     write_json_checksummed, VideoEntry, VideoFramesMetadata, WriterInfo, CACHE_FORMAT_VERSION,
@@ -39,6 +34,11 @@ use crate::cache::metadata::{
 use crate::error::{BoxError, Error, Result};
 use crate::features::describe::features_to_json;
 use crate::features::{Feature, Features, VideoStorage};
+use crate::lance::{fragment_rows, fsync_tree, lance_err};
+use crate::layouts::video_frames::format::{frames_schema, INPUTS_DIR};
+use crate::layouts::video_frames::resume::{
+    Checkpoint, LanceSegments, ProgressFile, ProgressHeader, Resumed, PROGRESS_FILE,
+};
 use crate::value::{Example, Value};
 use crate::video::decode::{PixelTarget, VideoFile};
 use crate::video::webp::{WebpEncoder, WebpInput, WebpSettings, Yuv420};
@@ -154,20 +154,8 @@ pub struct WrittenVideoFrames {
     pub resumed_videos: u64,
 }
 
-/// The Lance schema of a frames cache (the reference's).
-pub fn frames_schema() -> SchemaRef {
-    Arc::new(Schema::new(vec![
-        Field::new("video_id", DataType::Int32, true),
-        Field::new("frame_idx", DataType::Int32, true),
-        Field::new("bytes", DataType::LargeBinary, true),
-    ]))
-}
-
 /// Frames per record batch sent to Lance (and per message from a video job).
 const FRAMES_PER_BATCH: usize = 32;
-
-/// Where inline video bytes are written for FFmpeg, inside the temp dir.
-pub(crate) const INPUTS_DIR: &str = "_video_inputs";
 
 /// Builds a `lance-video-frames` cache at `cache_dir` from examples whose
 /// video column holds a path (`Value::Path`/`Value::Str`), inline bytes
@@ -816,7 +804,7 @@ where
     // Only a build that knows its inputs (a sources stamp) can be resumed.
     let resumable = opts.sources.is_some();
     let (mut staging, mut progress, resumed) =
-        frames_resume::prepare(cache_dir, &header, resumable)?;
+        crate::layouts::video_frames::resume::prepare(cache_dir, &header, resumable)?;
     if resumable {
         // A failed or killed build leaves its checkpoints for the next one.
         staging.keep_on_drop();

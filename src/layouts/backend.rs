@@ -1,15 +1,10 @@
-//! Read backends: one per physical layout, one object-safe [`Backend`] trait.
+//! The object-safe [`Backend`] trait every layout's reader implements, and
+//! the index and shard-order rules they share.
 //!
 //! A backend knows how to find rows in its files; it knows nothing of
 //! builders, samplers or loaders. Backends are cheap to clone (paths, counts
 //! and lazily opened maps behind an `Arc`), and [`Backend::reopened`] gives a
 //! copy with nothing open, for a worker process or thread that wants its own maps.
-
-pub mod arrow_shards;
-#[cfg(feature = "lance")]
-pub mod lance_rows;
-#[cfg(feature = "video")]
-pub mod lance_video_frames;
 
 use std::path::Path;
 use std::sync::Arc;
@@ -21,12 +16,6 @@ use crate::error::{Error, Result};
 use crate::features::decode::RowDecoder;
 use crate::features::Features;
 use crate::value::Row;
-
-pub use arrow_shards::ArrowShards;
-#[cfg(feature = "lance")]
-pub use lance_rows::{LanceReadOptions, LanceRows};
-#[cfg(feature = "video")]
-pub use lance_video_frames::{LanceVideoFrames, Window, WindowBatch};
 
 /// Which shards `iter_batches` visits, and in which order.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]

@@ -23,11 +23,11 @@ use lance::dataset::fragment::session::FragmentSession;
 use lance::dataset::fragment::FileFragment;
 use lance::Dataset;
 
-use super::{normalize_index, shard_order, Backend, BatchIter, IterOptions};
 use crate::error::{Error, Result};
 use crate::features::decode::RowDecoder;
 use crate::features::Features;
 use crate::lance::{block_on, lance_err};
+use crate::layouts::backend::{normalize_index, shard_order, Backend, BatchIter, IterOptions};
 use crate::value::Row;
 
 /// Rows per cached chunk: small enough that a cold random get reads little.
@@ -428,7 +428,7 @@ impl Backend for LanceRows {
     }
 
     fn slice(&self, start: u64, len: u64) -> Result<RecordBatch> {
-        super::slice_from_pieces(
+        crate::layouts::backend::slice_from_pieces(
             self.len(),
             start,
             len,

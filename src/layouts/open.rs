@@ -3,20 +3,21 @@
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
+use crate::cache::checksums::xxh64_file;
 #[cfg(feature = "lance")]
-use super::metadata::LanceRowsMetadata;
-use super::metadata::{
+use crate::cache::metadata::LanceRowsMetadata;
+use crate::cache::metadata::{
     read_common, ArrowShardsMetadata, LAYOUT_ARROW_SHARDS, LAYOUT_LANCE_ROWS,
     LAYOUT_LANCE_VIDEO_FRAMES,
 };
-use crate::backends::arrow_shards::read_footer;
-use crate::backends::{ArrowShards, Backend};
-#[cfg(feature = "lance")]
-use crate::backends::{LanceReadOptions, LanceRows};
 use crate::error::{Error, Result};
 use crate::features::decode::{DecodeOptions, RowDecoder};
 use crate::features::describe::{feature_to_json, features_from_json};
 use crate::features::Features;
+use crate::layouts::arrow_shards::read::read_footer;
+use crate::layouts::{ArrowShards, Backend};
+#[cfg(feature = "lance")]
+use crate::layouts::{LanceReadOptions, LanceRows};
 
 /// Options of [`open_cache_with`].
 #[derive(Debug, Clone, Default)]
@@ -34,7 +35,7 @@ pub struct OpenOptions {
     pub windows: Option<crate::video::WindowSpec>,
     /// Bytes of decoded data the backend keeps for reuse: decompressed
     /// record batches of compressed Arrow shards, decoded Lance chunks.
-    /// Default 256 MiB ([`crate::backends::arrow_shards::DEFAULT_DECOMPRESSED_CACHE_BYTES`]);
+    /// Default 256 MiB ([`crate::layouts::arrow_shards::read::DEFAULT_DECOMPRESSED_CACHE_BYTES`]);
     /// memory for reading stays within it plus what one read needs.
     pub cache_bytes: Option<usize>,
 }
@@ -68,7 +69,7 @@ impl OpenOptions {
     }
     fn cache_budget(&self) -> usize {
         self.cache_bytes
-            .unwrap_or(crate::backends::arrow_shards::DEFAULT_DECOMPRESSED_CACHE_BYTES)
+            .unwrap_or(crate::layouts::arrow_shards::read::DEFAULT_DECOMPRESSED_CACHE_BYTES)
     }
     #[cfg(feature = "lance")]
     fn lance_read_options(&self) -> LanceReadOptions {
@@ -226,7 +227,7 @@ pub fn open_cache_with(dir: impl AsRef<Path>, opts: &OpenOptions) -> Result<Cach
         }),
         #[cfg(feature = "video")]
         LAYOUT_LANCE_VIDEO_FRAMES => {
-            use super::metadata::VideoFramesMetadata;
+            use crate::cache::metadata::VideoFramesMetadata;
             let meta = VideoFramesMetadata::from_common(dir, &common)?;
             // The source features: the caller's, else our description; the
             // fingerprint is checked either way (the reference never checks it).
@@ -265,7 +266,7 @@ pub fn open_cache_with(dir: impl AsRef<Path>, opts: &OpenOptions) -> Result<Cach
                     ),
                 ));
             }
-            let backend = crate::backends::LanceVideoFrames::new(
+            let backend = crate::layouts::LanceVideoFrames::new(
                 dir,
                 meta,
                 &counts,
@@ -472,25 +473,6 @@ fn verify_shards(dir: &Path, meta: &ArrowShardsMetadata) -> Result<()> {
     Ok(())
 }
 
-/// xxh64 of a file, 16 hex chars.
-///
-/// # Errors
-/// [`Error::Io`] naming the file.
-pub fn xxh64_file(path: &Path) -> Result<String> {
-    use std::io::Read;
-    let mut f = std::fs::File::open(path).map_err(|e| Error::io("open", path, e))?;
-    let mut h = xxhash_rust::xxh64::Xxh64::new(0);
-    let mut buf = vec![0u8; 1 << 20];
-    loop {
-        let n = f.read(&mut buf).map_err(|e| Error::io("read", path, e))?;
-        if n == 0 {
-            break;
-        }
-        h.update(&buf[..n]);
-    }
-    Ok(format!("{:016x}", h.digest()))
-}
-
 /// Rows of a damaged shard, located with per-record checksums.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct CorruptRows {
@@ -548,7 +530,7 @@ pub fn locate_corrupt_rows(dir: &Path) -> Result<Vec<CorruptRows>> {
             out.push(whole);
             continue;
         }
-        let Ok(sums) = super::rowsum::read_sidecar(dir, &name) else {
+        let Ok(sums) = crate::cache::rowsum::read_sidecar(dir, &name) else {
             out.push(whole);
             continue;
         };
@@ -565,7 +547,9 @@ pub fn locate_corrupt_rows(dir: &Path) -> Result<Vec<CorruptRows>> {
                 for (j, (a, b)) in ranges.into_iter().enumerate() {
                     match shard.read_batch(0, j) {
                         Ok(batch) => {
-                            for (k, h) in super::rowsum::row_hashes(&batch).into_iter().enumerate()
+                            for (k, h) in crate::cache::rowsum::row_hashes(&batch)
+                                .into_iter()
+                                .enumerate()
                             {
                                 let local = a + k as u64;
                                 if sums.get(local as usize) != Some(&h) {

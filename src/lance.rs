@@ -1,18 +1,20 @@
-//! Everything that touches the `lance` crate: a tokio runtime hidden behind
-//! a synchronous API, the `lance-rows` writer, and helpers for the backend.
+//! What both Lance layouts (`lance-rows`, `lance-video-frames`) need from the
+//! `lance` crate: a tokio runtime hidden behind a synchronous API, errors
+//! naming the dataset, a record-batch reader fed by a channel (how encoded
+//! batches reach `Dataset::write`), and the fsync of a written dataset.
 //!
 //! The runtime is per process: after a `fork` the child's first Lance call
 //! builds its own (the parent's worker threads do not exist in the child), so
 //! nothing Lance-related is shared across fork.
 
-#[cfg(feature = "video")]
-pub(crate) mod frames_resume;
-#[cfg(feature = "video")]
-pub mod frames_writer;
-pub mod writer;
-
 use std::future::Future;
 use std::sync::{Arc, Mutex};
+
+use arrow_array::{RecordBatch, RecordBatchReader};
+use arrow_schema::{ArrowError, SchemaRef};
+use crossbeam_channel::Receiver;
+use lance::dataset::Dataset;
+use std::path::Path;
 
 use crate::error::{Error, Result};
 
@@ -119,4 +121,57 @@ where
         Ok::<_, lance::Error>(counts)
     })?
     .map_err(|e| lance_err(dir, e))
+}
+
+/// A `RecordBatchReader` fed by the encode pipeline.
+pub(crate) struct ChannelReader {
+    schema: SchemaRef,
+    rx: Receiver<RecordBatch>,
+}
+
+impl ChannelReader {
+    pub(crate) fn new(schema: SchemaRef, rx: Receiver<RecordBatch>) -> Self {
+        ChannelReader { schema, rx }
+    }
+}
+
+impl Iterator for ChannelReader {
+    type Item = std::result::Result<RecordBatch, ArrowError>;
+    fn next(&mut self) -> Option<Self::Item> {
+        self.rx.recv().ok().map(Ok)
+    }
+}
+
+impl RecordBatchReader for ChannelReader {
+    fn schema(&self) -> SchemaRef {
+        self.schema.clone()
+    }
+}
+
+/// Rows of each fragment of a dataset just written.
+pub(crate) fn fragment_rows(ds: &Dataset, dir: &Path) -> Result<Vec<u64>> {
+    block_on(async {
+        let mut counts = Vec::new();
+        for f in ds.get_fragments() {
+            counts.push(f.physical_rows().await.map(|n| n as u64));
+        }
+        counts
+    })?
+    .into_iter()
+    .collect::<std::result::Result<Vec<u64>, _>>()
+    .map_err(|e| lance_err(dir, e))
+}
+
+pub(crate) fn fsync_tree(dir: &Path) -> Result<()> {
+    for e in std::fs::read_dir(dir).map_err(|e| Error::io("read directory", dir, e))? {
+        let e = e.map_err(|e| Error::io("read directory", dir, e))?;
+        let p = e.path();
+        if p.is_dir() {
+            fsync_tree(&p)?;
+        } else {
+            let f = std::fs::File::open(&p).map_err(|e| Error::io("open", &p, e))?;
+            f.sync_all().map_err(|e| Error::io("fsync", &p, e))?;
+        }
+    }
+    crate::util::fsync_dir(dir)
 }

@@ -22,14 +22,13 @@ use arrow_schema::{DataType, Field, Schema, SchemaRef};
 use rayon::prelude::*;
 use serde_json::Value as J;
 
-use super::{
-    normalize_index, shard_order, Backend, BatchIter, IterOptions, LanceReadOptions, LanceRows,
-};
 use crate::cache::metadata::{VideoFramesMetadata, LAYOUT_LANCE_VIDEO_FRAMES};
 use crate::error::{Error, Result};
 use crate::features::decode::{DecodeOptions, RowDecoder};
 use crate::features::{Dtype, Feature, Features, VideoStorage};
-use crate::lance::frames_writer::frames_schema;
+use crate::layouts::backend::{normalize_index, shard_order, Backend, BatchIter, IterOptions};
+use crate::layouts::video_frames::format::frames_schema;
+use crate::layouts::{LanceReadOptions, LanceRows};
 use crate::value::{Row, Tensor};
 use crate::video::plan::{SegmentPlan, WindowSpec};
 

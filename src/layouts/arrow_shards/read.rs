@@ -23,11 +23,11 @@ use arrow_ipc::reader::{read_footer_length, FileDecoder};
 use arrow_ipc::{Block, MetadataVersion};
 use arrow_schema::{Schema, SchemaRef};
 
-use super::{normalize_index, shard_order, Backend, BatchIter, IterOptions};
-use crate::cache::arrow_writer::BUILD_ID_FOOTER_KEY;
 use crate::error::{Error, Result};
 use crate::features::decode::RowDecoder;
 use crate::features::Features;
+use crate::layouts::arrow_shards::format::BUILD_ID_FOOTER_KEY;
+use crate::layouts::backend::{normalize_index, shard_order, Backend, BatchIter, IterOptions};
 use crate::value::Row;
 
 const MAGIC: &[u8; 6] = b"ARROW1";
@@ -949,7 +949,7 @@ impl Backend for ArrowShards {
     }
 
     fn slice(&self, start: u64, len: u64) -> Result<RecordBatch> {
-        super::slice_from_pieces(
+        crate::layouts::backend::slice_from_pieces(
             self.len(),
             start,
             len,

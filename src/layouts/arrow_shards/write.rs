@@ -12,65 +12,30 @@ use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
-use arrow_array::{Array, RecordBatch};
+use arrow_array::RecordBatch;
 use arrow_ipc::writer::{FileWriter, IpcWriteOptions};
 use arrow_ipc::CompressionType;
-use arrow_schema::{DataType, SchemaRef};
+use arrow_schema::SchemaRef;
 use xxhash_rust::xxh64::Xxh64;
 
-use super::lock::CacheLock;
-use super::manifest::{recover, temp_dirs, ManifestHeader, ManifestWriter, MANIFEST_FILE};
-use super::metadata::{
+use crate::cache::lock::CacheLock;
+use crate::cache::metadata::{
     write_json_checksummed, ArrowShardsMetadata, WriterInfo, CACHE_FORMAT_VERSION,
     LAYOUT_ARROW_SHARDS, METADATA_FILE,
 };
-use super::pipeline::{self, PipelineOptions};
-use super::publish::StagingDir;
+use crate::cache::pipeline::{self, PipelineOptions};
+use crate::cache::publish::temp_dirs;
+use crate::cache::publish::StagingDir;
 use crate::error::{BoxError, Error, Result};
 use crate::features::describe::features_to_json;
 use crate::features::Features;
+use crate::layouts::arrow_shards::format::{
+    pyarrow_nbytes, shard_filename, Compression, ShardRecord, BUILD_ID_FOOTER_KEY,
+};
+use crate::layouts::arrow_shards::manifest::{
+    recover, ManifestHeader, ManifestWriter, MANIFEST_FILE,
+};
 use crate::value::Example;
-
-/// Footer key holding the build id in every shard we write.
-pub const BUILD_ID_FOOTER_KEY: &str = "shardset.build_id";
-
-/// IPC buffer compression of shards.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-pub enum Compression {
-    /// Uncompressed: shards are memory-mapped and read zero-copy (default).
-    #[default]
-    None,
-    /// LZ4 frame.
-    Lz4,
-    /// Zstandard.
-    Zstd,
-}
-
-impl Compression {
-    /// The metadata spelling (`None` for uncompressed).
-    pub fn as_metadata(self) -> Option<&'static str> {
-        match self {
-            Compression::None => None,
-            Compression::Lz4 => Some("lz4"),
-            Compression::Zstd => Some("zstd"),
-        }
-    }
-
-    /// Parses `none`, `lz4`, `zstd`.
-    ///
-    /// # Errors
-    /// [`Error::InvalidArgument`] for anything else.
-    pub fn parse(s: &str) -> Result<Self> {
-        match s.to_ascii_lowercase().as_str() {
-            "none" | "" => Ok(Compression::None),
-            "lz4" => Ok(Compression::Lz4),
-            "zstd" => Ok(Compression::Zstd),
-            _ => Err(Error::InvalidArgument(format!(
-                "compression must be none, lz4 or zstd, got '{s}'"
-            ))),
-        }
-    }
-}
 
 /// Options of [`write_arrow_cache`].
 #[derive(Debug, Clone)]
@@ -152,68 +117,6 @@ impl ArrowWriteOptions {
     }
 }
 
-/// The in-memory size of a batch as pyarrow's `RecordBatch.nbytes` reports it
-/// (validity bitmap when present, `len * width` for offsets, referenced data).
-/// Rotation uses it so that shard boundaries match the reference's.
-pub fn pyarrow_nbytes(batch: &RecordBatch) -> u64 {
-    batch
-        .columns()
-        .iter()
-        .map(|c| array_nbytes(c.as_ref()))
-        .sum()
-}
-
-/// [`pyarrow_nbytes`] of each column of a batch.
-pub fn column_nbytes(batch: &RecordBatch) -> Vec<u64> {
-    batch
-        .columns()
-        .iter()
-        .map(|c| array_nbytes(c.as_ref()))
-        .collect()
-}
-
-fn array_nbytes(a: &dyn Array) -> u64 {
-    use arrow_array::cast::AsArray;
-    let len = a.len() as u64;
-    let validity = if a.nulls().is_some() {
-        len.div_ceil(8)
-    } else {
-        0
-    };
-    let body = match a.data_type() {
-        DataType::Boolean => len.div_ceil(8),
-        DataType::Utf8 => {
-            let s = a.as_string::<i32>();
-            let o = s.value_offsets();
-            len * 4 + (o[o.len() - 1] - o[0]) as u64
-        }
-        DataType::Binary => {
-            let s = a.as_binary::<i32>();
-            let o = s.value_offsets();
-            len * 4 + (o[o.len() - 1] - o[0]) as u64
-        }
-        DataType::LargeBinary => {
-            let s = a.as_binary::<i64>();
-            let o = s.value_offsets();
-            len * 8 + (o[o.len() - 1] - o[0]) as u64
-        }
-        DataType::List(_) => {
-            let l = a.as_list::<i32>();
-            let o = l.value_offsets();
-            let (start, end) = (o[0] as usize, o[o.len() - 1] as usize);
-            len * 4 + array_nbytes(l.values().slice(start, end - start).as_ref())
-        }
-        DataType::Struct(_) => a
-            .as_struct()
-            .columns()
-            .iter()
-            .map(|c| array_nbytes(c.as_ref()))
-            .sum(),
-        t => t.primitive_width().map_or(0, |w| w as u64 * len),
-    };
-    validity + body
-}
-
 /// A writer that hashes (xxh64) and counts what goes to the file.
 struct HashingFile {
     file: File,
@@ -239,24 +142,6 @@ struct OpenShard {
     filename: String,
     rows: u64,
     nbytes: u64,
-}
-
-/// What one written shard holds.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct ShardRecord {
-    /// `shard-NNNNN.arrow`.
-    pub filename: String,
-    /// Rows.
-    pub num_rows: u64,
-    /// File size.
-    pub num_bytes: u64,
-    /// xxh64 of the file, 16 hex chars.
-    pub xxh64: String,
-}
-
-/// Shard name for an index.
-pub fn shard_filename(i: usize) -> String {
-    format!("shard-{i:05}.arrow")
 }
 
 /// Cumulative row counts at which work units ended, shared between the
@@ -384,7 +269,7 @@ impl ShardWriter {
         shard.rows += batch.num_rows() as u64;
         shard.nbytes += pyarrow_nbytes(batch);
         if let Some(sums) = &mut self.row_sums {
-            sums.extend(super::rowsum::row_hashes(batch));
+            sums.extend(crate::cache::rowsum::row_hashes(batch));
         }
         let full = batch.num_rows() == self.batch_size;
         if full && self.budget.is_some_and(|b| shard.nbytes >= b) {
@@ -412,7 +297,7 @@ impl ShardWriter {
             .sync_all()
             .map_err(|e| Error::io("fsync shard", &shard.path, e))?;
         if let Some(sums) = &mut self.row_sums {
-            super::rowsum::write_sidecar(&self.dir, &shard.filename, sums)?;
+            crate::cache::rowsum::write_sidecar(&self.dir, &shard.filename, sums)?;
             sums.clear();
         }
         let record = ShardRecord {
@@ -534,7 +419,7 @@ where
     check_options(opts)?;
     // Under the lock nobody else is building this cache: temp or replaced
     // directories beside it are left-overs of a killed process.
-    super::publish::remove_leftovers(cache_dir);
+    crate::cache::publish::remove_leftovers(cache_dir);
     let staging = StagingDir::create(cache_dir)?;
     let build_id = opts.build_id.clone().unwrap_or_else(random_build_id);
     let shards = ShardWriter::new(
@@ -650,7 +535,7 @@ pub fn prepare_resumable(
             }
         }
     }
-    super::publish::remove_leftovers_old(cache_dir);
+    crate::cache::publish::remove_leftovers_old(cache_dir);
     let (staging, manifest, done, skip, ends) = match found {
         Some(r) => {
             let staging = StagingDir::adopt(&r.dir, cache_dir);
