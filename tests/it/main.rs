@@ -1,6 +1,7 @@
 //! The one integration-test binary (one link of the heavy dependencies).
 
 mod alloc_count;
+mod architecture;
 mod bad_input;
 mod builder;
 mod cli;

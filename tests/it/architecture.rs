@@ -1,0 +1,276 @@
+//! The dependency rule of ARCHITECTURE.md, checked on the source: arrows
+//! point one way (cli → sources → builder → sampler/dataset → layouts →
+//! cache/lance → features → video → value → dtype/util/error), no module
+//! imports another that imports it back, and no layout's `read.rs` or
+//! `format.rs` imports a writer.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::{Path, PathBuf};
+
+/// The layer of a top-level module: imports go to the same or a lower layer.
+fn layer(top: &str) -> Option<u32> {
+    Some(match top {
+        "error" | "util" | "dtype" => 0,
+        "value" => 1,
+        "video" => 2,
+        "features" => 3,
+        "cache" | "lance" => 4,
+        "layouts" => 5,
+        "dataset" => 6,
+        "sampler" => 7,
+        "builder" => 8,
+        "sources" => 9,
+        _ => return None,
+    })
+}
+
+/// Writer-side modules of the layouts, which no reader may import.
+fn is_writer_side(module: &str) -> bool {
+    module.starts_with("layouts::")
+        && ["write", "resume", "manifest"]
+            .iter()
+            .any(|w| module.ends_with(&format!("::{w}")))
+}
+
+fn rs_files(dir: &Path, out: &mut Vec<PathBuf>) {
+    for e in std::fs::read_dir(dir).unwrap() {
+        let p = e.unwrap().path();
+        if p.is_dir() {
+            rs_files(&p, out);
+        } else if p.extension().is_some_and(|x| x == "rs") {
+            out.push(p);
+        }
+    }
+}
+
+/// `src/a/b.rs` → `a::b`, `src/a/mod.rs` → `a`.
+fn module_of(src: &Path, file: &Path) -> String {
+    let rel = file.strip_prefix(src).unwrap().with_extension("");
+    let mut parts: Vec<String> = rel
+        .components()
+        .map(|c| c.as_os_str().to_string_lossy().into_owned())
+        .collect();
+    if parts.last().is_some_and(|p| p == "mod") {
+        parts.pop();
+    }
+    parts.join("::")
+}
+
+/// The source a module compiles outside its tests, comments removed.
+fn code(text: &str) -> String {
+    let body = text.split("#[cfg(test)]\nmod tests").next().unwrap();
+    body.lines()
+        .map(|l| l.split("//").next().unwrap())
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
+/// Every path a module names through `crate::` or `super::`, with one level
+/// of `{a, b::c}` groups expanded, as absolute segment lists.
+fn paths_named(module: &str, code: &str) -> Vec<Vec<String>> {
+    let mut out = Vec::new();
+    let parent: Vec<&str> = {
+        let mut p: Vec<&str> = module.split("::").collect();
+        p.pop();
+        p
+    };
+    for (root, base) in [("crate::", Vec::new()), ("super::", parent.clone())] {
+        let mut rest = code;
+        while let Some(i) = rest.find(root) {
+            let before = rest[..i].chars().last();
+            rest = &rest[i + root.len()..];
+            if before.is_some_and(|c| c.is_alphanumeric() || c == '_' || c == ':') {
+                continue;
+            }
+            let end = rest
+                .find(|c: char| !(c.is_alphanumeric() || c == '_' || c == ':'))
+                .unwrap_or(rest.len());
+            let head = &rest[..end];
+            let prefix: Vec<String> = base
+                .iter()
+                .map(|s| s.to_string())
+                .chain(
+                    head.split("::")
+                        .filter(|s| !s.is_empty())
+                        .map(str::to_string),
+                )
+                .collect();
+            if rest[end..].starts_with('{') {
+                let close = rest.find('}').unwrap_or(rest.len());
+                for item in rest[end + 1..close].split(',') {
+                    let mut p = prefix.clone();
+                    p.extend(
+                        item.trim()
+                            .split("::")
+                            .filter(|s| !s.is_empty())
+                            .map(str::to_string),
+                    );
+                    out.push(p);
+                }
+            } else {
+                out.push(prefix);
+            }
+        }
+    }
+    out
+}
+
+/// The import graph of `src/` (the library; the CLI binary may use anything).
+fn graph() -> BTreeMap<String, BTreeSet<String>> {
+    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
+    let mut files = Vec::new();
+    rs_files(&src, &mut files);
+    files.retain(|f| !f.starts_with(src.join("bin")));
+    let modules: BTreeMap<String, String> = files
+        .iter()
+        .map(|f| {
+            (
+                module_of(&src, f),
+                code(&std::fs::read_to_string(f).unwrap()),
+            )
+        })
+        .collect();
+    let mut g = BTreeMap::new();
+    for (m, text) in &modules {
+        let mut deps = BTreeSet::new();
+        for path in paths_named(m, text) {
+            // The longest prefix that is a module.
+            let target = (1..=path.len())
+                .rev()
+                .map(|n| path[..n].join("::"))
+                .find(|c| modules.contains_key(c));
+            if let Some(t) = target {
+                if &t != m && !m.starts_with(&format!("{t}::")) && t != "lib" {
+                    deps.insert(t);
+                }
+            }
+        }
+        g.insert(m.clone(), deps);
+    }
+    g
+}
+
+#[test]
+fn imports_point_down_the_layers() {
+    let g = graph();
+    let mut wrong = Vec::new();
+    for (m, deps) in &g {
+        let top = m.split("::").next().unwrap();
+        let Some(from) = layer(top) else {
+            assert_eq!(m, "lib", "module {m} has no layer in this test");
+            continue;
+        };
+        for d in deps {
+            let to = layer(d.split("::").next().unwrap()).unwrap();
+            if to > from {
+                wrong.push(format!("{m} -> {d}"));
+            }
+        }
+    }
+    assert!(wrong.is_empty(), "imports up the layers: {wrong:#?}");
+    // The graph is real: the layers above do import the ones below.
+    assert!(g["layouts::arrow_shards::read"].contains("layouts::arrow_shards::format"));
+    assert!(g["sources::csv"].contains("builder"));
+}
+
+#[test]
+fn readers_never_import_writers() {
+    let g = graph();
+    let mut wrong = Vec::new();
+    for (m, deps) in &g {
+        let reader_side = m.starts_with("layouts::")
+            && (m.ends_with("::read") || m.ends_with("::format") || m.ends_with("::backend"));
+        for d in deps {
+            if reader_side && is_writer_side(d) {
+                wrong.push(format!("{m} -> {d}"));
+            }
+            if m.ends_with("::format") && d.ends_with("::read") {
+                wrong.push(format!("{m} -> {d}"));
+            }
+        }
+    }
+    assert!(wrong.is_empty(), "a reader imports a writer: {wrong:#?}");
+    assert!(g.contains_key("layouts::video_frames::read"));
+}
+
+#[test]
+fn no_module_imports_another_that_imports_it_back() {
+    let g = graph();
+    // Tarjan's strongly connected components; any of more than one module is a cycle.
+    struct T<'a> {
+        g: &'a BTreeMap<String, BTreeSet<String>>,
+        index: BTreeMap<&'a str, usize>,
+        low: BTreeMap<&'a str, usize>,
+        stack: Vec<&'a str>,
+        on: BTreeSet<&'a str>,
+        cycles: Vec<Vec<&'a str>>,
+    }
+    fn visit<'a>(t: &mut T<'a>, v: &'a str) {
+        let n = t.index.len();
+        t.index.insert(v, n);
+        t.low.insert(v, n);
+        t.stack.push(v);
+        t.on.insert(v);
+        let g = t.g;
+        for w in g.get(v).into_iter().flatten() {
+            let w = w.as_str();
+            if !t.index.contains_key(w) {
+                visit(t, w);
+                let lw = t.low[w];
+                let lv = t.low.get_mut(v).unwrap();
+                *lv = (*lv).min(lw);
+            } else if t.on.contains(w) {
+                let iw = t.index[w];
+                let lv = t.low.get_mut(v).unwrap();
+                *lv = (*lv).min(iw);
+            }
+        }
+        if t.low[v] == t.index[v] {
+            let mut comp = Vec::new();
+            loop {
+                let w = t.stack.pop().unwrap();
+                t.on.remove(w);
+                comp.push(w);
+                if w == v {
+                    break;
+                }
+            }
+            if comp.len() > 1 {
+                t.cycles.push(comp);
+            }
+        }
+    }
+    let mut t = T {
+        g: &g,
+        index: BTreeMap::new(),
+        low: BTreeMap::new(),
+        stack: Vec::new(),
+        on: BTreeSet::new(),
+        cycles: Vec::new(),
+    };
+    for v in g.keys() {
+        if !t.index.contains_key(v.as_str()) {
+            visit(&mut t, v);
+        }
+    }
+    assert!(t.cycles.is_empty(), "import cycles: {:?}", t.cycles);
+    assert!(g.len() > 40, "found only {} modules", g.len());
+}
+
+#[test]
+fn the_path_reader_resolves_groups_and_super() {
+    let p = paths_named(
+        "layouts::lance_rows::read",
+        "use crate::{cache::lock::CacheLock, error};\nuse super::write::X;\nlet a = crate::util::f();",
+    );
+    let p: Vec<String> = p.iter().map(|s| s.join("::")).collect();
+    assert_eq!(
+        p,
+        [
+            "cache::lock::CacheLock",
+            "error",
+            "util::f",
+            "layouts::lance_rows::write::X"
+        ]
+    );
+}
