@@ -108,6 +108,26 @@ pub fn fsync_dir(dir: &Path) -> Result<()> {
         .map_err(|e| Error::io("fsync directory", dir, e))
 }
 
+/// Bytes of every file under `dir` (symlinks not followed).
+///
+/// # Errors
+/// [`Error::Io`] naming a directory that cannot be listed.
+pub fn dir_size(dir: &Path) -> Result<u64> {
+    let mut total = 0;
+    for e in std::fs::read_dir(dir).map_err(|e| Error::io("read directory", dir, e))? {
+        let e = e.map_err(|e| Error::io("read directory", dir, e))?;
+        let t = e
+            .file_type()
+            .map_err(|err| Error::io("stat", e.path(), err))?;
+        if t.is_dir() {
+            total += dir_size(&e.path())?;
+        } else if let Ok(m) = e.metadata() {
+            total += m.len();
+        }
+    }
+    Ok(total)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

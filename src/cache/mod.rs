@@ -3,6 +3,7 @@
 //! and checksums. Nothing here knows a layout's files.
 
 pub mod checksums;
+pub mod gc;
 pub mod lock;
 pub mod metadata;
 pub mod naming;

@@ -11,6 +11,7 @@ use crate::cache::metadata::LAYOUT_LANCE_ROWS;
 use crate::error::{Error, Result};
 use crate::layouts::arrow_shards::read::shard_column_bytes;
 use crate::layouts::open::Cache;
+use crate::util::dir_size;
 
 /// Rows read to estimate the memory of a layout whose headers do not say it.
 pub const MEMORY_SAMPLE_ROWS: u64 = 1024;
@@ -79,26 +80,6 @@ impl CacheStats {
     pub fn in_memory_bytes(&self) -> u64 {
         self.columns.iter().map(|c| c.in_memory).sum()
     }
-}
-
-/// Bytes of every file under `dir` (symlinks not followed).
-///
-/// # Errors
-/// [`Error::Io`] naming a directory that cannot be listed.
-pub fn dir_size(dir: &Path) -> Result<u64> {
-    let mut total = 0;
-    for e in std::fs::read_dir(dir).map_err(|e| Error::io("read directory", dir, e))? {
-        let e = e.map_err(|e| Error::io("read directory", dir, e))?;
-        let t = e
-            .file_type()
-            .map_err(|err| Error::io("stat", e.path(), err))?;
-        if t.is_dir() {
-            total += dir_size(&e.path())?;
-        } else if let Ok(m) = e.metadata() {
-            total += m.len();
-        }
-    }
-    Ok(total)
 }
 
 /// Measures an opened cache.

@@ -232,3 +232,61 @@ fn a_crash_at_each_step_of_publication_never_exposes_a_partial_cache() {
         assert!(dots().is_empty(), "{point}: {:?}", dots());
     }
 }
+
+/// Rebuilding a cache swaps the new generation in with the old in one step:
+/// a reader opening the cache over and over during many rebuilds always
+/// finds a complete cache, never a missing directory.
+#[test]
+fn a_reader_polling_during_rebuilds_never_sees_the_cache_missing() {
+    use shardset::{write_arrow_cache, ArrowWriteOptions, Dtype, Example, Feature, Features};
+    let root = tempfile::tempdir().unwrap();
+    let dir = root.path().join("c");
+    let features = Features::new().with("x", Feature::value(Dtype::Int64));
+    let write = |gen: i64| {
+        let rows = (0..50).map(move |i| Example::new().with("x", gen * 1000 + i));
+        write_arrow_cache(rows, &features, &dir, &ArrowWriteOptions::default()).unwrap();
+    };
+    write(0);
+    let stop = Arc::new(AtomicBool::new(false));
+    let opened = Arc::new(AtomicU64::new(0));
+    let reader = {
+        let (dir, stop, opened) = (dir.clone(), stop.clone(), opened.clone());
+        std::thread::spawn(move || {
+            let mut failures = Vec::new();
+            while !stop.load(Ordering::Relaxed) {
+                match shardset::open_cache(&dir) {
+                    Ok(c) => {
+                        opened.fetch_add(1, Ordering::Relaxed);
+                        // A generation replaced after the open gives an error
+                        // naming it, or rows of one generation.
+                        if let Ok(row) = c.backend.get(0) {
+                            let x = row.get("x").and_then(|v| v.as_i64()).unwrap();
+                            assert_eq!(x % 1000, 0, "row 0 of some generation");
+                        }
+                    }
+                    Err(e) => failures.push(e.to_string()),
+                }
+            }
+            failures
+        })
+    };
+    let rebuilds = 150;
+    for gen in 1..=rebuilds {
+        write(gen);
+    }
+    stop.store(true, Ordering::Relaxed);
+    let failures = reader.join().unwrap();
+    assert!(
+        failures.is_empty(),
+        "{} of {} opens failed, e.g. {:?}",
+        failures.len(),
+        failures.len() as u64 + opened.load(Ordering::Relaxed),
+        failures.first()
+    );
+    assert!(opened.load(Ordering::Relaxed) > rebuilds as u64);
+    let c = shardset::open_cache(&dir).unwrap();
+    assert_eq!(
+        c.backend.get(0).unwrap().get("x").and_then(|v| v.as_i64()),
+        Some(rebuilds * 1000)
+    );
+}

@@ -4,8 +4,6 @@
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use shardset::cache::metadata::METADATA_FILE;
-
 /// What a command can fail with.
 #[derive(Debug, thiserror::Error)]
 pub enum CliError {
@@ -121,43 +119,7 @@ pub fn modified_ago(p: &Path) -> Duration {
         .unwrap_or_default()
 }
 
-/// True when `dir` holds a `_metadata.json` (a published cache).
-pub fn is_cache(dir: &Path) -> bool {
-    dir.join(METADATA_FILE).is_file()
-}
-
-/// How deep `find_caches` and `gc` look under a root (`ROOT/processed/<cache>`
-/// is depth 2; `--out DIR/<split>` is depth 1).
-pub const MAX_DEPTH: usize = 4;
-
-/// Directories under `root` (not hidden, not inside a cache), breadth first
-/// to `MAX_DEPTH`, `root` included.
-pub fn walk_dirs(root: &Path) -> Vec<PathBuf> {
-    let mut out = vec![root.to_path_buf()];
-    let mut level = vec![root.to_path_buf()];
-    for _ in 0..MAX_DEPTH {
-        let mut next = Vec::new();
-        for d in &level {
-            if is_cache(d) {
-                continue;
-            }
-            let Ok(entries) = std::fs::read_dir(d) else {
-                continue;
-            };
-            let mut subs: Vec<PathBuf> = entries
-                .flatten()
-                .filter(|e| !e.file_name().to_string_lossy().starts_with('.'))
-                .filter(|e| e.file_type().is_ok_and(|t| t.is_dir()))
-                .map(|e| e.path())
-                .collect();
-            subs.sort();
-            next.extend(subs);
-        }
-        out.extend(next.iter().cloned());
-        level = next;
-    }
-    out
-}
+pub use shardset::cache::gc::{dirs_under as walk_dirs, is_cache};
 
 /// The caches at or under `root`, sorted.
 pub fn find_caches(root: &Path) -> Vec<PathBuf> {

@@ -5,12 +5,13 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use serde_json::{json, Value as J};
-use shardset::cache::lock::{lock_path, CacheLock};
+use shardset::cache::gc::{collect_garbage, GcOptions, GcReport, Kept, Leftover};
 use shardset::cache::metadata::{read_common, METADATA_FILE};
-use shardset::layouts::stats::dir_size;
+use shardset::cache::publish::LeftoverKind;
+use shardset::util::dir_size;
 use shardset::{cache_root, open_cache};
 
-use crate::fmt::{age, count, find_caches, human, modified_ago, parse_duration, walk_dirs};
+use crate::fmt::{age, count, find_caches, human, modified_ago, parse_duration};
 use crate::fmt::{CliError, CliResult};
 
 /// The root given, else the default cache root; whether it was given.
@@ -109,34 +110,7 @@ pub fn ls(root: Option<PathBuf>, json_out: bool) -> CliResult {
     Ok(())
 }
 
-/// What a left-over is.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
-pub enum Leftover {
-    /// `.<name>_tmp_<suffix>`: the temp dir of a build that never published.
-    Temp,
-    /// `.<name>_old_<suffix>`: a replaced cache whose deletion was interrupted.
-    Old,
-}
-
-/// Parses a left-over's directory name into (cache name, kind): the naming
-/// of `cache::publish` (`.<name>_tmp_<8 chars>`, `.<name>_old_<8 chars>`).
-pub fn parse_leftover(file_name: &str) -> Option<(String, Leftover)> {
-    let rest = file_name.strip_prefix('.')?;
-    for (marker, kind) in [("_tmp_", Leftover::Temp), ("_old_", Leftover::Old)] {
-        if let Some((name, suffix)) = rest.rsplit_once(marker) {
-            let ok = suffix.len() == 8
-                && suffix
-                    .bytes()
-                    .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit());
-            if ok && !name.is_empty() {
-                return Some((name.to_string(), kind));
-            }
-        }
-    }
-    None
-}
-
-/// Runs `shardset gc`.
+/// Runs `shardset gc`: the library's [`collect_garbage`] under the root, printed.
 pub fn gc(
     root: Option<PathBuf>,
     dry_run: bool,
@@ -150,76 +124,38 @@ pub fn gc(
         .map_err(CliError::Usage)?
         .unwrap_or_default();
     let (root, explicit) = root_or_default(root);
-    let mut removed = Vec::new();
-    let mut kept = Vec::new();
-    let mut freed = 0u64;
-    let dirs = if missing_root(&root, explicit)? {
-        Vec::new()
+    let opts = GcOptions::default()
+        .with_min_age(min_age)
+        .with_dry_run(dry_run);
+    let report = if missing_root(&root, explicit)? {
+        GcReport::default()
     } else {
-        walk_dirs(&root)
+        collect_garbage(&root, &opts)?
     };
-    for parent in dirs {
-        if crate::fmt::is_cache(&parent) {
-            continue;
-        }
-        let Ok(entries) = std::fs::read_dir(&parent) else {
-            continue;
+    let entry = |l: &Leftover, reason: &str| {
+        let what = match l.kind {
+            LeftoverKind::Temp => "temp dir of a build that did not finish",
+            LeftoverKind::Old => "replaced cache",
         };
-        let mut found: Vec<(PathBuf, String, Leftover)> = entries
-            .flatten()
-            .filter(|e| e.file_type().is_ok_and(|t| t.is_dir()))
-            .filter_map(|e| {
-                let n = e.file_name().to_string_lossy().into_owned();
-                parse_leftover(&n).map(|(name, kind)| (e.path(), name, kind))
-            })
-            .collect();
-        found.sort();
-        for (path, name, kind) in found {
-            let what = match kind {
-                Leftover::Temp => "temp dir of a build that did not finish",
-                Leftover::Old => "replaced cache",
-            };
-            let ago = modified_ago(&path);
-            let bytes = dir_size(&path).unwrap_or(0);
-            let entry = |reason: &str| {
-                json!({"path": path, "cache": parent.join(&name), "kind": what,
-                       "bytes": bytes, "age_seconds": ago.as_secs(), "reason": reason})
-            };
-            if ago < min_age {
-                kept.push(entry("younger than --older-than"));
-                continue;
-            }
-            // A builder holds `<cache>.lock` for as long as it writes its temp
-            // dir; no lock file means no builder ever locked this cache here.
-            let lock_file = lock_path(&parent.join(&name));
-            let guard = if lock_file.exists() {
-                match CacheLock::try_acquire(&parent.join(&name))? {
-                    Some(g) => Some(g),
-                    None => {
-                        kept.push(entry("a live build holds the cache's lock"));
-                        continue;
-                    }
-                }
-            } else {
-                None
-            };
-            if !dry_run {
-                if let Err(e) = std::fs::remove_dir_all(&path) {
-                    if e.kind() != std::io::ErrorKind::NotFound {
-                        return Err(shardset::Error::Io {
-                            op: "remove",
-                            path,
-                            source: e,
-                        }
-                        .into());
-                    }
-                }
-            }
-            drop(guard);
-            freed += bytes;
-            removed.push(entry(what));
-        }
-    }
+        json!({"path": l.path, "cache": l.cache, "kind": what,
+               "bytes": l.bytes, "age_seconds": l.age.as_secs(),
+               "reason": if reason.is_empty() { what } else { reason }})
+    };
+    let removed: Vec<J> = report.removed.iter().map(|l| entry(l, "")).collect();
+    let kept: Vec<J> = report
+        .kept
+        .iter()
+        .map(|(l, why)| {
+            entry(
+                l,
+                match why {
+                    Kept::TooYoung => "younger than --older-than",
+                    Kept::Locked => "a live build holds the cache's lock",
+                },
+            )
+        })
+        .collect();
+    let freed = report.bytes_freed;
     if json_out {
         println!(
             "{}",
@@ -252,24 +188,4 @@ pub fn gc(
         kept.len()
     );
     Ok(())
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn leftover_names() {
-        assert_eq!(
-            parse_leftover(".ds_default_train_0123456789abcdef_tmp_ab12cd34"),
-            Some(("ds_default_train_0123456789abcdef".into(), Leftover::Temp))
-        );
-        assert_eq!(
-            parse_leftover(".c_old_zzzzzzzz"),
-            Some(("c".into(), Leftover::Old))
-        );
-        assert_eq!(parse_leftover(".c_tmp_short"), None);
-        assert_eq!(parse_leftover("c_tmp_ab12cd34"), None);
-        assert_eq!(parse_leftover(".c_tmp_AB12CD34"), None);
-    }
 }
