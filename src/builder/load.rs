@@ -1,0 +1,497 @@
+//! [`load`]: open a warm cache, or build a missing or stale one under the
+//! cache lock (resuming an interrupted build), then open it.
+
+use std::path::{Path, PathBuf};
+
+use crate::cache::lock::CacheLock;
+use crate::cache::metadata::METADATA_FILE;
+use crate::cache::naming::{cache_fingerprint, cache_root};
+use crate::dataset::Dataset;
+use crate::error::{BoxError, Error, Result};
+use crate::layouts::arrow_shards::manifest::ManifestHeader;
+use crate::layouts::arrow_shards::write::{prepare_resumable, ArrowWriteOptions, Extra, UnitEnds};
+use crate::layouts::open::Cache;
+use crate::layouts::open::{open_cache_with, OpenOptions};
+
+use super::merge::build_units;
+use super::sources::source_changes;
+use super::{DatasetBuilder, DatasetInfo, Version};
+
+/// The physical layout `load` builds.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum StorageFormat {
+    /// Arrow IPC shards (default).
+    #[default]
+    Arrow,
+    /// A Lance dataset.
+    Lance,
+}
+
+impl StorageFormat {
+    /// The reference's spelling (part of the cache key).
+    pub fn as_str(self) -> &'static str {
+        match self {
+            StorageFormat::Arrow => "arrow",
+            StorageFormat::Lance => "lance",
+        }
+    }
+}
+
+/// Options of [`load`].
+#[derive(Debug, Clone, Default)]
+pub struct LoadOptions {
+    /// The cache root (default `$STABLE_DATASETS_CACHE_DIR`, else `~/.stable-datasets`).
+    pub cache_root: Option<PathBuf>,
+    /// The exact cache directory, overriding the root and the reference's
+    /// naming (for one split; the command line's `--out`).
+    pub cache_dir: Option<PathBuf>,
+    /// The config (default: the builder's default).
+    pub config: Option<String>,
+    /// The layout to build.
+    pub format: StorageFormat,
+    /// Build afresh even if a cache exists (the old one is replaced atomically).
+    pub rebuild: bool,
+    /// Shard writer knobs (they never change the cache key).
+    pub write: ArrowWriteOptions,
+    /// Lance writer knobs, for [`StorageFormat::Lance`].
+    #[cfg(feature = "lance")]
+    pub lance_write: crate::layouts::lance_rows::write::LanceWriteOptions,
+    /// Work units generated at once (0 = one per core).
+    pub unit_parallelism: usize,
+}
+
+impl LoadOptions {
+    /// Sets the cache root.
+    pub fn with_cache_root(mut self, root: impl Into<PathBuf>) -> Self {
+        self.cache_root = Some(root.into());
+        self
+    }
+    /// Sets the exact cache directory (overrides the root and the naming).
+    pub fn with_cache_dir(mut self, dir: impl Into<PathBuf>) -> Self {
+        self.cache_dir = Some(dir.into());
+        self
+    }
+    /// Sets the config.
+    pub fn with_config(mut self, config: impl Into<String>) -> Self {
+        self.config = Some(config.into());
+        self
+    }
+    /// Sets the layout.
+    pub fn with_format(mut self, format: StorageFormat) -> Self {
+        self.format = format;
+        self
+    }
+    /// Forces a rebuild.
+    pub fn with_rebuild(mut self, yes: bool) -> Self {
+        self.rebuild = yes;
+        self
+    }
+    /// Sets the writer options.
+    pub fn with_write_options(mut self, w: ArrowWriteOptions) -> Self {
+        self.write = w;
+        self
+    }
+    /// Sets the Lance writer options.
+    #[cfg(feature = "lance")]
+    pub fn with_lance_write_options(
+        mut self,
+        w: crate::layouts::lance_rows::write::LanceWriteOptions,
+    ) -> Self {
+        self.lance_write = w;
+        self
+    }
+    /// Sets how many work units run at once.
+    pub fn with_unit_parallelism(mut self, n: usize) -> Self {
+        self.unit_parallelism = n;
+        self
+    }
+}
+
+/// What [`load_with_report`] did.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LoadReport {
+    /// The cache directory.
+    pub dir: PathBuf,
+    /// True when this call built the cache (false: it was warm, or another
+    /// process built it while this one waited for the lock).
+    pub built: bool,
+    /// The config used.
+    pub config: String,
+    /// Rows taken over from a killed build (0 when nothing was resumed).
+    pub resumed_rows: u64,
+    /// Why the cache was (re)built, when it was.
+    pub reasons: Vec<String>,
+}
+
+fn check_name(kind: &str, s: &str) -> Result<()> {
+    if s.is_empty() || s.contains(['/', '\\', '\0']) || s == "." || s == ".." {
+        return Err(Error::InvalidArgument(format!(
+            "{kind} name {s:?} cannot be part of a directory name (no '/', '\\\\', '..' or empty names)"
+        )));
+    }
+    Ok(())
+}
+
+fn author(what: &str, e: BoxError) -> Error {
+    Error::InvalidArgument(format!("{what}: {e}"))
+}
+
+/// Resolves the config a load uses.
+///
+/// # Errors
+/// [`Error::InvalidArgument`] for an unknown config name.
+pub fn resolve_config(builder: &dyn DatasetBuilder, asked: Option<&str>) -> Result<String> {
+    let configs = builder.configs();
+    if configs.is_empty() {
+        let name = asked.unwrap_or("default").to_string();
+        check_name("config", &name)?;
+        return Ok(name);
+    }
+    let name = asked
+        .map(str::to_string)
+        .or_else(|| builder.default_config())
+        .unwrap_or_else(|| configs[0].name.clone());
+    if !configs.iter().any(|c| c.name == name) {
+        let names: Vec<&str> = configs.iter().map(|c| c.name.as_str()).collect();
+        return Err(Error::InvalidArgument(format!(
+            "Unknown config '{name}'. Available: {names:?}"
+        )));
+    }
+    check_name("config", &name)?;
+    Ok(name)
+}
+
+/// The cache directory of a builder's split, exactly as the reference names it.
+///
+/// # Errors
+/// [`Error::InvalidArgument`] for a bad version, config or split name.
+pub fn cache_dir_for(
+    builder: &dyn DatasetBuilder,
+    config: &str,
+    split: &str,
+    opts: &LoadOptions,
+) -> Result<PathBuf> {
+    let version = Version::parse(builder.version())?;
+    check_name("split", split)?;
+    check_name("config", config)?;
+    if let Some(dir) = &opts.cache_dir {
+        return Ok(dir.clone());
+    }
+    let root = opts.cache_root.clone().unwrap_or_else(cache_root);
+    Ok(root.join("processed").join(cache_fingerprint(
+        builder.name(),
+        &version.to_string(),
+        config,
+        split,
+        opts.format.as_str(),
+    )))
+}
+
+/// Opens `split` of the builder's dataset, building it first if needed.
+///
+/// # Errors
+/// See [`load_with_report`].
+pub fn load(builder: &dyn DatasetBuilder, split: &str, opts: &LoadOptions) -> Result<Dataset> {
+    load_with_report(builder, split, opts).map(|(d, _)| d)
+}
+
+/// Whether an open error means "the cache on disk is damaged: build it again"
+/// (as opposed to a features mismatch, which the user must decide about).
+fn damaged(e: &Error) -> bool {
+    matches!(
+        e,
+        Error::Metadata { .. }
+            | Error::MissingShard { .. }
+            | Error::CorruptShard { .. }
+            | Error::UnsupportedVersion { .. }
+    )
+}
+
+enum Warm {
+    Ready(Cache),
+    Stale(Vec<String>),
+}
+
+/// Whether the cache at `dir` can be used as is; `Stale` says why not.
+fn check_warm(
+    dir: &Path,
+    open_opts: &OpenOptions,
+    stamp: Option<&serde_json::Value>,
+    config_json: &serde_json::Value,
+) -> Result<Warm> {
+    if !dir.join(METADATA_FILE).exists() {
+        return Ok(Warm::Stale(vec!["no cache has been built yet".into()]));
+    }
+    match open_cache_with(dir, open_opts) {
+        Ok(c) => {
+            let mut reasons = Vec::new();
+            match (c.metadata.get("sources"), stamp) {
+                (Some(r), Some(n)) => reasons.extend(source_changes(r, n)),
+                (None, Some(_)) => {
+                    reasons.push("sources are declared now, but the cache recorded none".into())
+                }
+                (Some(_), None) => {
+                    reasons.push("the cache recorded sources that are no longer declared".into())
+                }
+                (None, None) => {}
+            }
+            if let Some(rc) = c.metadata.get("config") {
+                if rc != config_json {
+                    reasons.push(format!(
+                        "config changed: the cache has {rc}, the builder now gives {config_json}"
+                    ));
+                }
+            }
+            Ok(if reasons.is_empty() {
+                Warm::Ready(c)
+            } else {
+                Warm::Stale(reasons)
+            })
+        }
+        Err(e) if damaged(&e) => Ok(Warm::Stale(vec![format!("the cache is damaged: {e}")])),
+        Err(e) => Err(e),
+    }
+}
+
+/// Everything `load` needs to know about a builder's split before touching the cache.
+struct Plan {
+    config: String,
+    info: DatasetInfo,
+    dir: PathBuf,
+    stamp: Option<serde_json::Value>,
+    config_json: serde_json::Value,
+    open_opts: OpenOptions,
+}
+
+fn plan(builder: &dyn DatasetBuilder, split: &str, opts: &LoadOptions) -> Result<Plan> {
+    let config = resolve_config(builder, opts.config.as_deref())?;
+    let params = builder
+        .configs()
+        .into_iter()
+        .find(|c| c.name == config)
+        .map(|c| c.params)
+        .unwrap_or(serde_json::Value::Null);
+    let info = builder
+        .info(&config)
+        .map_err(|e| author(&format!("{}.info({config})", builder.name()), e))?;
+    let splits = builder
+        .splits(&config)
+        .map_err(|e| author(&format!("{}.splits({config})", builder.name()), e))?;
+    if !splits.iter().any(|s| s == split) {
+        return Err(Error::InvalidArgument(format!(
+            "Split '{split}' not found. Available: {splits:?}"
+        )));
+    }
+    let dir = cache_dir_for(builder, &config, split, opts)?;
+    let stamp = builder
+        .sources(&config, split)
+        .map_err(|e| author(&format!("{}.sources({config}, {split})", builder.name()), e))?
+        .map(|s| s.stamp())
+        .transpose()?;
+    let config_json = serde_json::json!({"name": config, "params": params});
+    let open_opts = OpenOptions::default().with_features(info.features.clone());
+    Ok(Plan {
+        config,
+        info,
+        dir,
+        stamp,
+        config_json,
+        open_opts,
+    })
+}
+
+/// Why `load` would (re)build this split now; empty when the cache is up to
+/// date. Names the source, config value or feature that changed.
+///
+/// # Errors
+/// As [`load`], except that a features mismatch is a reason, not an error.
+pub fn why(builder: &dyn DatasetBuilder, split: &str, opts: &LoadOptions) -> Result<Vec<String>> {
+    let p = plan(builder, split, opts)?;
+    match check_warm(&p.dir, &p.open_opts, p.stamp.as_ref(), &p.config_json) {
+        Ok(Warm::Ready(_)) => Ok(Vec::new()),
+        Ok(Warm::Stale(r)) => Ok(r),
+        Err(e @ Error::SchemaMismatch { .. }) => Ok(vec![format!("features changed: {e}")]),
+        Err(e) => Err(e),
+    }
+}
+
+/// Like [`load`], also saying whether it built the cache.
+///
+/// A warm cache is opened without taking the lock or touching any file. A
+/// missing, damaged or stale one (a declared source or a config parameter
+/// changed) is built under `<dir>.lock`; a second process asking for the same
+/// cache waits for the lock and then opens what the first one published. A
+/// killed build of the same cache is resumed from its last committed shard.
+/// A cache built with different features under the same version is an error
+/// naming what differs (bump the version, or rebuild).
+///
+/// # Errors
+/// [`Error::InvalidArgument`] for a bad version, config or split or an
+/// author error in `info`/`splits`/`work_units`/`sources`;
+/// [`Error::SchemaMismatch`]; any build error (nothing is published then).
+pub fn load_with_report(
+    builder: &dyn DatasetBuilder,
+    split: &str,
+    opts: &LoadOptions,
+) -> Result<(Dataset, LoadReport)> {
+    let p = plan(builder, split, opts)?;
+    let report = |built, resumed_rows, reasons| LoadReport {
+        dir: p.dir.clone(),
+        built,
+        config: p.config.clone(),
+        resumed_rows,
+        reasons,
+    };
+    if !opts.rebuild {
+        if let Warm::Ready(c) = check_warm(&p.dir, &p.open_opts, p.stamp.as_ref(), &p.config_json)?
+        {
+            return Ok((Dataset::new(c), report(false, 0, Vec::new())));
+        }
+    }
+    let lock = CacheLock::acquire(&p.dir)?;
+    let reasons = if opts.rebuild {
+        vec!["a rebuild was requested".to_string()]
+    } else {
+        match check_warm(&p.dir, &p.open_opts, p.stamp.as_ref(), &p.config_json)? {
+            Warm::Ready(c) => return Ok((Dataset::new(c), report(false, 0, Vec::new()))),
+            Warm::Stale(r) => r,
+        }
+    };
+    let units = builder.work_units(&p.config, split).map_err(|e| {
+        author(
+            &format!("{}.work_units({}, {split})", builder.name(), p.config),
+            e,
+        )
+    })?;
+    #[cfg(not(feature = "lance"))]
+    if opts.format == StorageFormat::Lance {
+        return Err(Error::UnsupportedLayout {
+            path: p.dir.clone(),
+            layout: "lance-rows".into(),
+            hint: "; this build was compiled without the `lance` feature".into(),
+        });
+    }
+    #[cfg(feature = "lance")]
+    if opts.format == StorageFormat::Lance {
+        let sink: UnitEnds = Default::default();
+        build_units(
+            builder,
+            &p.config,
+            split,
+            &units,
+            opts.unit_parallelism,
+            0,
+            &[],
+            sink,
+            |stream| {
+                crate::layouts::lance_rows::write::write_lance_cache_locked(
+                    stream,
+                    &p.info.features,
+                    &p.dir,
+                    &opts.lance_write,
+                    &lock,
+                )
+            },
+        )?;
+        drop(lock);
+        let c = open_cache_with(&p.dir, &p.open_opts)?;
+        return Ok((Dataset::new(c), report(true, 0, reasons)));
+    }
+    let w = &opts.write;
+    let sources_digest = p
+        .stamp
+        .as_ref()
+        .map(|s| crate::util::sha256_hex(s.to_string().as_bytes()))
+        .unwrap_or_default();
+    let name = p
+        .dir
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_default();
+    let fingerprint = p.info.features.fingerprint();
+    // Same inputs, same build id: a resumed build is byte-identical to an
+    // uninterrupted one. An explicit rebuild is a new generation.
+    let build_id = if opts.rebuild {
+        crate::layouts::arrow_shards::write::random_build_id()
+    } else {
+        let key = format!(
+            "{name}|{fingerprint}|{sources_digest}|{}|{}|{:?}|{:?}",
+            p.config_json, w.batch_size, w.shard_size_bytes, w.compression
+        );
+        crate::util::sha256_hex(key.as_bytes())[..16].to_string()
+    };
+    let header = ManifestHeader {
+        cache_name: name,
+        schema_fingerprint: fingerprint,
+        build_id,
+        batch_size: w.batch_size as u64,
+        shard_size_bytes: w.shard_size_bytes,
+        compression: w.compression.as_metadata().map(str::to_string),
+        sources_digest: crate::util::sha256_hex(
+            format!("{sources_digest}|{}", p.config_json).as_bytes(),
+        ),
+        row_checksums: w.record_checksums,
+    };
+    let prepared = prepare_resumable(&p.info.features, &p.dir, w, &lock, header)?;
+    let skip = prepared.skip();
+    let known = prepared.unit_ends().to_vec();
+    let sink = prepared.unit_ends_sink();
+    let extra = Extra {
+        sources: p.stamp.clone(),
+        config: Some(p.config_json.clone()),
+    };
+    let written = build_units(
+        builder,
+        &p.config,
+        split,
+        &units,
+        opts.unit_parallelism,
+        skip,
+        &known,
+        sink,
+        |stream| prepared.run(stream, &p.info.features, w, extra),
+    )?;
+    drop(lock);
+    let c = open_cache_with(&p.dir, &p.open_opts)?;
+    Ok((Dataset::new(c), report(true, written.resumed_rows, reasons)))
+}
+
+/// A builder's cache directory and whether a cache is published there, without building.
+///
+/// # Errors
+/// As [`cache_dir_for`].
+pub fn cache_status(
+    builder: &dyn DatasetBuilder,
+    split: &str,
+    opts: &LoadOptions,
+) -> Result<(PathBuf, bool)> {
+    let config = resolve_config(builder, opts.config.as_deref())?;
+    let dir = cache_dir_for(builder, &config, split, opts)?;
+    let exists = Path::new(&dir).join(METADATA_FILE).exists();
+    Ok((dir, exists))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn versions() {
+        assert_eq!(Version::parse("1.2.3").unwrap().to_string(), "1.2.3");
+        for bad in [
+            "1.0", "1.0.0.0", "a.b.c", "01.0.0", "1..0", "", "1.0.-1", " 1.0.0",
+        ] {
+            let e = Version::parse(bad).unwrap_err().to_string();
+            assert!(e.contains("major.minor.patch"), "{bad}: {e}");
+        }
+        assert!(Version::parse("0.10.0").unwrap() > Version::parse("0.9.9").unwrap());
+    }
+
+    #[test]
+    fn names_that_escape_the_directory_are_refused() {
+        for bad in ["a/b", "..", "", "x\\y"] {
+            assert!(check_name("split", bad).is_err(), "{bad}");
+        }
+        assert!(check_name("split", "train").is_ok());
+    }
+}
