@@ -177,7 +177,9 @@ fn main() {
                 scalar_rows(n),
                 &scalar_features(),
                 &dir,
-                &ArrowWriteOptions::default().with_shard_size_bytes(Some(64 << 20)),
+                &ArrowWriteOptions::default()
+                    .try_with_shard_size_bytes(Some(64 << 20))
+                    .unwrap(),
             )
             .unwrap();
         }
@@ -236,7 +238,9 @@ fn main() {
             n as u64,
             &binary_features(),
             &dir,
-            ArrowWriteOptions::default().with_shard_size_bytes(Some(8 << 20)),
+            ArrowWriteOptions::default()
+                .try_with_shard_size_bytes(Some(8 << 20))
+                .unwrap(),
         );
         reads("binary_8mib_shards", &dir, n, 300_000, 2_000);
         let dir = tmp.path().join("binary_zstd");
@@ -260,7 +264,9 @@ fn main() {
             scalar_rows(n),
             &scalar_features(),
             &dir,
-            &ArrowWriteOptions::default().with_shard_size_bytes(Some(200_000)),
+            &ArrowWriteOptions::default()
+                .try_with_shard_size_bytes(Some(200_000))
+                .unwrap(),
         )
         .unwrap();
         let ds = Dataset::new(open_cache(&dir).unwrap());

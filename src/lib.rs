@@ -54,10 +54,11 @@ pub use features::{ClassLabel, Dtype, Feature, Features, ImageFormat, VideoStora
 pub use layouts::arrow_shards::format::Compression;
 pub use layouts::arrow_shards::write::{
     try_write_arrow_cache, write_arrow_cache, ArrowWriteOptions, WrittenCache,
+    DEFAULT_SHARD_SIZE_BYTES,
 };
 #[cfg(feature = "lance")]
 pub use layouts::lance_rows::write::{
-    try_write_lance_cache, write_lance_cache, LanceWriteOptions, WrittenLance,
+    try_write_lance_cache, write_lance_cache, LanceStorageVersion, LanceWriteOptions, WrittenLance,
 };
 pub use layouts::open::{
     open_cache, open_cache_with, verify_checksums, Cache, FeaturesSource, OpenOptions,

@@ -62,7 +62,7 @@ fn seed() -> &'static Seed {
             rows,
             &features,
             &dir,
-            &ArrowWriteOptions::default().with_batch_size(4),
+            &ArrowWriteOptions::default().try_with_batch_size(4).unwrap(),
         )
         .unwrap();
         let shard = std::fs::read(dir.join("shard-00000.arrow")).unwrap();

@@ -416,7 +416,10 @@ pub fn load_with_report(
     } else {
         let key = format!(
             "{name}|{fingerprint}|{sources_digest}|{}|{}|{:?}|{:?}",
-            p.config_json, w.batch_size, w.shard_size_bytes, w.compression
+            p.config_json,
+            w.batch_size(),
+            w.shard_size_bytes(),
+            w.compression()
         );
         crate::util::sha256_hex(key.as_bytes())[..16].to_string()
     };
@@ -424,13 +427,13 @@ pub fn load_with_report(
         cache_name: name,
         schema_fingerprint: fingerprint,
         build_id,
-        batch_size: w.batch_size as u64,
-        shard_size_bytes: w.shard_size_bytes,
-        compression: w.compression.as_metadata().map(str::to_string),
+        batch_size: w.batch_size() as u64,
+        shard_size_bytes: w.shard_size_bytes(),
+        compression: w.compression(),
         sources_digest: crate::util::sha256_hex(
             format!("{sources_digest}|{}", p.config_json).as_bytes(),
         ),
-        row_checksums: w.record_checksums,
+        row_checksums: w.record_checksums(),
     };
     let prepared = prepare_resumable(&p.info.features, &p.dir, w, &lock, header)?;
     let skip = prepared.skip();

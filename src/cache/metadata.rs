@@ -254,6 +254,93 @@ impl VideoFramesMetadata {
 /// The largest width or height of a WebP frame.
 pub const WEBP_MAX_SIDE: u64 = 16383;
 
+/// IPC buffer compression of `arrow-shards` shards. One spelling
+/// everywhere: `none`, `lz4`, `zstd` (CLI flags, `FromStr`, serde, the
+/// manifest); in `_metadata.json` the key is absent when uncompressed, as the
+/// reference writes it.
+#[derive(
+    Debug, Clone, Copy, PartialEq, Eq, Hash, Default, Serialize, Deserialize, clap::ValueEnum,
+)]
+#[serde(rename_all = "lowercase")]
+pub enum Compression {
+    /// Uncompressed: shards are memory-mapped and read zero-copy (default).
+    #[default]
+    None,
+    /// LZ4 frame.
+    Lz4,
+    /// Zstandard.
+    Zstd,
+}
+
+impl Compression {
+    /// The name: `none`, `lz4` or `zstd`.
+    pub fn name(self) -> &'static str {
+        match self {
+            Compression::None => "none",
+            Compression::Lz4 => "lz4",
+            Compression::Zstd => "zstd",
+        }
+    }
+
+    /// The metadata spelling (`None` for uncompressed: the key is absent).
+    pub fn as_metadata(self) -> Option<&'static str> {
+        match self {
+            Compression::None => None,
+            c => Some(c.name()),
+        }
+    }
+
+    /// True when uncompressed.
+    pub fn is_none(&self) -> bool {
+        *self == Compression::None
+    }
+}
+
+impl std::fmt::Display for Compression {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+impl std::str::FromStr for Compression {
+    type Err = Error;
+
+    /// Parses `none`, `lz4` or `zstd` (any case).
+    fn from_str(s: &str) -> Result<Self> {
+        match s.to_ascii_lowercase().as_str() {
+            "none" => Ok(Compression::None),
+            "lz4" => Ok(Compression::Lz4),
+            "zstd" => Ok(Compression::Zstd),
+            _ => Err(Error::InvalidArgument(format!(
+                "compression must be none, lz4 or zstd, got '{s}'"
+            ))),
+        }
+    }
+}
+
+/// `compression` in `_metadata.json`: absent or null when uncompressed.
+mod compression_key {
+    use super::Compression;
+    use serde::{Deserialize, Deserializer, Serializer};
+
+    pub fn serialize<S: Serializer>(c: &Compression, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_str(c.name())
+    }
+
+    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Compression, D::Error> {
+        match Option::<String>::deserialize(d)? {
+            None => Ok(Compression::None),
+            Some(s) => match s.as_str() {
+                "lz4" => Ok(Compression::Lz4),
+                "zstd" => Ok(Compression::Zstd),
+                _ => Err(serde::de::Error::custom(format!(
+                    "unknown compression '{s}' (zstd or lz4)"
+                ))),
+            },
+        }
+    }
+}
+
 /// Metadata of an `arrow-shards` cache.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct ArrowShardsMetadata {
@@ -278,8 +365,12 @@ pub struct ArrowShardsMetadata {
     #[serde(default)]
     pub shard_size_target_bytes: Option<u64>,
     /// `zstd` or `lz4`, absent when uncompressed.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub compression: Option<String>,
+    #[serde(
+        default,
+        skip_serializing_if = "Compression::is_none",
+        with = "compression_key"
+    )]
+    pub compression: Compression,
     /// Provenance of derived caches (reference key).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub lineage: Option<J>,
@@ -502,14 +593,6 @@ impl ArrowShardsMetadata {
         if let Some(h) = &self.shard_xxh64 {
             if h.len() != n {
                 return Err(Error::metadata(path, "shard_xxh64 has the wrong length"));
-            }
-        }
-        if let Some(c) = &self.compression {
-            if c != "zstd" && c != "lz4" {
-                return Err(Error::metadata(
-                    path,
-                    format!("unknown compression '{c}' (zstd or lz4)"),
-                ));
             }
         }
         let mut seen = std::collections::HashSet::new();

@@ -11,6 +11,7 @@
 //! whatever the number of rows.
 
 use std::collections::BTreeMap;
+use std::num::NonZeroUsize;
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::path::Path;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -24,11 +25,23 @@ use crate::features::encode::BatchEncoder;
 use crate::features::Features;
 use crate::value::Example;
 
+/// Examples per record batch unless set (the reference's default).
+pub const DEFAULT_BATCH_SIZE: NonZeroUsize = NonZeroUsize::new(1000).unwrap();
+
+/// A batch size of at least 1: the one place it is checked.
+///
+/// # Errors
+/// [`Error::InvalidArgument`] for 0.
+pub fn checked_batch_size(n: usize) -> Result<NonZeroUsize> {
+    NonZeroUsize::new(n)
+        .ok_or_else(|| Error::InvalidArgument("batch_size must be at least 1".into()))
+}
+
 /// Knobs of the encode pipeline (execution only: they never change the cache's content).
 #[derive(Debug, Clone, Copy)]
 pub struct PipelineOptions {
     /// Examples per record batch.
-    pub batch_size: usize,
+    pub batch_size: std::num::NonZeroUsize,
     /// Encode threads (0 = one per core).
     pub threads: usize,
     /// Position of the first example in the whole build (non-zero when a
@@ -53,11 +66,6 @@ where
     E: Into<BoxError>,
     S: FnMut(RecordBatch) -> Result<()> + Send,
 {
-    if opts.batch_size == 0 {
-        return Err(Error::InvalidArgument(
-            "batch_size must be at least 1".into(),
-        ));
-    }
     let (pool, threads) = thread_pool(opts.threads, "encode")?;
     let max_in_flight = threads * 2 + 2;
     let (slot_tx, slot_rx) = bounded::<()>(max_in_flight);
@@ -94,7 +102,7 @@ where
         // One catch_unwind around the whole loop: a panicking generator
         // becomes an error, and items move straight into the chunk.
         let gen_result = catch_unwind(AssertUnwindSafe(|| -> Result<()> {
-            let mut chunk: Vec<Example> = Vec::with_capacity(opts.batch_size);
+            let mut chunk: Vec<Example> = Vec::with_capacity(opts.batch_size.get());
             let mut seq = 0u64;
             let mut rows = opts.row_offset;
             let mut chunk_start = opts.row_offset;
@@ -131,8 +139,9 @@ where
                     }
                 }
                 rows += 1;
-                if chunk.len() == opts.batch_size {
-                    let full = std::mem::replace(&mut chunk, Vec::with_capacity(opts.batch_size));
+                if chunk.len() == opts.batch_size.get() {
+                    let full =
+                        std::mem::replace(&mut chunk, Vec::with_capacity(opts.batch_size.get()));
                     if !dispatch(full, chunk_start) {
                         return Ok(());
                     }

@@ -370,7 +370,9 @@ fn failing_generator_changes_no_published_cache() {
         gen,
         &features_f2(),
         &dir,
-        &ArrowWriteOptions::default().with_batch_size(10),
+        &ArrowWriteOptions::default()
+            .try_with_batch_size(10)
+            .unwrap(),
     )
     .unwrap_err();
     assert!(matches!(e, Error::Generator { rows: 55, .. }), "{e:?}");
@@ -391,7 +393,9 @@ fn failing_generator_changes_no_published_cache() {
         gen,
         &features_f2(),
         &dir,
-        &ArrowWriteOptions::default().with_batch_size(10),
+        &ArrowWriteOptions::default()
+            .try_with_batch_size(10)
+            .unwrap(),
     )
     .unwrap_err();
     assert!(matches!(e, Error::Encode { row: 77, .. }), "{e:?}");
@@ -414,7 +418,9 @@ fn panicking_generator_changes_no_published_cache() {
         gen,
         &features_f2(),
         &dir,
-        &ArrowWriteOptions::default().with_batch_size(10),
+        &ArrowWriteOptions::default()
+            .try_with_batch_size(10)
+            .unwrap(),
     )
     .unwrap_err();
     assert!(
@@ -450,22 +456,29 @@ fn unwritable_cache_root_is_an_io_error_naming_it() {
 
 #[test]
 fn bad_options_are_refused() {
+    // Refused when set, naming the option; nothing is written.
     let tmp = tempfile::tempdir().unwrap();
-    let e = write_arrow_cache(
-        f2_rows(3),
-        &features_f2(),
-        &tmp.path().join("c"),
-        &ArrowWriteOptions::default().with_batch_size(0),
-    )
-    .unwrap_err();
+    let e = ArrowWriteOptions::default()
+        .try_with_batch_size(0)
+        .unwrap_err();
     assert!(matches!(e, Error::InvalidArgument(_)), "{e:?}");
-    let e = write_arrow_cache(
-        f2_rows(3),
-        &features_f2(),
-        &tmp.path().join("c"),
-        &ArrowWriteOptions::default().with_shard_size_bytes(Some(0)),
-    )
-    .unwrap_err();
+    mentions(&e, "batch_size");
+    let e = ArrowWriteOptions::default()
+        .try_with_shard_size_bytes(Some(0))
+        .unwrap_err();
     assert!(matches!(e, Error::InvalidArgument(_)), "{e:?}");
+    mentions(&e, "shard_size_bytes");
+    #[cfg(feature = "lance")]
+    {
+        let e = shardset::LanceWriteOptions::default()
+            .try_with_max_rows_per_file(0)
+            .unwrap_err();
+        mentions(&e, "max_rows_per_file");
+        let e = "2.9".parse::<shardset::LanceStorageVersion>().unwrap_err();
+        mentions(&e, "2.9");
+    }
+    let e = "gzip".parse::<shardset::Compression>().unwrap_err();
+    assert!(matches!(e, Error::InvalidArgument(_)), "{e:?}");
+    mentions(&e, "gzip");
     assert!(dot_entries(tmp.path()).is_empty());
 }

@@ -114,8 +114,10 @@ fn opts(root: &Path) -> LoadOptions {
         .with_cache_root(root)
         .with_write_options(
             ArrowWriteOptions::default()
-                .with_batch_size(64)
-                .with_shard_size_bytes(Some(2000)),
+                .try_with_batch_size(64)
+                .unwrap()
+                .try_with_shard_size_bytes(Some(2000))
+                .unwrap(),
         )
 }
 

@@ -540,8 +540,10 @@ fn inspect_reports_exact_column_bytes_on_disk_and_in_memory() {
     let t = tempfile::tempdir().unwrap();
     let root = t.path().join("root");
     let opts = ArrowWriteOptions::default()
-        .with_batch_size(100)
-        .with_shard_size_bytes(Some(8 << 10));
+        .try_with_batch_size(100)
+        .unwrap()
+        .try_with_shard_size_bytes(Some(8 << 10))
+        .unwrap();
     let plain = t.path().join("plain");
     let zstd = t.path().join("zstd");
     write_arrow_cache(text_rows(1000), &text_features(), &plain, &opts).unwrap();

@@ -83,8 +83,10 @@ pub fn f2_cache(n: usize, batch: usize, budget: u64) -> (tempfile::TempDir, Path
         &features_f2(),
         &dir,
         &shardset::ArrowWriteOptions::default()
-            .with_batch_size(batch)
-            .with_shard_size_bytes(Some(budget)),
+            .try_with_batch_size(batch)
+            .unwrap()
+            .try_with_shard_size_bytes(Some(budget))
+            .unwrap(),
     )
     .unwrap();
     (tmp, dir)

@@ -131,8 +131,10 @@ fn train_test_split_is_disjoint_complete_and_stratifiable() {
         &features_f2(),
         &dir,
         &ArrowWriteOptions::default()
-            .with_batch_size(50)
-            .with_shard_size_bytes(Some(500)),
+            .try_with_batch_size(50)
+            .unwrap()
+            .try_with_shard_size_bytes(Some(500))
+            .unwrap(),
     )
     .unwrap();
     let s = Dataset::new(open_cache(&dir).unwrap());

@@ -335,8 +335,10 @@ fn writing_the_golden_rows_gives_the_same_shards() {
         &features_f(),
         &out,
         &ArrowWriteOptions::default()
-            .with_batch_size(8)
-            .with_shard_size_bytes(Some(2048))
+            .try_with_batch_size(8)
+            .unwrap()
+            .try_with_shard_size_bytes(Some(2048))
+            .unwrap()
             .with_encode_threads(2),
     )
     .unwrap();
@@ -390,8 +392,10 @@ fn reference_rotation_vectors() {
             &features_f2(),
             &tmp.path().join("c"),
             &ArrowWriteOptions::default()
-                .with_batch_size(batch)
-                .with_shard_size_bytes(Some(budget)),
+                .try_with_batch_size(batch)
+                .unwrap()
+                .try_with_shard_size_bytes(Some(budget))
+                .unwrap(),
         )
         .unwrap();
         assert_eq!(

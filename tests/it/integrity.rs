@@ -97,7 +97,8 @@ fn changed_sources_and_config_values_rebuild_and_say_why() {
     // Execution knobs do not change the cache key or make it stale.
     let knobs = opts.clone().with_write_options(
         ArrowWriteOptions::default()
-            .with_batch_size(1)
+            .try_with_batch_size(1)
+            .unwrap()
             .with_encode_threads(1),
     );
     let (_, r2) = load_with_report(&b, "train", &knobs).unwrap();
@@ -195,8 +196,10 @@ fn one_hundred_byte_flips_are_each_detected_naming_the_file() {
         &features_f(),
         &dir,
         &ArrowWriteOptions::default()
-            .with_batch_size(10)
-            .with_shard_size_bytes(Some(6000)),
+            .try_with_batch_size(10)
+            .unwrap()
+            .try_with_shard_size_bytes(Some(6000))
+            .unwrap(),
     )
     .unwrap();
     let fs = files(&dir);
@@ -258,8 +261,10 @@ fn per_record_checksums_name_the_changed_row() {
         &features,
         &dir,
         &ArrowWriteOptions::default()
-            .with_batch_size(25)
-            .with_shard_size_bytes(Some(8000))
+            .try_with_batch_size(25)
+            .unwrap()
+            .try_with_shard_size_bytes(Some(8000))
+            .unwrap()
             .with_record_checksums(true),
     )
     .unwrap();

@@ -35,8 +35,10 @@ fn lance_backend(n: usize) -> (tempfile::TempDir, Arc<dyn Backend>) {
         &features_f2(),
         &dir,
         &LanceWriteOptions::default()
-            .with_batch_size(7)
-            .with_max_rows_per_file(13),
+            .try_with_batch_size(7)
+            .unwrap()
+            .try_with_max_rows_per_file(13)
+            .unwrap(),
     )
     .unwrap();
     let b = open_cache(&dir).unwrap().backend;
@@ -218,7 +220,9 @@ fn lance_caches_roundtrip_every_feature_kind_and_describe_themselves() {
         (0..40).map(f_row),
         &features_f(),
         &dir,
-        &LanceWriteOptions::default().with_max_rows_per_file(16),
+        &LanceWriteOptions::default()
+            .try_with_max_rows_per_file(16)
+            .unwrap(),
     )
     .unwrap();
     let c = open_cache(&dir).unwrap();
@@ -268,7 +272,9 @@ fn pylance_reads_our_lance_cache_identically() {
         (0..40).map(f_row),
         &features_f(),
         &dir,
-        &LanceWriteOptions::default().with_max_rows_per_file(16),
+        &LanceWriteOptions::default()
+            .try_with_max_rows_per_file(16)
+            .unwrap(),
     )
     .unwrap();
     let script = r#"
@@ -323,7 +329,9 @@ fn bad_lance_caches_are_typed_errors_and_change_nothing() {
         f2_rows(60),
         &features_f2(),
         &dir,
-        &LanceWriteOptions::default().with_max_rows_per_file(20),
+        &LanceWriteOptions::default()
+            .try_with_max_rows_per_file(20)
+            .unwrap(),
     )
     .unwrap();
     let before = snapshot(&dir);
@@ -404,7 +412,9 @@ fn a_failed_lance_write_publishes_nothing() {
         gen,
         &features_f2(),
         &dir,
-        &LanceWriteOptions::default().with_batch_size(10),
+        &LanceWriteOptions::default()
+            .try_with_batch_size(10)
+            .unwrap(),
     )
     .unwrap_err();
     assert!(matches!(e, Error::Encode { row: 70, .. }), "{e:?}");
@@ -497,7 +507,9 @@ fn a_forked_child_reopens_lance_and_reads_the_same_rows() {
         f2_rows(40),
         &features_f2(),
         &dir,
-        &LanceWriteOptions::default().with_max_rows_per_file(16),
+        &LanceWriteOptions::default()
+            .try_with_max_rows_per_file(16)
+            .unwrap(),
     )
     .unwrap();
     let out = Command::new(std::env::current_exe().unwrap())

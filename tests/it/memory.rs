@@ -14,8 +14,10 @@ fn decompressed_batches_stay_within_the_budget() {
     let t = tempfile::tempdir().unwrap();
     let (plain, zstd) = (t.path().join("plain"), t.path().join("zstd"));
     let opts = ArrowWriteOptions::default()
-        .with_batch_size(50)
-        .with_shard_size_bytes(Some(64 << 10));
+        .try_with_batch_size(50)
+        .unwrap()
+        .try_with_shard_size_bytes(Some(64 << 10))
+        .unwrap();
     write_arrow_cache(f2_rows(3000), &features_f2(), &plain, &opts).unwrap();
     write_arrow_cache(
         f2_rows(3000),

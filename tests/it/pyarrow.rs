@@ -32,8 +32,10 @@ fn pyarrow_reads_our_shards_identically() {
             &features_f(),
             &dir,
             &ArrowWriteOptions::default()
-                .with_batch_size(8)
-                .with_shard_size_bytes(Some(2048))
+                .try_with_batch_size(8)
+                .unwrap()
+                .try_with_shard_size_bytes(Some(2048))
+                .unwrap()
                 .with_compression(comp),
         )
         .unwrap();

@@ -270,7 +270,8 @@ fn compression_roundtrips_and_is_recorded() {
             &features_f(),
             &dir,
             &ArrowWriteOptions::default()
-                .with_batch_size(16)
+                .try_with_batch_size(16)
+                .unwrap()
                 .with_compression(comp),
         )
         .unwrap();
@@ -298,8 +299,10 @@ fn parallel_encode_matches_serial_byte_for_byte_in_content() {
             &features_f(),
             &dir,
             &ArrowWriteOptions::default()
-                .with_batch_size(7)
-                .with_shard_size_bytes(Some(5000))
+                .try_with_batch_size(7)
+                .unwrap()
+                .try_with_shard_size_bytes(Some(5000))
+                .unwrap()
                 .with_encode_threads(threads),
         )
         .unwrap();
@@ -452,7 +455,7 @@ fn slow_sink_back_pressures_the_generator() {
         Arc::new(features_f2()),
         tmp.path(),
         PipelineOptions {
-            batch_size: batch as usize,
+            batch_size: std::num::NonZeroUsize::new(batch as usize).unwrap(),
             threads,
             row_offset: 0,
         },
@@ -482,7 +485,7 @@ proptest! {
         let dir = tmp.path().join("p");
         let w = write_arrow_cache(
             f2_rows(n), &features_f2(), &dir,
-            &ArrowWriteOptions::default().with_batch_size(batch).with_shard_size_bytes(Some(budget)).with_encode_threads(threads),
+            &ArrowWriteOptions::default().try_with_batch_size(batch).unwrap().try_with_shard_size_bytes(Some(budget)).unwrap().with_encode_threads(threads),
         ).unwrap();
         // No empty shard, no shard but the last one ends on a partial batch.
         let counts = &w.metadata.shard_row_counts;

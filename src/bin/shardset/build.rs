@@ -35,12 +35,13 @@ pub struct BuildOpts {
     /// arrow (Arrow IPC shards) or lance (a Lance dataset).
     #[arg(long, default_value = "arrow")]
     pub format: String,
-    /// Shard byte budget, e.g. 256MB (arrow only; default 256MB).
+    /// Shard byte budget, e.g. 256MB (arrow only; default 256 MiB, the
+    /// library's `DEFAULT_SHARD_SIZE_BYTES`).
     #[arg(long, value_name = "SIZE")]
     pub shard_size: Option<String>,
-    /// none, lz4 or zstd (arrow only; default none).
-    #[arg(long)]
-    pub compression: Option<String>,
+    /// IPC compression (arrow only; default none).
+    #[arg(long, value_enum)]
+    pub compression: Option<Compression>,
     /// Threads for reading and encoding (0 = one per core).
     #[arg(long, default_value_t = 0)]
     pub threads: usize,
@@ -537,18 +538,19 @@ fn load_options(o: &BuildOpts, counter: Arc<AtomicU64>, batch: usize) -> CliResu
         ));
     }
     let batch = o.batch_size.unwrap_or(batch);
-    if batch == 0 {
-        return Err(CliError::Usage("--batch-size must be at least 1".into()));
-    }
-    let shard = parse_size(o.shard_size.as_deref().unwrap_or("256MB")).map_err(CliError::Usage)?;
-    let compression = Compression::parse(o.compression.as_deref().unwrap_or("none"))
-        .map_err(|e| CliError::Usage(e.to_string()))?;
-    let write = ArrowWriteOptions::default()
-        .with_batch_size(batch)
-        .with_shard_size_bytes(Some(shard))
-        .with_compression(compression)
+    let usage = |e: shardset::Error| CliError::Usage(format!("--batch-size: {e}"));
+    let mut write = ArrowWriteOptions::default()
+        .try_with_batch_size(batch)
+        .map_err(usage)?
+        .with_compression(o.compression.unwrap_or_default())
         .with_encode_threads(o.threads)
         .with_progress(counter.clone());
+    if let Some(s) = &o.shard_size {
+        let shard = parse_size(s).map_err(CliError::Usage)?;
+        write = write
+            .try_with_shard_size_bytes(Some(shard))
+            .map_err(|e| CliError::Usage(format!("--shard-size: {e}")))?;
+    }
     let opts = LoadOptions::default()
         .with_format(format)
         .with_rebuild(o.rebuild)
@@ -557,7 +559,8 @@ fn load_options(o: &BuildOpts, counter: Arc<AtomicU64>, batch: usize) -> CliResu
     #[cfg(feature = "lance")]
     let opts = opts.with_lance_write_options(
         shardset::LanceWriteOptions::default()
-            .with_batch_size(batch)
+            .try_with_batch_size(batch)
+            .map_err(usage)?
             .with_encode_threads(o.threads)
             .with_progress(counter),
     );

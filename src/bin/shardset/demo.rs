@@ -121,7 +121,7 @@ pub struct DemoArgs {
     pub rows: usize,
     pub batch_size: usize,
     pub shard_size: String,
-    pub compression: String,
+    pub compression: Compression,
     pub threads: usize,
     pub rebuild: bool,
     pub json: bool,
@@ -143,10 +143,11 @@ pub fn demo(a: DemoArgs) -> Result<(), String> {
         .with_rebuild(a.rebuild)
         .with_write_options(
             ArrowWriteOptions::default()
-                .with_shard_size_bytes(Some(parse_size(&a.shard_size)?))
-                .with_compression(Compression::parse(&a.compression).map_err(|e| e.to_string())?)
-                .with_encode_threads(a.threads)
-                .with_batch_size(a.batch_size),
+                .try_with_shard_size_bytes(Some(parse_size(&a.shard_size)?))
+                .and_then(|o| o.try_with_batch_size(a.batch_size))
+                .map_err(|e| e.to_string())?
+                .with_compression(a.compression)
+                .with_encode_threads(a.threads),
         );
     let builder = SyntheticImages { rows: a.rows };
     let mut result = run_demo(&builder, &opts, &a);

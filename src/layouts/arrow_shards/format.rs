@@ -6,48 +6,10 @@
 use arrow_array::{Array, RecordBatch};
 use arrow_schema::DataType;
 
-use crate::error::{Error, Result};
-
 /// Footer key holding the build id in every shard we write.
 pub const BUILD_ID_FOOTER_KEY: &str = "shardset.build_id";
 
-/// IPC buffer compression of shards.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-pub enum Compression {
-    /// Uncompressed: shards are memory-mapped and read zero-copy (default).
-    #[default]
-    None,
-    /// LZ4 frame.
-    Lz4,
-    /// Zstandard.
-    Zstd,
-}
-
-impl Compression {
-    /// The metadata spelling (`None` for uncompressed).
-    pub fn as_metadata(self) -> Option<&'static str> {
-        match self {
-            Compression::None => None,
-            Compression::Lz4 => Some("lz4"),
-            Compression::Zstd => Some("zstd"),
-        }
-    }
-
-    /// Parses `none`, `lz4`, `zstd`.
-    ///
-    /// # Errors
-    /// [`Error::InvalidArgument`] for anything else.
-    pub fn parse(s: &str) -> Result<Self> {
-        match s.to_ascii_lowercase().as_str() {
-            "none" | "" => Ok(Compression::None),
-            "lz4" => Ok(Compression::Lz4),
-            "zstd" => Ok(Compression::Zstd),
-            _ => Err(Error::InvalidArgument(format!(
-                "compression must be none, lz4 or zstd, got '{s}'"
-            ))),
-        }
-    }
-}
+pub use crate::cache::metadata::Compression;
 
 /// The in-memory size of a batch as pyarrow's `RecordBatch.nbytes` reports it
 /// (validity bitmap when present, `len * width` for offsets, referenced data).

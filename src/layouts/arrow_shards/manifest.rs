@@ -14,7 +14,7 @@ use std::path::{Path, PathBuf};
 use serde::{Deserialize, Serialize};
 
 use crate::error::{Error, Result};
-use crate::layouts::arrow_shards::format::ShardRecord;
+use crate::layouts::arrow_shards::format::{Compression, ShardRecord};
 
 /// File name of the manifest inside a build's temp dir.
 pub const MANIFEST_FILE: &str = "_manifest.jsonl";
@@ -32,8 +32,8 @@ pub struct ManifestHeader {
     pub batch_size: u64,
     /// Shard byte budget.
     pub shard_size_bytes: Option<u64>,
-    /// `zstd`, `lz4` or none.
-    pub compression: Option<String>,
+    /// IPC compression.
+    pub compression: Compression,
     /// Stamp of the declared sources (empty when none are declared).
     pub sources_digest: String,
     /// Whether per-record checksums are kept.
@@ -234,7 +234,7 @@ mod tests {
             build_id: "b".into(),
             batch_size: 10,
             shard_size_bytes: Some(100),
-            compression: None,
+            compression: Compression::None,
             sources_digest: String::new(),
             row_checksums: false,
         }

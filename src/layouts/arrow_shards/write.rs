@@ -8,6 +8,7 @@
 
 use std::fs::File;
 use std::io::{BufWriter, Write};
+use std::num::NonZeroUsize;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
@@ -23,7 +24,7 @@ use crate::cache::metadata::{
     write_json_checksummed, ArrowShardsMetadata, WriterInfo, CACHE_FORMAT_VERSION,
     LAYOUT_ARROW_SHARDS, METADATA_FILE,
 };
-use crate::cache::pipeline::{self, PipelineOptions};
+use crate::cache::pipeline::{self, checked_batch_size, PipelineOptions, DEFAULT_BATCH_SIZE};
 use crate::cache::publish::temp_dirs;
 use crate::cache::publish::StagingDir;
 use crate::error::{BoxError, Error, Result};
@@ -37,38 +38,30 @@ use crate::layouts::arrow_shards::manifest::{
 };
 use crate::value::Example;
 
-/// Options of [`write_arrow_cache`].
+/// Options of [`write_arrow_cache`]: private fields, validated when set, so
+/// a writer never checks them again (arrow-rs's `IpcWriteOptions` is the model).
 #[derive(Debug, Clone)]
 pub struct ArrowWriteOptions {
-    /// Examples per IPC record batch (default 1000).
-    pub batch_size: usize,
-    /// Soft byte budget per shard; `None` (default) writes one shard.
-    pub shard_size_bytes: Option<u64>,
-    /// IPC compression (default none).
-    pub compression: Compression,
-    /// Encode threads (0 = one per core).
-    pub encode_threads: usize,
-    /// Provenance recorded under `lineage` (reference key).
-    pub lineage: Option<serde_json::Value>,
-    /// The id stamped into every shard's footer. Left unset, each write gets
-    /// a random one; builders set a deterministic one so that a resumed build
-    /// is byte-identical to an uninterrupted one.
-    pub build_id: Option<String>,
-    /// Also keep one xxh64 per row (`_row_xxh64/`), so that `verify` can name
-    /// the exact rows of a damaged shard (costs a hash per row at write time).
-    pub record_checksums: bool,
-    /// A counter the writer adds each batch's rows to once the batch is
-    /// written (rows committed by a resumed build are added at the start),
-    /// so a caller can show progress from another thread. One relaxed atomic
-    /// add per batch.
-    pub progress: Option<Arc<AtomicU64>>,
+    batch_size: NonZeroUsize,
+    shard_size_bytes: Option<u64>,
+    compression: Compression,
+    encode_threads: usize,
+    lineage: Option<serde_json::Value>,
+    build_id: Option<String>,
+    record_checksums: bool,
+    progress: Option<Arc<AtomicU64>>,
 }
+
+/// The shard byte budget unless one is set: 256 MiB, the one default of the
+/// library, the CLI and builders (big enough that per-shard costs vanish,
+/// small enough that shard-aware shuffling has shards to shuffle).
+pub const DEFAULT_SHARD_SIZE_BYTES: u64 = 256 << 20;
 
 impl Default for ArrowWriteOptions {
     fn default() -> Self {
         ArrowWriteOptions {
-            batch_size: 1000,
-            shard_size_bytes: None,
+            batch_size: DEFAULT_BATCH_SIZE,
+            shard_size_bytes: Some(DEFAULT_SHARD_SIZE_BYTES),
             compression: Compression::None,
             encode_threads: 0,
             lineage: None,
@@ -80,40 +73,112 @@ impl Default for ArrowWriteOptions {
 }
 
 impl ArrowWriteOptions {
-    /// Sets the batch size.
-    pub fn with_batch_size(mut self, n: usize) -> Self {
-        self.batch_size = n;
-        self
+    /// Examples per IPC record batch (default 1000).
+    ///
+    /// # Errors
+    /// [`Error::InvalidArgument`] for 0.
+    pub fn try_with_batch_size(mut self, n: usize) -> Result<Self> {
+        self.batch_size = checked_batch_size(n)?;
+        Ok(self)
     }
-    /// Sets the shard byte budget.
-    pub fn with_shard_size_bytes(mut self, bytes: Option<u64>) -> Self {
+
+    /// Soft byte budget per shard: a shard closes after the full batch that
+    /// brings its in-memory size (pyarrow `nbytes`) to the budget (default
+    /// [`DEFAULT_SHARD_SIZE_BYTES`]). `None` writes one shard, as the
+    /// reference does by default.
+    ///
+    /// # Errors
+    /// [`Error::InvalidArgument`] for `Some(0)`.
+    pub fn try_with_shard_size_bytes(mut self, bytes: Option<u64>) -> Result<Self> {
+        if bytes == Some(0) {
+            return Err(Error::InvalidArgument(
+                "shard_size_bytes must be positive (None for one shard)".into(),
+            ));
+        }
         self.shard_size_bytes = bytes;
-        self
+        Ok(self)
     }
-    /// Sets the compression.
+
+    /// IPC buffer compression (default none).
     pub fn with_compression(mut self, c: Compression) -> Self {
         self.compression = c;
         self
     }
-    /// Sets the number of encode threads.
+
+    /// Encode threads (0, the default: one per core).
     pub fn with_encode_threads(mut self, n: usize) -> Self {
         self.encode_threads = n;
         self
     }
-    /// Turns per-record checksums on or off.
+
+    /// Also keeps one xxh64 per row (`_row_xxh64/`), so that `verify` can
+    /// name the exact rows of a damaged shard (a hash per row at write time).
     pub fn with_record_checksums(mut self, yes: bool) -> Self {
         self.record_checksums = yes;
         self
     }
-    /// Sets the lineage.
+
+    /// Provenance recorded under `lineage` (the reference's key).
     pub fn with_lineage(mut self, lineage: serde_json::Value) -> Self {
         self.lineage = Some(lineage);
         self
     }
-    /// Sets the rows-written counter (see [`ArrowWriteOptions::progress`]).
+
+    /// The id stamped into every shard's footer. Left unset, each write gets
+    /// a random one; builders set a deterministic one so that a resumed build
+    /// is byte-identical to an uninterrupted one.
+    pub fn with_build_id(mut self, id: impl Into<String>) -> Self {
+        self.build_id = Some(id.into());
+        self
+    }
+
+    /// A counter the writer adds each batch's rows to once the batch is
+    /// written (rows committed by a resumed build are added at the start),
+    /// so a caller can show progress from another thread. One relaxed atomic
+    /// add per batch.
     pub fn with_progress(mut self, counter: Arc<AtomicU64>) -> Self {
         self.progress = Some(counter);
         self
+    }
+
+    /// Examples per record batch.
+    pub fn batch_size(&self) -> usize {
+        self.batch_size.get()
+    }
+
+    /// The shard byte budget (`None`: one shard).
+    pub fn shard_size_bytes(&self) -> Option<u64> {
+        self.shard_size_bytes
+    }
+
+    /// The IPC compression.
+    pub fn compression(&self) -> Compression {
+        self.compression
+    }
+
+    /// Encode threads (0: one per core).
+    pub fn encode_threads(&self) -> usize {
+        self.encode_threads
+    }
+
+    /// Whether per-record checksums are kept.
+    pub fn record_checksums(&self) -> bool {
+        self.record_checksums
+    }
+
+    /// The lineage recorded, if any.
+    pub fn lineage(&self) -> Option<&serde_json::Value> {
+        self.lineage.as_ref()
+    }
+
+    /// The build id set, if any.
+    pub fn build_id(&self) -> Option<&str> {
+        self.build_id.as_deref()
+    }
+
+    /// The progress counter, if any.
+    pub fn progress(&self) -> Option<&Arc<AtomicU64>> {
+        self.progress.as_ref()
     }
 }
 
@@ -387,20 +452,6 @@ where
     write_arrow_cache_locked(examples, features, cache_dir, opts, &lock)
 }
 
-fn check_options(opts: &ArrowWriteOptions) -> Result<()> {
-    if opts.shard_size_bytes == Some(0) {
-        return Err(Error::InvalidArgument(
-            "shard_size_bytes must be positive (None for one shard)".into(),
-        ));
-    }
-    if opts.batch_size == 0 {
-        return Err(Error::InvalidArgument(
-            "batch_size must be at least 1".into(),
-        ));
-    }
-    Ok(())
-}
-
 /// The writer proper, for callers that already hold the cache's lock.
 ///
 /// # Errors
@@ -416,7 +467,6 @@ where
     I: IntoIterator<Item = std::result::Result<Example, E>>,
     E: Into<BoxError>,
 {
-    check_options(opts)?;
     // Under the lock nobody else is building this cache: temp or replaced
     // directories beside it are left-overs of a killed process.
     crate::cache::publish::remove_leftovers(cache_dir);
@@ -425,7 +475,7 @@ where
     let shards = ShardWriter::new(
         staging.path(),
         features.arrow_schema(),
-        opts.batch_size,
+        opts.batch_size.get(),
         opts.shard_size_bytes,
         opts.compression,
         build_id.clone(),
@@ -525,7 +575,6 @@ pub fn prepare_resumable(
     _lock: &CacheLock,
     header: ManifestHeader,
 ) -> Result<PreparedBuild> {
-    check_options(opts)?;
     let mut found = None;
     for dir in temp_dirs(cache_dir) {
         match recover(&dir) {
@@ -562,7 +611,7 @@ pub fn prepare_resumable(
     let shards = ShardWriter::new(
         staging.path(),
         features.arrow_schema(),
-        opts.batch_size,
+        opts.batch_size.get(),
         opts.shard_size_bytes,
         opts.compression,
         header.build_id.clone(),
@@ -628,11 +677,11 @@ where
         shard_row_counts: records.iter().map(|r| r.num_rows).collect(),
         shard_filenames: records.iter().map(|r| r.filename.clone()).collect(),
         shard_size_target_bytes: opts.shard_size_bytes,
-        compression: opts.compression.as_metadata().map(str::to_string),
+        compression: opts.compression,
         lineage: opts.lineage.clone(),
         shard_num_bytes: Some(records.iter().map(|r| r.num_bytes).collect()),
         shard_xxh64: Some(records.iter().map(|r| r.xxh64.clone()).collect()),
-        batch_size: Some(opts.batch_size as u64),
+        batch_size: Some(opts.batch_size.get() as u64),
         features: Some(features_to_json(features)),
         sources: extra.sources,
         config: extra.config,

@@ -2,9 +2,12 @@
 //! streamed into one `lance::Dataset::write` through a bounded channel, so
 //! peak memory is a few batches whatever the row count.
 
+use std::num::NonZeroUsize;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
+
+use serde::{Deserialize, Serialize};
 
 use arrow_array::RecordBatch;
 use crossbeam_channel::bounded;
@@ -15,7 +18,7 @@ use crate::cache::metadata::{
     write_json_checksummed, LanceRowsMetadata, WriterInfo, CACHE_FORMAT_VERSION, LAYOUT_LANCE_ROWS,
     METADATA_FILE,
 };
-use crate::cache::pipeline::{self, PipelineOptions};
+use crate::cache::pipeline::{self, checked_batch_size, PipelineOptions, DEFAULT_BATCH_SIZE};
 use crate::cache::publish::{remove_leftovers, StagingDir};
 use crate::error::{BoxError, Error, Result};
 use crate::features::describe::features_to_json;
@@ -23,30 +26,95 @@ use crate::features::Features;
 use crate::lance::{block_on, fragment_rows, fsync_tree, lance_err, ChannelReader};
 use crate::value::Example;
 
-/// Options of [`write_lance_cache`].
+/// The Lance file format version of the data files (`data_storage_version`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, clap::ValueEnum)]
+pub enum LanceStorageVersion {
+    /// The legacy (0.1) format.
+    #[serde(rename = "legacy")]
+    #[value(name = "legacy")]
+    Legacy,
+    /// 2.0.
+    #[serde(rename = "2.0")]
+    #[value(name = "2.0")]
+    V2_0,
+    /// 2.1.
+    #[serde(rename = "2.1")]
+    #[value(name = "2.1")]
+    V2_1,
+    /// 2.2.
+    #[serde(rename = "2.2")]
+    #[value(name = "2.2")]
+    V2_2,
+    /// The library's current stable version.
+    #[serde(rename = "stable")]
+    #[value(name = "stable")]
+    Stable,
+}
+
+impl LanceStorageVersion {
+    /// The name as Lance and `_metadata.json` spell it.
+    pub fn name(self) -> &'static str {
+        match self {
+            LanceStorageVersion::Legacy => "legacy",
+            LanceStorageVersion::V2_0 => "2.0",
+            LanceStorageVersion::V2_1 => "2.1",
+            LanceStorageVersion::V2_2 => "2.2",
+            LanceStorageVersion::Stable => "stable",
+        }
+    }
+
+    fn to_lance(self) -> lance_file::version::LanceFileVersion {
+        use lance_file::version::LanceFileVersion as V;
+        match self {
+            LanceStorageVersion::Legacy => V::Legacy,
+            LanceStorageVersion::V2_0 => V::V2_0,
+            LanceStorageVersion::V2_1 => V::V2_1,
+            LanceStorageVersion::V2_2 => V::V2_2,
+            LanceStorageVersion::Stable => V::Stable,
+        }
+    }
+}
+
+impl std::fmt::Display for LanceStorageVersion {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+impl std::str::FromStr for LanceStorageVersion {
+    type Err = Error;
+
+    /// Parses `legacy` (or `0.1`), `2.0`, `2.1`, `2.2` or `stable`.
+    fn from_str(v: &str) -> Result<Self> {
+        Ok(match v {
+            "legacy" | "0.1" => LanceStorageVersion::Legacy,
+            "2.0" => LanceStorageVersion::V2_0,
+            "2.1" => LanceStorageVersion::V2_1,
+            "2.2" => LanceStorageVersion::V2_2,
+            "stable" => LanceStorageVersion::Stable,
+            other => return Err(Error::InvalidArgument(format!(
+                "Lance data storage version must be legacy, 2.0, 2.1, 2.2 or stable, got '{other}'"
+            ))),
+        })
+    }
+}
+
+/// Options of [`write_lance_cache`]: private fields, validated when set.
 #[derive(Debug, Clone)]
 pub struct LanceWriteOptions {
-    /// Examples per record batch (default 1000).
-    pub batch_size: usize,
-    /// Rows per Lance data file: more fragments for more parallel reads
-    /// (default 1,048,576, pylance's).
-    pub max_rows_per_file: usize,
-    /// Lance data storage version (`legacy`, `2.0`, `2.1`, `stable`; default: the library's).
-    pub data_storage_version: Option<String>,
-    /// Encode threads (0 = one per core).
-    pub encode_threads: usize,
-    /// Provenance recorded under `lineage`.
-    pub lineage: Option<serde_json::Value>,
-    /// A counter the writer adds each batch's rows to once the batch is
-    /// handed to Lance (see `ArrowWriteOptions::progress`).
-    pub progress: Option<Arc<AtomicU64>>,
+    batch_size: NonZeroUsize,
+    max_rows_per_file: NonZeroUsize,
+    data_storage_version: Option<LanceStorageVersion>,
+    encode_threads: usize,
+    lineage: Option<serde_json::Value>,
+    progress: Option<Arc<AtomicU64>>,
 }
 
 impl Default for LanceWriteOptions {
     fn default() -> Self {
         LanceWriteOptions {
-            batch_size: 1000,
-            max_rows_per_file: 1024 * 1024,
+            batch_size: DEFAULT_BATCH_SIZE,
+            max_rows_per_file: NonZeroUsize::new(1024 * 1024).expect("positive"),
             data_storage_version: None,
             encode_threads: 0,
             lineage: None,
@@ -56,30 +124,69 @@ impl Default for LanceWriteOptions {
 }
 
 impl LanceWriteOptions {
-    /// Sets the batch size.
-    pub fn with_batch_size(mut self, n: usize) -> Self {
-        self.batch_size = n;
+    /// Examples per record batch (default 1000).
+    ///
+    /// # Errors
+    /// [`Error::InvalidArgument`] for 0.
+    pub fn try_with_batch_size(mut self, n: usize) -> Result<Self> {
+        self.batch_size = checked_batch_size(n)?;
+        Ok(self)
+    }
+
+    /// Rows per Lance data file: more fragments for more parallel reads
+    /// (default 1,048,576, pylance's).
+    ///
+    /// # Errors
+    /// [`Error::InvalidArgument`] for 0.
+    pub fn try_with_max_rows_per_file(mut self, n: usize) -> Result<Self> {
+        self.max_rows_per_file = NonZeroUsize::new(n)
+            .ok_or_else(|| Error::InvalidArgument("max_rows_per_file must be at least 1".into()))?;
+        Ok(self)
+    }
+
+    /// The Lance data storage version (default: the library's).
+    pub fn with_data_storage_version(mut self, v: LanceStorageVersion) -> Self {
+        self.data_storage_version = Some(v);
         self
     }
-    /// Sets the rows per Lance file.
-    pub fn with_max_rows_per_file(mut self, n: usize) -> Self {
-        self.max_rows_per_file = n;
-        self
-    }
-    /// Sets the data storage version.
-    pub fn with_data_storage_version(mut self, v: impl Into<String>) -> Self {
-        self.data_storage_version = Some(v.into());
-        self
-    }
-    /// Sets the number of encode threads.
+
+    /// Encode threads (0, the default: one per core).
     pub fn with_encode_threads(mut self, n: usize) -> Self {
         self.encode_threads = n;
         self
     }
-    /// Sets the rows-written counter.
+
+    /// Provenance recorded under `lineage`.
+    pub fn with_lineage(mut self, lineage: serde_json::Value) -> Self {
+        self.lineage = Some(lineage);
+        self
+    }
+
+    /// A counter the writer adds each batch's rows to once the batch is
+    /// handed to Lance (see [`ArrowWriteOptions::with_progress`](crate::ArrowWriteOptions::with_progress)).
     pub fn with_progress(mut self, counter: Arc<AtomicU64>) -> Self {
         self.progress = Some(counter);
         self
+    }
+
+    /// Examples per record batch.
+    pub fn batch_size(&self) -> usize {
+        self.batch_size.get()
+    }
+
+    /// Rows per Lance data file.
+    pub fn max_rows_per_file(&self) -> usize {
+        self.max_rows_per_file.get()
+    }
+
+    /// The data storage version set, if any.
+    pub fn data_storage_version(&self) -> Option<LanceStorageVersion> {
+        self.data_storage_version
+    }
+
+    /// Encode threads (0: one per core).
+    pub fn encode_threads(&self) -> usize {
+        self.encode_threads
     }
 }
 
@@ -131,22 +238,6 @@ where
     write_lance_cache_locked(examples, features, cache_dir, opts, &lock)
 }
 
-fn storage_version(v: &str) -> Result<lance_file::version::LanceFileVersion> {
-    use lance_file::version::LanceFileVersion as V;
-    Ok(match v {
-        "legacy" | "0.1" => V::Legacy,
-        "2.0" => V::V2_0,
-        "2.1" => V::V2_1,
-        "2.2" => V::V2_2,
-        "stable" => V::Stable,
-        other => {
-            return Err(Error::InvalidArgument(format!(
-                "Lance data storage version must be legacy, 2.0, 2.1, 2.2 or stable, got '{other}'"
-            )))
-        }
-    })
-}
-
 /// The writer proper, for callers that hold the cache's lock.
 ///
 /// # Errors
@@ -162,24 +253,15 @@ where
     I: IntoIterator<Item = std::result::Result<Example, E>>,
     E: Into<BoxError>,
 {
-    if opts.batch_size == 0 || opts.max_rows_per_file == 0 {
-        return Err(Error::InvalidArgument(
-            "batch_size and max_rows_per_file must be at least 1".into(),
-        ));
-    }
-    let version = opts
-        .data_storage_version
-        .as_deref()
-        .map(storage_version)
-        .transpose()?;
+    let version = opts.data_storage_version.map(LanceStorageVersion::to_lance);
     remove_leftovers(cache_dir);
     let staging = StagingDir::create(cache_dir)?;
     let data_dir = staging.path().to_path_buf();
     let uri = crate::lance::dir_uri(&data_dir)?;
     let schema = features.arrow_schema();
     let params = WriteParams {
-        max_rows_per_file: opts.max_rows_per_file,
-        max_rows_per_group: opts.batch_size.clamp(1, 1024),
+        max_rows_per_file: opts.max_rows_per_file.get(),
+        max_rows_per_group: opts.batch_size.get().min(1024),
         mode: WriteMode::Create,
         data_storage_version: version,
         ..Default::default()
@@ -235,7 +317,7 @@ where
         num_rows,
         lineage: opts.lineage.clone(),
         fragment_row_counts: Some(fragment_rows),
-        data_storage_version: opts.data_storage_version.clone(),
+        data_storage_version: opts.data_storage_version.map(|v| v.name().to_string()),
         features: Some(features_to_json(features)),
         writer: Some(WriterInfo::current()),
         metadata_xxh64: None,
