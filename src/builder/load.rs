@@ -208,7 +208,7 @@ fn damaged(e: &Error) -> bool {
 }
 
 enum Warm {
-    Ready(Cache),
+    Ready(Box<Cache>),
     Stale(Vec<String>),
 }
 
@@ -225,7 +225,7 @@ fn check_warm(
     match open_cache_with(dir, open_opts) {
         Ok(c) => {
             let mut reasons = Vec::new();
-            match (c.metadata.get("sources"), stamp) {
+            match (c.metadata.sources(), stamp) {
                 (Some(r), Some(n)) => reasons.extend(source_changes(r, n)),
                 (None, Some(_)) => {
                     reasons.push("sources are declared now, but the cache recorded none".into())
@@ -235,7 +235,7 @@ fn check_warm(
                 }
                 (None, None) => {}
             }
-            if let Some(rc) = c.metadata.get("config") {
+            if let Some(rc) = c.metadata.config() {
                 if rc != config_json {
                     reasons.push(format!(
                         "config changed: the cache has {rc}, the builder now gives {config_json}"
@@ -243,7 +243,7 @@ fn check_warm(
                 }
             }
             Ok(if reasons.is_empty() {
-                Warm::Ready(c)
+                Warm::Ready(Box::new(c))
             } else {
                 Warm::Stale(reasons)
             })
@@ -345,7 +345,7 @@ pub fn load_with_report(
     if !opts.rebuild {
         if let Warm::Ready(c) = check_warm(&p.dir, &p.open_opts, p.stamp.as_ref(), &p.config_json)?
         {
-            return Ok((Dataset::new(c), report(false, 0, Vec::new())));
+            return Ok((Dataset::new(*c), report(false, 0, Vec::new())));
         }
     }
     let lock = CacheLock::acquire(&p.dir)?;
@@ -353,7 +353,7 @@ pub fn load_with_report(
         vec!["a rebuild was requested".to_string()]
     } else {
         match check_warm(&p.dir, &p.open_opts, p.stamp.as_ref(), &p.config_json)? {
-            Warm::Ready(c) => return Ok((Dataset::new(c), report(false, 0, Vec::new()))),
+            Warm::Ready(c) => return Ok((Dataset::new(*c), report(false, 0, Vec::new()))),
             Warm::Stale(r) => r,
         }
     };

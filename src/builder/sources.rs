@@ -152,8 +152,8 @@ pub fn why_cache_report(dir: &Path) -> Result<WhyReport> {
             })
         }
     };
-    let sources_recorded = c.metadata.get("sources").is_some();
-    if let Some(rec) = c.metadata.get("sources") {
+    let sources_recorded = c.metadata.sources().is_some();
+    if let Some(rec) = c.metadata.sources() {
         let files = rec
             .get("files")
             .and_then(|f| f.as_array())

@@ -422,6 +422,11 @@ pub struct CommonMetadata {
 }
 
 impl CommonMetadata {
+    /// `num_rows`, when it is a count.
+    pub fn num_rows(&self) -> Option<u64> {
+        self.raw.get("num_rows").and_then(J::as_u64)
+    }
+
     /// The whole document as a layout's metadata, after checking that it is
     /// that format and layout (`what` names it in the error).
     ///
@@ -534,6 +539,164 @@ pub fn read_common(dir: &Path) -> Result<CommonMetadata> {
 }
 
 /// A shard file name is a plain `*.arrow` name inside the cache: no separators, no `..`.
+/// A cache's `_metadata.json`, parsed and checked once: one variant per
+/// layout. Everything that reads metadata goes through it; nothing outside
+/// this module reads a raw key.
+#[derive(Debug, Clone, PartialEq)]
+pub enum CacheMetadata {
+    /// `arrow-shards`.
+    ArrowShards(ArrowShardsMetadata),
+    /// `lance-rows`.
+    LanceRows(LanceRowsMetadata),
+    /// `lance-video-frames`.
+    VideoFrames(VideoFramesMetadata),
+}
+
+impl CacheMetadata {
+    /// Reads, checks and parses the `_metadata.json` of the cache at `dir`
+    /// (the self-checksum, the format version, the layout's own rules).
+    ///
+    /// # Errors
+    /// [`Error::Metadata`] naming the file and the reason,
+    /// [`Error::UnsupportedVersion`], [`Error::UnsupportedLayout`] for a
+    /// layout this version does not know.
+    pub fn read(dir: &Path) -> Result<Self> {
+        let common = read_common(dir)?;
+        Ok(match common.layout.as_str() {
+            LAYOUT_ARROW_SHARDS => {
+                CacheMetadata::ArrowShards(ArrowShardsMetadata::from_common(dir, &common)?)
+            }
+            LAYOUT_LANCE_ROWS => {
+                CacheMetadata::LanceRows(LanceRowsMetadata::from_common(dir, &common)?)
+            }
+            LAYOUT_LANCE_VIDEO_FRAMES => {
+                CacheMetadata::VideoFrames(VideoFramesMetadata::from_common(dir, &common)?)
+            }
+            other => {
+                return Err(Error::UnsupportedLayout {
+                    path: dir.to_path_buf(),
+                    layout: other.to_string(),
+                    hint: String::new(),
+                })
+            }
+        })
+    }
+
+    /// The layout name.
+    pub fn layout(&self) -> &'static str {
+        match self {
+            CacheMetadata::ArrowShards(_) => LAYOUT_ARROW_SHARDS,
+            CacheMetadata::LanceRows(_) => LAYOUT_LANCE_ROWS,
+            CacheMetadata::VideoFrames(_) => LAYOUT_LANCE_VIDEO_FRAMES,
+        }
+    }
+
+    /// The `format` key (`arrow` or `lance`).
+    pub fn format(&self) -> &str {
+        match self {
+            CacheMetadata::ArrowShards(m) => &m.format,
+            CacheMetadata::LanceRows(m) => &m.format,
+            CacheMetadata::VideoFrames(m) => &m.format,
+        }
+    }
+
+    /// Rows (frames, for a frames cache).
+    pub fn num_rows(&self) -> u64 {
+        match self {
+            CacheMetadata::ArrowShards(m) => m.num_rows,
+            CacheMetadata::LanceRows(m) => m.num_rows,
+            CacheMetadata::VideoFrames(m) => m.num_rows,
+        }
+    }
+
+    /// The schema fingerprint (empty when the writer recorded none).
+    pub fn schema_fingerprint(&self) -> &str {
+        match self {
+            CacheMetadata::ArrowShards(m) => &m.schema_fingerprint,
+            CacheMetadata::LanceRows(m) => &m.schema_fingerprint,
+            CacheMetadata::VideoFrames(m) => &m.schema_fingerprint,
+        }
+    }
+
+    /// The features' description, when the writer recorded it.
+    pub fn features(&self) -> Option<&J> {
+        match self {
+            CacheMetadata::ArrowShards(m) => m.features.as_ref(),
+            CacheMetadata::LanceRows(m) => m.features.as_ref(),
+            CacheMetadata::VideoFrames(m) => m.features.as_ref(),
+        }
+    }
+
+    /// The stamps of the sources a builder declared.
+    pub fn sources(&self) -> Option<&J> {
+        match self {
+            CacheMetadata::ArrowShards(m) => m.sources.as_ref(),
+            CacheMetadata::LanceRows(_) => None,
+            CacheMetadata::VideoFrames(m) => m.sources.as_ref(),
+        }
+    }
+
+    /// The builder config (name and parameters).
+    pub fn config(&self) -> Option<&J> {
+        match self {
+            CacheMetadata::ArrowShards(m) => m.config.as_ref(),
+            _ => None,
+        }
+    }
+
+    /// The writer, when recorded (not by the reference).
+    pub fn writer(&self) -> Option<&WriterInfo> {
+        match self {
+            CacheMetadata::ArrowShards(m) => m.writer.as_ref(),
+            CacheMetadata::LanceRows(m) => m.writer.as_ref(),
+            CacheMetadata::VideoFrames(m) => m.writer.as_ref(),
+        }
+    }
+
+    /// The build id stamped into the shards (Arrow caches we wrote).
+    pub fn build_id(&self) -> Option<&str> {
+        match self {
+            CacheMetadata::ArrowShards(m) => m.build_id.as_deref(),
+            _ => None,
+        }
+    }
+
+    /// Whether the file carries its own checksum (`metadata_xxh64`).
+    pub fn has_self_checksum(&self) -> bool {
+        match self {
+            CacheMetadata::ArrowShards(m) => m.metadata_xxh64.is_some(),
+            CacheMetadata::LanceRows(m) => m.metadata_xxh64.is_some(),
+            CacheMetadata::VideoFrames(m) => m.metadata_xxh64.is_some(),
+        }
+    }
+
+    /// The Arrow layout's metadata, if this is an Arrow cache.
+    pub fn as_arrow_shards(&self) -> Option<&ArrowShardsMetadata> {
+        match self {
+            CacheMetadata::ArrowShards(m) => Some(m),
+            _ => None,
+        }
+    }
+
+    /// The frames layout's metadata, if this is a frames cache.
+    pub fn as_video_frames(&self) -> Option<&VideoFramesMetadata> {
+        match self {
+            CacheMetadata::VideoFrames(m) => Some(m),
+            _ => None,
+        }
+    }
+
+    /// The metadata as JSON, keys in the file's order (for display).
+    pub fn to_json(&self) -> J {
+        let v = match self {
+            CacheMetadata::ArrowShards(m) => serde_json::to_value(m),
+            CacheMetadata::LanceRows(m) => serde_json::to_value(m),
+            CacheMetadata::VideoFrames(m) => serde_json::to_value(m),
+        };
+        v.unwrap_or(J::Null)
+    }
+}
+
 fn safe_name(name: &str) -> bool {
     !name.is_empty()
         && name != "."

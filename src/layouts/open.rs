@@ -4,11 +4,12 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use crate::cache::checksums::xxh64_file;
-#[cfg(feature = "lance")]
-use crate::cache::metadata::LanceRowsMetadata;
+#[cfg(not(feature = "lance"))]
+use crate::cache::metadata::LAYOUT_LANCE_ROWS;
+#[cfg(not(feature = "video"))]
+use crate::cache::metadata::LAYOUT_LANCE_VIDEO_FRAMES;
 use crate::cache::metadata::{
-    read_common, ArrowShardsMetadata, LAYOUT_ARROW_SHARDS, LAYOUT_LANCE_ROWS,
-    LAYOUT_LANCE_VIDEO_FRAMES,
+    ArrowShardsMetadata, CacheMetadata, LanceRowsMetadata, VideoFramesMetadata, METADATA_FILE,
 };
 use crate::error::{Error, Result};
 use crate::features::decode::{DecodeOptions, RowDecoder};
@@ -98,8 +99,8 @@ pub struct Cache {
     pub dir: PathBuf,
     /// Its layout.
     pub layout: String,
-    /// The whole `_metadata.json`.
-    pub metadata: serde_json::Value,
+    /// Its `_metadata.json`, parsed.
+    pub metadata: CacheMetadata,
     /// Where the features came from.
     pub features_source: FeaturesSource,
     /// The backend serving the rows.
@@ -138,155 +139,184 @@ pub fn open_cache(dir: impl AsRef<Path>) -> Result<Cache> {
 /// [`Error::SchemaMismatch`] when the given features differ from the cache's.
 pub fn open_cache_with(dir: impl AsRef<Path>, opts: &OpenOptions) -> Result<Cache> {
     let dir = dir.as_ref();
-    let common = read_common(dir)?;
-    match common.layout.as_str() {
-        LAYOUT_ARROW_SHARDS => {
-            let meta = ArrowShardsMetadata::from_common(dir, &common)?;
-            let (features, source) =
-                resolve_features(dir, &common.path, &meta, opts.features.as_ref())?;
-            if opts.verify_checksums {
-                verify_shards(dir, &meta)?;
-            }
-            let decoder = RowDecoder::new(
-                features.clone(),
-                DecodeOptions::default()
-                    .with_decode_images(opts.decode_images.unwrap_or(true))
-                    .with_cache_dir(dir),
-            );
-            let backend = ArrowShards::new(
-                dir,
-                &meta.shard_filenames,
-                &meta.shard_row_counts,
-                features,
-                decoder,
-                meta.build_id.clone(),
-            )
-            .with_cache_bytes(opts.cache_budget());
-            Ok(Cache {
-                dir: dir.to_path_buf(),
-                layout: common.layout.clone(),
-                metadata: common.raw,
-                features_source: source,
-                backend: Arc::new(backend),
-            })
-        }
-        #[cfg(not(feature = "lance"))]
-        LAYOUT_LANCE_ROWS => Err(Error::UnsupportedLayout {
-            path: dir.to_path_buf(),
-            layout: common.layout,
-            hint: "; this build was compiled without the `lance` feature".into(),
-        }),
-        #[cfg(feature = "lance")]
-        LAYOUT_LANCE_ROWS => {
-            let meta = LanceRowsMetadata::from_common(dir, &common)?;
-            let described = described_features(&common.path, meta.features.as_ref())?;
-            let (features, source) = choose_features(
-                dir,
-                &common.path,
-                &meta.schema_fingerprint,
-                described,
-                opts.features.as_ref(),
-                || LanceRows::dataset_schema(dir).and_then(|s| Features::infer_from_schema(&s)),
-            )?;
-            // Reference caches do not record fragment row counts: ask Lance.
-            let counts = match &meta.fragment_row_counts {
-                Some(c) => c.clone(),
-                None => LanceRows::fragment_row_counts(dir)?,
-            };
-            let total: u64 = counts.iter().sum();
-            if total != meta.num_rows {
-                return Err(Error::metadata(
-                    &common.path,
-                    format!(
-                        "the Lance dataset has {total} rows, metadata records {}",
-                        meta.num_rows
-                    ),
-                ));
-            }
-            let decoder = RowDecoder::new(
-                features.clone(),
-                DecodeOptions::default()
-                    .with_decode_images(opts.decode_images.unwrap_or(true))
-                    .with_cache_dir(dir),
-            );
-            let backend =
-                LanceRows::new(dir, &counts, features, decoder, opts.lance_read_options());
-            Ok(Cache {
-                dir: dir.to_path_buf(),
-                layout: common.layout.clone(),
-                metadata: common.raw,
-                features_source: source,
-                backend: Arc::new(backend),
-            })
-        }
-        #[cfg(not(feature = "video"))]
-        LAYOUT_LANCE_VIDEO_FRAMES => Err(Error::UnsupportedLayout {
-            path: dir.to_path_buf(),
-            layout: common.layout,
-            hint: "; this build was compiled without the `video` feature".into(),
-        }),
-        #[cfg(feature = "video")]
-        LAYOUT_LANCE_VIDEO_FRAMES => {
-            use crate::cache::metadata::VideoFramesMetadata;
-            let meta = VideoFramesMetadata::from_common(dir, &common)?;
-            // The source features: the caller's, else our description; the
-            // fingerprint is checked either way (the reference never checks it).
-            let described = described_features(&common.path, meta.features.as_ref())?;
-            let expected = opts.features.clone().or(described);
-            let source = match expected {
-                Some(f) => {
-                    let fp = f.fingerprint();
-                    if !meta.schema_fingerprint.is_empty() && fp != meta.schema_fingerprint {
-                        return Err(Error::SchemaMismatch {
-                            path: dir.to_path_buf(),
-                            expected: fp,
-                            found: meta.schema_fingerprint.clone(),
-                            detail: String::new(),
-                        });
-                    }
-                    if opts.features.is_some() {
-                        FeaturesSource::Caller
-                    } else {
-                        FeaturesSource::Metadata
-                    }
-                }
-                None => FeaturesSource::Inferred,
-            };
-            let counts = match &meta.fragment_row_counts {
-                Some(c) => c.clone(),
-                None => LanceRows::fragment_row_counts(dir)?,
-            };
-            if counts.iter().sum::<u64>() != meta.num_rows {
-                return Err(Error::metadata(
-                    &common.path,
-                    format!(
-                        "the Lance dataset has {} frames, metadata records {}",
-                        counts.iter().sum::<u64>(),
-                        meta.num_rows
-                    ),
-                ));
-            }
-            let backend = crate::layouts::LanceVideoFrames::new(
-                dir,
-                meta,
-                &counts,
-                opts.windows.unwrap_or_default(),
-                opts.lance_read_options(),
-            )?;
-            Ok(Cache {
-                dir: dir.to_path_buf(),
-                layout: common.layout.clone(),
-                metadata: common.raw,
-                features_source: source,
-                backend: Arc::new(backend),
-            })
-        }
-        other => Err(Error::UnsupportedLayout {
-            path: dir.to_path_buf(),
-            layout: other.to_string(),
-            hint: String::new(),
-        }),
+    let metadata = CacheMetadata::read(dir)?;
+    let path = dir.join(METADATA_FILE);
+    let (backend, features_source) = match &metadata {
+        CacheMetadata::ArrowShards(m) => open_arrow_shards(dir, &path, m, opts)?,
+        CacheMetadata::LanceRows(m) => open_lance_rows(dir, &path, m, opts)?,
+        CacheMetadata::VideoFrames(m) => open_video_frames(dir, &path, m, opts)?,
+    };
+    Ok(Cache {
+        dir: dir.to_path_buf(),
+        layout: metadata.layout().to_string(),
+        metadata,
+        features_source,
+        backend,
+    })
+}
+
+type Opened = (Arc<dyn Backend>, FeaturesSource);
+
+/// The row decoder of a cache's features under the caller's options.
+fn decoder(dir: &Path, features: &Arc<Features>, opts: &OpenOptions) -> RowDecoder {
+    RowDecoder::new(
+        features.clone(),
+        DecodeOptions::default()
+            .with_decode_images(opts.decode_images.unwrap_or(true))
+            .with_cache_dir(dir),
+    )
+}
+
+fn open_arrow_shards(
+    dir: &Path,
+    path: &Path,
+    meta: &ArrowShardsMetadata,
+    opts: &OpenOptions,
+) -> Result<Opened> {
+    let (features, source) = resolve_features(dir, path, meta, opts.features.as_ref())?;
+    if opts.verify_checksums {
+        verify_shards(dir, meta)?;
     }
+    let decoder = decoder(dir, &features, opts);
+    let backend = ArrowShards::new(
+        dir,
+        &meta.shard_filenames,
+        &meta.shard_row_counts,
+        features,
+        decoder,
+        meta.build_id.clone(),
+    )
+    .with_cache_bytes(opts.cache_budget());
+    Ok((Arc::new(backend), source))
+}
+
+/// Fragment row counts, recorded or (reference caches record none) asked of
+/// Lance, checked against the metadata's row count.
+#[cfg(feature = "lance")]
+fn lance_fragment_rows(
+    dir: &Path,
+    path: &Path,
+    recorded: Option<&Vec<u64>>,
+    num_rows: u64,
+    what: &str,
+) -> Result<Vec<u64>> {
+    let counts = match recorded {
+        Some(c) => c.clone(),
+        None => LanceRows::fragment_row_counts(dir)?,
+    };
+    let total: u64 = counts.iter().sum();
+    if total != num_rows {
+        return Err(Error::metadata(
+            path,
+            format!("the Lance dataset has {total} {what}, metadata records {num_rows}"),
+        ));
+    }
+    Ok(counts)
+}
+
+/// A layout this build was compiled without.
+#[cfg(any(not(feature = "lance"), not(feature = "video")))]
+fn compiled_without(dir: &Path, layout: &str, feature: &str) -> Error {
+    Error::UnsupportedLayout {
+        path: dir.to_path_buf(),
+        layout: layout.to_string(),
+        hint: format!("; this build was compiled without the `{feature}` feature"),
+    }
+}
+
+#[cfg(not(feature = "lance"))]
+fn open_lance_rows(
+    dir: &Path,
+    _path: &Path,
+    _meta: &LanceRowsMetadata,
+    _opts: &OpenOptions,
+) -> Result<Opened> {
+    Err(compiled_without(dir, LAYOUT_LANCE_ROWS, "lance"))
+}
+
+#[cfg(feature = "lance")]
+fn open_lance_rows(
+    dir: &Path,
+    path: &Path,
+    meta: &LanceRowsMetadata,
+    opts: &OpenOptions,
+) -> Result<Opened> {
+    let described = described_features(path, meta.features.as_ref())?;
+    let (features, source) = choose_features(
+        dir,
+        path,
+        &meta.schema_fingerprint,
+        described,
+        opts.features.as_ref(),
+        || LanceRows::dataset_schema(dir).and_then(|s| Features::infer_from_schema(&s)),
+    )?;
+    let counts = lance_fragment_rows(
+        dir,
+        path,
+        meta.fragment_row_counts.as_ref(),
+        meta.num_rows,
+        "rows",
+    )?;
+    let decoder = decoder(dir, &features, opts);
+    let backend = LanceRows::new(dir, &counts, features, decoder, opts.lance_read_options());
+    Ok((Arc::new(backend), source))
+}
+
+#[cfg(not(feature = "video"))]
+fn open_video_frames(
+    dir: &Path,
+    _path: &Path,
+    _meta: &VideoFramesMetadata,
+    _opts: &OpenOptions,
+) -> Result<Opened> {
+    Err(compiled_without(dir, LAYOUT_LANCE_VIDEO_FRAMES, "video"))
+}
+
+#[cfg(feature = "video")]
+fn open_video_frames(
+    dir: &Path,
+    path: &Path,
+    meta: &VideoFramesMetadata,
+    opts: &OpenOptions,
+) -> Result<Opened> {
+    // The source features: the caller's, else our description; the
+    // fingerprint is checked either way (the reference never checks it).
+    let described = described_features(path, meta.features.as_ref())?;
+    let expected = opts.features.clone().or(described);
+    let source = match expected {
+        Some(f) => {
+            let fp = f.fingerprint();
+            if !meta.schema_fingerprint.is_empty() && fp != meta.schema_fingerprint {
+                return Err(Error::SchemaMismatch {
+                    path: dir.to_path_buf(),
+                    expected: fp,
+                    found: meta.schema_fingerprint.clone(),
+                    detail: String::new(),
+                });
+            }
+            if opts.features.is_some() {
+                FeaturesSource::Caller
+            } else {
+                FeaturesSource::Metadata
+            }
+        }
+        None => FeaturesSource::Inferred,
+    };
+    let counts = lance_fragment_rows(
+        dir,
+        path,
+        meta.fragment_row_counts.as_ref(),
+        meta.num_rows,
+        "frames",
+    )?;
+    let backend = crate::layouts::LanceVideoFrames::new(
+        dir,
+        meta.clone(),
+        &counts,
+        opts.windows.unwrap_or_default(),
+        opts.lance_read_options(),
+    )?;
+    Ok((Arc::new(backend), source))
 }
 
 /// The features a cache describes in its metadata, if it does.
@@ -433,11 +463,10 @@ pub struct ChecksumMismatch {
 /// [`Error::Io`] when a shard cannot be read; [`Error::Metadata`] when the
 /// cache records no checksums (written by the reference).
 pub fn verify_checksums(dir: &Path) -> Result<Vec<ChecksumMismatch>> {
-    let common = read_common(dir)?;
-    let meta = ArrowShardsMetadata::from_common(dir, &common)?;
+    let meta = arrow_metadata(dir)?;
     let sums = meta.shard_xxh64.as_ref().ok_or_else(|| {
         Error::metadata(
-            &common.path,
+            dir.join(METADATA_FILE),
             "the cache records no shard checksums (written by another tool)",
         )
     })?;
@@ -473,6 +502,21 @@ fn verify_shards(dir: &Path, meta: &ArrowShardsMetadata) -> Result<()> {
     Ok(())
 }
 
+/// The metadata of the Arrow cache at `dir`.
+fn arrow_metadata(dir: &Path) -> Result<ArrowShardsMetadata> {
+    match CacheMetadata::read(dir)? {
+        CacheMetadata::ArrowShards(m) => Ok(m),
+        other => Err(Error::metadata(
+            dir.join(METADATA_FILE),
+            format!(
+                "not an Arrow sharded cache (format={}, layout={})",
+                other.format(),
+                other.layout()
+            ),
+        )),
+    }
+}
+
 /// Rows of a damaged shard, located with per-record checksums.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct CorruptRows {
@@ -495,8 +539,7 @@ pub fn locate_corrupt_rows(dir: &Path) -> Result<Vec<CorruptRows>> {
     if bad.is_empty() {
         return Ok(Vec::new());
     }
-    let common = read_common(dir)?;
-    let meta = ArrowShardsMetadata::from_common(dir, &common)?;
+    let meta = arrow_metadata(dir)?;
     let features = match &meta.features {
         Some(j) => features_from_json(j)?,
         None => Features::new(),

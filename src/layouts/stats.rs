@@ -96,13 +96,8 @@ pub fn cache_stats(cache: &Cache) -> Result<CacheStats> {
             let schema = features.arrow_schema();
             let files: Vec<String> = cache
                 .metadata
-                .get("shard_filenames")
-                .and_then(|v| v.as_array())
-                .map(|a| {
-                    a.iter()
-                        .filter_map(|s| s.as_str().map(str::to_string))
-                        .collect()
-                })
+                .as_arrow_shards()
+                .map(|m| m.shard_filenames.clone())
                 .unwrap_or_default();
             let mut columns: Vec<ColumnStats> = names
                 .iter()
@@ -194,13 +189,12 @@ pub fn cache_stats(cache: &Cache) -> Result<CacheStats> {
         // decoded RGB pixels, what a full load hands a training loop.
         #[cfg(feature = "video")]
         crate::cache::metadata::LAYOUT_LANCE_VIDEO_FRAMES => {
-            let m: crate::cache::metadata::VideoFramesMetadata =
-                serde_json::from_value(cache.metadata.clone()).map_err(|e| {
-                    Error::metadata(
-                        cache.dir.join(crate::cache::metadata::METADATA_FILE),
-                        e.to_string(),
-                    )
-                })?;
+            let m = cache.metadata.as_video_frames().ok_or_else(|| {
+                Error::metadata(
+                    cache.dir.join(crate::cache::metadata::METADATA_FILE),
+                    "not a frames cache's metadata",
+                )
+            })?;
             let shards = m
                 .videos
                 .iter()

@@ -152,7 +152,7 @@ pub fn verify_cache(dir: &Path) -> Result<VerifyReport> {
     };
     rep.layout = cache.layout.clone();
     rep.checked.push(
-        if cache.metadata.get("metadata_xxh64").is_some() {
+        if cache.metadata.has_self_checksum() {
             "metadata consistent and matching its own checksum"
         } else {
             "metadata consistent (it records no checksum of itself)"
@@ -266,19 +266,12 @@ fn structure_lance(cache: &Cache, rep: &mut VerifyReport, frames: bool) {
         Ok(fragments) => {
             let total: u64 = fragments.iter().sum();
             let want: &[u64] = cache.backend.shard_row_counts();
-            let recorded_rows = cache
-                .metadata
-                .get("num_rows")
-                .and_then(serde_json::Value::as_u64)
-                .unwrap_or(total);
-            let expected_rows = if frames {
-                cache
-                    .metadata
-                    .get("total_rows")
-                    .and_then(serde_json::Value::as_u64)
-                    .unwrap_or(total)
-            } else {
-                recorded_rows
+            let recorded_rows = cache.metadata.num_rows();
+            // A frames cache counts `total_rows` (0: not recorded).
+            let expected_rows = match cache.metadata.as_video_frames() {
+                Some(m) if frames && m.total_rows > 0 => m.total_rows,
+                Some(_) if frames => total,
+                _ => recorded_rows,
             };
             if total != expected_rows {
                 rep.damaged(
@@ -382,8 +375,8 @@ fn checksums(cache: &Cache, rep: &mut VerifyReport) {
     let mut covered = false;
     if let Some(sums) = cache
         .metadata
-        .get("shard_xxh64")
-        .and_then(serde_json::Value::as_array)
+        .as_arrow_shards()
+        .and_then(|m| m.shard_xxh64.as_ref())
     {
         match crate::layouts::open::verify_checksums(dir) {
             Ok(bad) => {
@@ -412,8 +405,8 @@ fn checksums(cache: &Cache, rep: &mut VerifyReport) {
                     sums.len(),
                     if cache
                         .metadata
-                        .get("row_checksums")
-                        .and_then(|v| v.as_bool())
+                        .as_arrow_shards()
+                        .and_then(|m| m.row_checksums)
                         == Some(true)
                     {
                         " (per-row checksums name the changed rows)"

@@ -240,11 +240,11 @@ fn rebuild_replaces_atomically() {
     let tmp = tempfile::tempdir().unwrap();
     let b = Tiny::new();
     let (d1, _) = load_with_report(&b, "train", &opts(tmp.path())).unwrap();
-    let id1 = d1.cache().unwrap().metadata["build_id"].clone();
+    let id1 = d1.cache().unwrap().metadata.to_json()["build_id"].clone();
     let rows1 = xs(&d1);
     let (d2, rep) = load_with_report(&b, "train", &opts(tmp.path()).with_rebuild(true)).unwrap();
     assert!(rep.built);
-    assert_ne!(d2.cache().unwrap().metadata["build_id"], id1);
+    assert_ne!(d2.cache().unwrap().metadata.to_json()["build_id"], id1);
     assert_eq!(xs(&d2), rows1);
     let processed = tmp.path().join("processed");
     assert!(
@@ -351,7 +351,7 @@ fn a_failing_work_unit_publishes_nothing_and_the_next_load_resumes() {
     // Byte-identical to an uninterrupted build of the same cache.
     let tmp2 = tempfile::tempdir().unwrap();
     let (clean, _) = load_with_report(&Tiny::new(), "train", &opts(tmp2.path())).unwrap();
-    let sums = |d: &shardset::Dataset| d.cache().unwrap().metadata["shard_xxh64"].clone();
+    let sums = |d: &shardset::Dataset| d.cache().unwrap().metadata.to_json()["shard_xxh64"].clone();
     assert_eq!(sums(&ds), sums(&clean));
     assert!(dot_entries(&processed).is_empty());
 }

@@ -269,7 +269,7 @@ fn per_record_checksums_name_the_changed_row() {
     )
     .unwrap();
     let c = open_cache(&dir).unwrap();
-    assert_eq!(c.metadata["row_checksums"], true);
+    assert_eq!(c.metadata.to_json()["row_checksums"], true);
     let counts = c.backend.shard_row_counts().to_vec();
     assert!(counts.len() >= 2);
     // Change one byte of row 200's data in place (find its 64-byte run).

@@ -227,10 +227,10 @@ fn lance_caches_roundtrip_every_feature_kind_and_describe_themselves() {
     .unwrap();
     let c = open_cache(&dir).unwrap();
     assert_eq!(
-        c.metadata["fragment_row_counts"],
+        c.metadata.to_json()["fragment_row_counts"],
         serde_json::json!([16, 16, 8])
     );
-    assert_eq!(c.metadata["format"], "lance");
+    assert_eq!(c.metadata.to_json()["format"], "lance");
     assert_eq!(c.features().as_ref(), &features_f());
     let expected: Vec<J> =
         serde_json::from_slice(&std::fs::read(golden().join("expected_rows.json")).unwrap())

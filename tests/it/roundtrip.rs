@@ -276,7 +276,10 @@ fn compression_roundtrips_and_is_recorded() {
         )
         .unwrap();
         let c = open_cache(&dir).unwrap();
-        assert_eq!(c.metadata["compression"], comp.as_metadata().unwrap());
+        assert_eq!(
+            c.metadata.to_json()["compression"],
+            comp.as_metadata().unwrap()
+        );
         let r = c.backend.get(33).unwrap();
         assert_eq!(r.get("name"), Some(&Value::Str("row-33".into())));
         assert_eq!(
@@ -285,7 +288,7 @@ fn compression_roundtrips_and_is_recorded() {
         );
     }
     let (_t, c) = multi_shard(10, 5, 1000);
-    assert!(c.metadata.get("compression").is_none());
+    assert!(c.metadata.to_json().get("compression").is_none());
 }
 
 #[test]
@@ -390,7 +393,7 @@ fn rebuild_replaces_atomically_and_leaves_no_temp_dirs() {
 #[test]
 fn metadata_is_self_describing_and_has_our_keys() {
     let (_t, c) = multi_shard(100, 10, 300);
-    let m = &c.metadata;
+    let m = &c.metadata.to_json();
     let n = m["num_shards"].as_u64().unwrap() as usize;
     assert_eq!(m["shard_num_bytes"].as_array().unwrap().len(), n);
     assert_eq!(m["shard_xxh64"].as_array().unwrap().len(), n);

@@ -650,7 +650,11 @@ fn cli_builds_video_folders_in_every_storage_and_exports_windows() {
     );
     let dir = tmp.path().join("f/train");
     let cache = open_cache(&dir).unwrap();
-    assert_eq!(cache.metadata["videos"][2]["metadata"]["label"], 1, "dogs");
+    assert_eq!(
+        cache.metadata.to_json()["videos"][2]["metadata"]["label"],
+        1,
+        "dogs"
+    );
     // Run again: up to date.
     let again = ok(
         &root,

@@ -338,7 +338,7 @@ fn build_frames(
             .map(|s| s.stamp())
             .transpose()?;
         let fresh = !o.rebuild
-            && open_cache(&dir).is_ok_and(|c| match (c.metadata.get("sources"), &stamp) {
+            && open_cache(&dir).is_ok_and(|c| match (c.metadata.sources(), &stamp) {
                 (Some(rec), Some(now)) => source_changes(rec, now).is_empty(),
                 _ => false,
             });
@@ -363,9 +363,11 @@ fn build_frames(
         }
         let secs = t.elapsed().as_secs_f64();
         let c = open_cache(&dir)?;
-        let frames = c.metadata["num_rows"].as_u64().unwrap_or(0);
-        let videos = c.metadata["n_videos"].as_u64().unwrap_or(0);
-        let skipped = c.metadata["n_skipped"].as_u64().unwrap_or(0);
+        let frames = c.metadata.num_rows();
+        let (videos, skipped) = c
+            .metadata
+            .as_video_frames()
+            .map_or((0, 0), |m| (m.n_videos, m.n_skipped));
         let bytes = dir_size(&dir)?;
         if !o.quiet && !o.json {
             if fresh {
@@ -513,7 +515,7 @@ fn reuse_features(b: &dyn DatasetBuilder, opts: &LoadOptions) -> Option<Features
         return None;
     }
     let c = open_cache(&dir).ok()?;
-    let recorded = c.metadata.get("sources")?;
+    let recorded = c.metadata.sources()?;
     let config = shardset::builder::resolve_config(b, None).ok()?;
     let now = b.sources(&config, "train").ok()??.stamp().ok()?;
     if !source_changes(recorded, &now).is_empty() {

@@ -165,7 +165,11 @@ fn run_demo(builder: &SyntheticImages, opts: &LoadOptions, a: &DemoArgs) -> Resu
     let t = Instant::now();
     let (ds, report) = load_with_report(builder, "train", opts).map_err(|e| e.to_string())?;
     let load_s = t.elapsed().as_secs_f64();
-    let meta = ds.cache().map(|c| c.metadata.clone()).unwrap_or_default();
+    let meta = ds.cache().map(|c| c.metadata.clone());
+    let fingerprint = meta
+        .as_ref()
+        .map_or(String::new(), |m| m.schema_fingerprint().to_string());
+    let build_id = meta.as_ref().and_then(|m| m.build_id()).map(str::to_string);
     if a.json {
         println!(
             "{}",
@@ -175,17 +179,18 @@ fn run_demo(builder: &SyntheticImages, opts: &LoadOptions, a: &DemoArgs) -> Resu
                 "dir": report.dir,
                 "rows": ds.len(),
                 "num_shards": ds.backend().num_shards(),
-                "schema_fingerprint": meta.get("schema_fingerprint"),
-                "build_id": meta.get("build_id"),
+                "schema_fingerprint": fingerprint,
+                "build_id": build_id,
                 "seconds": load_s,
             })
         );
         return Ok(());
     }
     let total: u64 = meta
-        .get("shard_num_bytes")
-        .and_then(|v| v.as_array())
-        .map_or(0, |v| v.iter().filter_map(|x| x.as_u64()).sum());
+        .as_ref()
+        .and_then(|m| m.as_arrow_shards())
+        .and_then(|m| m.shard_num_bytes.as_ref())
+        .map_or(0, |v| v.iter().sum());
     println!(
         "shardset demo: {} synthetic 32x32 RGB images, 10 classes",
         ds.len()
@@ -206,12 +211,7 @@ fn run_demo(builder: &SyntheticImages, opts: &LoadOptions, a: &DemoArgs) -> Resu
         );
     }
     println!("  cache:       {}", report.dir.display());
-    println!(
-        "  fingerprint: {}",
-        meta.get("schema_fingerprint")
-            .and_then(|v| v.as_str())
-            .unwrap_or("")
-    );
+    println!("  fingerprint: {fingerprint}");
     for i in [0i64, 1, -1] {
         let row = ds.get(i).map_err(|e| e.to_string())?;
         let (Some(Value::Image(img)), Some(Value::Label(l)), Some(id)) =

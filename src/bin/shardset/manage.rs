@@ -63,11 +63,11 @@ pub fn ls(root: Option<PathBuf>, json_out: bool) -> CliResult {
             }),
             Err(e) => {
                 // What the metadata says, when it can be read at all.
-                let raw = read_common(dir).ok().map(|c| c.raw);
+                let common = read_common(dir).ok();
                 json!({
                     "name": name, "path": dir,
-                    "layout": raw.as_ref().and_then(|r| r.get("layout")).cloned(),
-                    "rows": raw.as_ref().and_then(|r| r.get("num_rows")).cloned(),
+                    "layout": common.as_ref().map(|c| c.layout.clone()),
+                    "rows": common.as_ref().and_then(|c| c.num_rows()),
                     "bytes_on_disk": bytes, "age_seconds": age_s, "error": e.to_string(),
                 })
             }

@@ -92,9 +92,11 @@ impl std::str::FromStr for LanceStorageVersion {
             "2.1" => LanceStorageVersion::V2_1,
             "2.2" => LanceStorageVersion::V2_2,
             "stable" => LanceStorageVersion::Stable,
-            other => return Err(Error::InvalidArgument(format!(
+            other => {
+                return Err(Error::InvalidArgument(format!(
                 "Lance data storage version must be legacy, 2.0, 2.1, 2.2 or stable, got '{other}'"
-            ))),
+            )))
+            }
         })
     }
 }
