@@ -36,7 +36,15 @@ Contents, chosen before any figure was seen:
             120), six copies each (3,012 frames). A small build (one clip of
             the content) is a separate row, where start-up counts.
 
-Usage: python3 benches/versus.py [--scale 1.0] [--only scalar,binary,text,lance,video]
+  image     400 rows {image: Image() (PNG), label: int64}: row i is photograph
+            i mod 8 of the color photographs scikit-image ships (astronaut,
+            chelsea, coffee, motorcycle_left, motorcycle_right, rocket,
+            hubble_deep_field, retina; 300x451 to 1024x1024), given as
+            pixels. The reference's PIL writes PNG at zlib level 6; ours
+            writes at level 6 too (the compared row, sizes reported) and at
+            its default fast mode (a separate row).
+
+Usage: python3 benches/versus.py [--scale 1.0] [--only scalar,binary,text,lance,image,video]
 The shardset side is the `workloads` bench binary ($SHARDSET_WORKLOADS_BIN, else
 built with `cargo bench --bench workloads --no-run`).
 Ratios are shardset / reference from this one run; never a timing assertion.
@@ -229,7 +237,7 @@ def fmt_rate(x):
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--scale", type=float, default=1.0)
-    ap.add_argument("--only", default="scalar,binary,text,lance,video")
+    ap.add_argument("--only", default="scalar,binary,text,lance,image,video")
     a = ap.parse_args()
     ref = reference()
     binary = workloads_bin()
@@ -305,6 +313,15 @@ def main():
                                   rate(r["count"], r["cold"]), rate(o1["count"], o1["cold"]),
                                   rate(r["count"], r["warm"]), rate(o1["count"], o1["warm"]),
                                   rate(o2["count"], o2["cold"]), None))
+                    if lance and op in ("get", "take128"):
+                        # The same reads with 1-row chunks (only the row asked
+                        # for is read): an option, a separate row.
+                        c1 = ours(binary, rargs + ["--lance-chunk-rows", "1"], 1)
+                        c2 = ours(binary, rargs + ["--lance-chunk-rows", "1", "--threads", "2"], 2)
+                        table.append((kind, f"{op}, ours with 1-row chunks ({label})", "",
+                                      rate(r["count"], r["cold"]), rate(c1["count"], c1["cold"]),
+                                      rate(r["count"], r["warm"]), rate(c1["count"], c1["warm"]),
+                                      rate(c2["count"], c2["cold"]), None))
             if zstd:
                 # Bounded memory: iterate the compressed cache with a budget
                 # a quarter of its decompressed size; heap peak vs budget.
@@ -329,11 +346,90 @@ def main():
                     note = "pyarrow decompress+copy, 1 thread"
                 table.append((kind, f"iterate limit ({note})", "", None, limit, None, None, None,
                               None))
-            print_table(table[-(len(ops) * 2 + 2):])
+            print_table(table[-(len(ops) * 2 + (6 if lance else 2)):])
+        if "image" in only:
+            images(ref, binary, tmp, table, a.scale)
+            print_table(table[-9:])
         if "video" in only:
             video(ref, binary, tmp, table, a.scale)
     print("\nALL ROWS")
     print_table(table)
+
+
+# --------------------------------------------------------------- images ---
+
+PHOTOS = ["astronaut.png", "chelsea.png", "coffee.png", "motorcycle_left.png",
+          "motorcycle_right.png", "rocket.jpg", "hubble_deep_field.jpg", "retina.jpg"]
+
+
+def photos():
+    """The color photographs scikit-image ships, decoded to RGB arrays."""
+    import importlib.util
+    from PIL import Image
+    spec = importlib.util.find_spec("skimage")
+    if spec is None:
+        sys.exit("scikit-image (bench-requirements.txt) is missing from the bench environment")
+    data = os.path.join(os.path.dirname(spec.origin), "data")
+    return [np.asarray(Image.open(os.path.join(data, n)).convert("RGB")) for n in PHOTOS]
+
+
+def shard_bytes(d):
+    return sum(os.path.getsize(os.path.join(d, f)) for f in os.listdir(d) if f.endswith(".arrow"))
+
+
+def images(ref, binary, tmp, table, scale=1.0):
+    s = ref.schema
+    feats = s.Features({"image": s.Image(), "label": s.Value("int64")})
+    pics = photos()
+    n = max(len(pics), int(400 * scale))
+    data = [(str(i), {"image": pics[i % len(pics)], "label": i % len(pics)}) for i in range(n)]
+    pfile = os.path.join(tmp, "photos.bin")
+    with open(pfile, "wb") as f:
+        for p in pics:
+            h, w, _ = p.shape
+            f.write(np.array([w, h], dtype="<u4").tobytes())
+            f.write(np.ascontiguousarray(p).tobytes())
+    rd, od, fd = (os.path.join(tmp, f"image-{k}") for k in ("ref", "ours6", "oursfast"))
+    t = time.perf_counter()
+    ref.cache.write_sharded_arrow_cache(iter(data), feats, rd)
+    ref_w = time.perf_counter() - t
+    base = ["versus-write", "--kind", "image", "--rows", str(n), "--payload", pfile]
+    our6 = ours(binary, base + ["--dir", od, "--png-level", "6"])["seconds"]
+    fast = ours(binary, base + ["--dir", fd])["seconds"]
+    mb = lambda d: shard_bytes(d) / 1e6  # noqa: E731
+    table.append(("image", f"write PNG level 6, 1 thread (sizes: reference {mb(rd):.1f} MB, "
+                  f"ours {mb(od):.1f} MB)", "", n / ref_w, n / our6, None, None, None, None))
+    table.append(("image", f"write, ours in fast mode ({mb(fd):.1f} MB) vs the reference at "
+                  "level 6, 1 thread", "", n / ref_w, n / fast, None, None, None, None))
+    rng = np.random.default_rng(13)
+    ops = [("get", rng.integers(0, n, 2_000)), ("take128", rng.integers(0, n, 128 * 10)),
+           ("iterate", None)]
+    for label, d in [("reference-written", rd), ("shardset-written", od)]:
+        for op, idx in ops:
+            ifile = os.path.join(tmp, "idx.bin")
+            rargs = ["versus-read", "--dir", d, "--op", op]
+            if idx is not None:
+                idx.astype("<i8").tofile(ifile)
+                rargs += ["--indices", ifile]
+            r = ref_read(ref, "image", d, feats, op, idx)
+            o1 = ours(binary, rargs, 1)
+            o2 = ours(binary, rargs + ["--threads", "2"], 2)
+            rate = lambda c, s: c / s if s else None  # noqa: E731
+            table.append(("image", f"{op} + decode ({label})", "",
+                          rate(r["count"], r["cold"]), rate(o1["count"], o1["cold"]),
+                          rate(r["count"], r["warm"]), rate(o1["count"], o1["warm"]),
+                          rate(o2["count"], o2["cold"]), None))
+    # The limit: PIL decoding every stored PNG once, one thread.
+    from PIL import Image
+    import io
+    col = pa.ipc.open_file(pa.memory_map(os.path.join(
+        od, sorted(f for f in os.listdir(od) if f.endswith(".arrow"))[0]))).read_all()["image"]
+    blobs = [col[i].as_py() for i in range(min(n, 80))]
+    t = time.perf_counter()
+    for b in blobs:
+        Image.open(io.BytesIO(b)).load()
+    table.append(("image", "decode limit (PIL PNG decode of the stored images, 1 thread)", "",
+                  None, len(blobs) / (time.perf_counter() - t), None, None, None, None))
 
 
 # ---------------------------------------------------------------- video ---

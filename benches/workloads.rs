@@ -488,14 +488,35 @@ fn versus_features(kind: &str) -> Features {
         "binary" => Features::new()
             .with("data", Feature::value(Dtype::Binary))
             .with("idx", Feature::value(Dtype::Int64)),
+        "image" => Features::new()
+            .with("image", Feature::image())
+            .with("label", Feature::value(Dtype::Int64)),
         other => panic!("unknown kind {other}"),
     }
 }
 
+/// The photographs of a versus.py payload file: for each, its width and
+/// height (u32 little-endian) then its RGB pixels.
+fn read_photos(bytes: &[u8]) -> Vec<shardset::ImageData> {
+    let mut out = Vec::new();
+    let mut at = 0;
+    while at < bytes.len() {
+        let w = u32::from_le_bytes(bytes[at..at + 4].try_into().unwrap());
+        let h = u32::from_le_bytes(bytes[at + 4..at + 8].try_into().unwrap());
+        let n = (w * h * 3) as usize;
+        let px = bytes[at + 8..at + 8 + n].to_vec();
+        out.push(shardset::ImageData::new(w, h, 3, px).unwrap());
+        at += 8 + n;
+    }
+    out
+}
+
 /// `versus-write --kind K --rows N --dir D [--payload FILE] [--zstd] [--lance]
-/// [--threads T]`: writes the kind's rows (binary payloads: 1 KiB each from
-/// the file, as versus.py hands them to the reference) and prints the time
-/// of the write alone.
+/// [--threads T] [--png-level L]`: writes the kind's rows (binary payloads:
+/// 1 KiB each from the file, as versus.py hands them to the reference;
+/// images: row i is photograph i mod count, as pixels, PNG-encoded at zlib
+/// level L, else fdeflate's fast mode) into one shard, the reference's
+/// default, and prints the time of the write alone.
 fn versus_write(args: &[String]) {
     let kind = arg(args, "--kind").unwrap().clone();
     let n: usize = arg(args, "--rows").unwrap().parse().unwrap();
@@ -515,7 +536,24 @@ fn versus_write(args: &[String]) {
                 })
                 .collect()
         }
+        "image" => {
+            let photos = read_photos(payload.as_ref().expect("--payload"));
+            (0..n)
+                .map(|i| {
+                    Example::with_capacity(2)
+                        .with(
+                            "image",
+                            shardset::Value::Image(Box::new(photos[i % photos.len()].clone())),
+                        )
+                        .with("label", (i % photos.len()) as i64)
+                })
+                .collect()
+        }
         other => panic!("unknown kind {other}"),
+    };
+    let png = match arg(args, "--png-level") {
+        Some(l) => shardset::PngCompression::level(l.parse().unwrap()).unwrap(),
+        None => shardset::PngCompression::Fast,
     };
     let zstd = args.iter().any(|a| a == "--zstd");
     let t = Instant::now();
@@ -528,7 +566,11 @@ fn versus_write(args: &[String]) {
         );
         return;
     }
-    let mut o = ArrowWriteOptions::default().with_encode_threads(threads);
+    let mut o = ArrowWriteOptions::default()
+        .try_with_shard_size_bytes(None)
+        .unwrap()
+        .with_png_compression(png)
+        .with_encode_threads(threads);
     if zstd {
         o = o.with_compression(Compression::Zstd);
     }
@@ -540,7 +582,7 @@ fn versus_write(args: &[String]) {
 }
 
 /// `versus-read --dir D --op get|take128|iterate|first_row [--indices FILE]
-/// [--threads T]`: opens the cache (a fresh backend: in-process caches
+/// [--threads T] [--cache-bytes B] [--lance-chunk-rows R]`: opens the cache (a fresh backend: in-process caches
 /// empty) and times the operation over the given indices ("cold"), then the
 /// same operations again on the same backend ("warm"). get: one decoded row
 /// per index; take128: 128 indices at a time, taken and decoded to rows;
@@ -556,6 +598,11 @@ fn versus_read(args: &[String]) {
     let mut open_opts = shardset::OpenOptions::default();
     if let Some(b) = arg(args, "--cache-bytes") {
         open_opts = open_opts.with_cache_bytes(b.parse().unwrap());
+    }
+    if let Some(c) = arg(args, "--lance-chunk-rows") {
+        open_opts = open_opts
+            .try_with_lance_chunk_rows(c.parse().unwrap())
+            .unwrap();
     }
     let t = Instant::now();
     let cache = shardset::open_cache_with(&dir, &open_opts).unwrap();

@@ -50,6 +50,7 @@ pub use cache::naming::{cache_fingerprint, cache_root};
 pub use dataset::{Dataset, Format, TestSize};
 pub use error::{Error, Result};
 pub use features::decode::{DecodeOptions, RowDecoder};
+pub use features::image::PngCompression;
 pub use features::{ClassLabel, Dtype, Feature, Features, ImageFormat, VideoStorage};
 pub use layouts::arrow_shards::format::Compression;
 pub use layouts::arrow_shards::write::{

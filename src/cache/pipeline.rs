@@ -44,6 +44,8 @@ pub struct PipelineOptions {
     pub batch_size: std::num::NonZeroUsize,
     /// Encode threads (0 = one per core).
     pub threads: usize,
+    /// How PNG images encoded from pixels are deflated.
+    pub png: crate::features::image::PngCompression,
     /// Position of the first example in the whole build (non-zero when a
     /// build resumes), used to number rows in errors.
     pub row_offset: u64,
@@ -117,7 +119,8 @@ where
                 seq += 1;
                 pool.spawn(move || {
                     let res = catch_unwind(AssertUnwindSafe(|| {
-                        let mut enc = BatchEncoder::new(features, Some(staging.as_path()));
+                        let mut enc = BatchEncoder::new(features, Some(staging.as_path()))
+                            .with_png_compression(opts.png);
                         for (k, ex) in chunk.into_iter().enumerate() {
                             enc.append(ex, start + k as u64)?;
                         }

@@ -67,7 +67,7 @@ macro_rules! encoders {
                 child: Box<Enc>,
                 field: Arc<Field>,
             },
-            Image(LargeBinaryBuilder, ImageFormat),
+            Image(LargeBinaryBuilder, ImageFormat, image::PngCompression),
             Array(LargeBinaryBuilder, ArrayFeature),
             Video(Box<VideoBuilders>, VideoFeature),
         }
@@ -89,9 +89,18 @@ macro_rules! encoders {
                         child: Box::new(Enc::new(inner)),
                         field: Arc::new(Field::new("item", inner.arrow_type(), true)),
                     },
-                    Feature::Image(fmt) => Enc::Image(LargeBinaryBuilder::new(), *fmt),
+                    Feature::Image(fmt) => Enc::Image(LargeBinaryBuilder::new(), *fmt, image::PngCompression::default()),
                     Feature::Array(a) => Enc::Array(LargeBinaryBuilder::new(), a.clone()),
                     Feature::Video(v) => Enc::Video(Box::default(), v.clone()),
+                }
+            }
+
+            /// Deflates PNG images of this column (nested ones too) as `png` says.
+            fn set_png(&mut self, png: image::PngCompression) {
+                match self {
+                    Enc::Image(_, _, p) => *p = png,
+                    Enc::List { child, .. } => child.set_png(png),
+                    _ => {}
                 }
             }
 
@@ -142,7 +151,7 @@ macro_rules! encoders {
                         offsets.push(next);
                         nulls.append_non_null();
                     }
-                    Enc::Image(b, fmt) => b.append_value(encode_image(v, *fmt)?.as_slice()),
+                    Enc::Image(b, fmt, png) => b.append_value(encode_image(v, *fmt, *png)?.as_slice()),
                     Enc::Array(b, a) => b.append_value(encode_array(v, a)?.as_slice()),
                     Enc::Video(b, feat) => match video::encode(v, feat, cache_dir)? {
                         Some(cell) => b.append(cell),
@@ -167,7 +176,7 @@ macro_rules! encoders {
                         offsets.push(last);
                         nulls.append_null();
                     }
-                    Enc::Image(b, _) | Enc::Array(b, _) => b.append_null(),
+                    Enc::Image(b, _, _) | Enc::Array(b, _) => b.append_null(),
                     Enc::Video(b, _) => b.append_null(),
                 }
             }
@@ -188,7 +197,7 @@ macro_rules! encoders {
                         let offs = OffsetBuffer::new(ScalarBuffer::from(offs));
                         Arc::new(ListArray::new(field.clone(), offs, values, nulls.finish()))
                     }
-                    Enc::Image(b, _) | Enc::Array(b, _) => Arc::new(b.finish()),
+                    Enc::Image(b, _, _) | Enc::Array(b, _) => Arc::new(b.finish()),
                     Enc::Video(b, _) => Arc::new(b.finish()),
                 }
             }
@@ -273,7 +282,7 @@ impl Blob {
     }
 }
 
-fn encode_image(v: Value, fmt: ImageFormat) -> R<Blob> {
+fn encode_image(v: Value, fmt: ImageFormat, png: image::PngCompression) -> R<Blob> {
     match v {
         Value::Bytes(b) => {
             if image::sniff(&b).is_none() {
@@ -292,7 +301,7 @@ fn encode_image(v: Value, fmt: ImageFormat) -> R<Blob> {
             }
             Ok(Blob::Owned(b))
         }
-        Value::Image(img) => image::encode(&img, fmt).map(Blob::Owned),
+        Value::Image(img) => image::encode_with(&img, fmt, png).map(Blob::Owned),
         other => Err(format!(
             "an Image takes encoded bytes, a file path or pixels, got {}",
             other.kind()
@@ -433,6 +442,15 @@ impl BatchEncoder {
             rows: 0,
             cache_dir: cache_dir.map(Path::to_path_buf),
         }
+    }
+
+    /// Deflates PNG images encoded from pixels as `png` says (default:
+    /// [`image::PngCompression::Fast`]).
+    pub fn with_png_compression(mut self, png: image::PngCompression) -> Self {
+        for e in &mut self.encs {
+            e.set_png(png);
+        }
+        self
     }
 
     /// Appends one example; `row` is its position in the generator's output (for errors).

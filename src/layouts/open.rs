@@ -39,6 +39,9 @@ pub struct OpenOptions {
     /// Default 256 MiB ([`crate::layouts::arrow_shards::read::DEFAULT_DECOMPRESSED_CACHE_BYTES`]);
     /// memory for reading stays within it plus what one read needs.
     pub cache_bytes: Option<usize>,
+    /// Rows a Lance cache reads together on a random access (default 64;
+    /// 1 reads only the row asked for).
+    pub lance_chunk_rows: Option<u64>,
 }
 
 impl OpenOptions {
@@ -68,15 +71,30 @@ impl OpenOptions {
         self.cache_bytes = Some(bytes);
         self
     }
+    /// Sets the rows a Lance cache reads together on a random access.
+    ///
+    /// # Errors
+    /// [`Error::InvalidArgument`] for 0.
+    pub fn try_with_lance_chunk_rows(mut self, rows: u64) -> Result<Self> {
+        if rows == 0 {
+            return Err(Error::InvalidArgument(
+                "lance_chunk_rows must be at least 1".into(),
+            ));
+        }
+        self.lance_chunk_rows = Some(rows);
+        Ok(self)
+    }
     fn cache_budget(&self) -> usize {
         self.cache_bytes
             .unwrap_or(crate::layouts::arrow_shards::read::DEFAULT_DECOMPRESSED_CACHE_BYTES)
     }
     #[cfg(feature = "lance")]
     fn lance_read_options(&self) -> LanceReadOptions {
+        let d = LanceReadOptions::default();
         LanceReadOptions {
             cache_bytes: self.cache_budget(),
-            ..LanceReadOptions::default()
+            chunk_rows: self.lance_chunk_rows.unwrap_or(d.chunk_rows),
+            ..d
         }
     }
 }

@@ -154,6 +154,27 @@ fn suite_lance_rows() {
     backend_suite(lance_backend);
 }
 
+/// Reading one row at a time (no neighbours) passes the same suite, and a
+/// chunk size of 0 is refused.
+#[test]
+fn suite_lance_rows_with_one_row_chunks() {
+    fn one_row(n: usize) -> (tempfile::TempDir, Arc<dyn Backend>) {
+        let (tmp, _) = lance_backend(n);
+        let opts = shardset::OpenOptions::default()
+            .try_with_lance_chunk_rows(1)
+            .unwrap();
+        let b = open_cache_with(tmp.path().join("l"), &opts)
+            .unwrap()
+            .backend;
+        (tmp, b)
+    }
+    backend_suite(one_row);
+    let e = shardset::OpenOptions::default()
+        .try_with_lance_chunk_rows(0)
+        .unwrap_err();
+    assert!(matches!(e, Error::InvalidArgument(_)), "{e:?}");
+}
+
 #[test]
 fn reference_lance_cache_reads_back_exactly() {
     let expected: Vec<J> =

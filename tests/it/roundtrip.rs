@@ -460,6 +460,7 @@ fn slow_sink_back_pressures_the_generator() {
         PipelineOptions {
             batch_size: std::num::NonZeroUsize::new(batch as usize).unwrap(),
             threads,
+            png: Default::default(),
             row_offset: 0,
         },
         move |b| {
@@ -506,4 +507,64 @@ proptest! {
             prop_assert_eq!(got, idx.iter().map(|&i| i as i32).collect::<Vec<_>>());
         }
     }
+}
+
+/// The PNG deflate level changes the bytes stored, never the pixels read
+/// back; a higher level stores fewer bytes; a level above 9 is refused.
+#[test]
+fn png_levels_change_size_not_pixels() {
+    use shardset::{ArrowWriteOptions, PngCompression};
+    // A smooth gradient with a little noise: compressible, not trivially.
+    let mut rng = shardset::util::SplitMix64::new(7);
+    let images: Vec<ImageData> = (0..12u32)
+        .map(|k| {
+            let (w, h) = (64, 48);
+            let data = (0..w * h * 3)
+                .map(|i| {
+                    let (p, c) = (i / 3, i % 3);
+                    let (x, y) = (p % w, p / w);
+                    ((x * 3 + y * 2 + c * 40 + k * 5) as u64 % 256 + rng.next_u64() % 6) as u8
+                })
+                .collect();
+            ImageData::new(w, h, 3, data).unwrap()
+        })
+        .collect();
+    let features = Features::new().with("img", Feature::image_with(ImageFormat::Png));
+    let write = |png: PngCompression| {
+        let tmp = tempfile::tempdir().unwrap();
+        let dir = tmp.path().join("c");
+        let rows = images
+            .iter()
+            .map(|im| Example::new().with("img", Value::Image(Box::new(im.clone()))));
+        write_arrow_cache(
+            rows,
+            &features,
+            &dir,
+            &ArrowWriteOptions::default().with_png_compression(png),
+        )
+        .unwrap();
+        let c = open_cache(&dir).unwrap();
+        for (i, im) in images.iter().enumerate() {
+            let Some(Value::Image(got)) = c.backend.get(i as i64).unwrap().get("img").cloned()
+            else {
+                panic!("row {i} is not an image");
+            };
+            assert_eq!(&*got, im, "{png:?} row {i}");
+        }
+        let stored: usize = (0..images.len())
+            .map(|i| {
+                let raw = c.backend.get_raw(i as i64).unwrap();
+                raw.column(0).as_binary::<i64>().value(0).len()
+            })
+            .sum();
+        (stored, tmp)
+    };
+    let (fast, _a) = write(PngCompression::Fast);
+    let (l0, _b) = write(PngCompression::level(0).unwrap());
+    let (l6, _c) = write(PngCompression::level(6).unwrap());
+    let (l9, _d) = write(PngCompression::level(9).unwrap());
+    assert!(l0 > l6 && l6 >= l9, "level 0 {l0}, 6 {l6}, 9 {l9} bytes");
+    assert!(l0 > fast, "fast {fast} vs stored {l0}");
+    let e = PngCompression::level(10).unwrap_err();
+    assert!(e.to_string().contains("0 to 9"), "{e}");
 }

@@ -29,6 +29,7 @@ use crate::cache::publish::temp_dirs;
 use crate::cache::publish::StagingDir;
 use crate::error::{BoxError, Error, Result};
 use crate::features::describe::features_to_json;
+use crate::features::image::PngCompression;
 use crate::features::Features;
 use crate::layouts::arrow_shards::format::{
     pyarrow_nbytes, shard_filename, Compression, ShardRecord, BUILD_ID_FOOTER_KEY,
@@ -50,6 +51,7 @@ pub struct ArrowWriteOptions {
     build_id: Option<String>,
     record_checksums: bool,
     progress: Option<Arc<AtomicU64>>,
+    png: PngCompression,
 }
 
 /// The shard byte budget unless one is set: 256 MiB, the one default of the
@@ -68,6 +70,7 @@ impl Default for ArrowWriteOptions {
             build_id: None,
             record_checksums: false,
             progress: None,
+            png: PngCompression::Fast,
         }
     }
 }
@@ -115,6 +118,15 @@ impl ArrowWriteOptions {
     /// name the exact rows of a damaged shard (a hash per row at write time).
     pub fn with_record_checksums(mut self, yes: bool) -> Self {
         self.record_checksums = yes;
+        self
+    }
+
+    /// How PNG images given as pixels are deflated (default
+    /// [`PngCompression::Fast`]; `PngCompression::level(6)` writes what the
+    /// reference's PIL writes). Images given as encoded bytes are stored as
+    /// they are.
+    pub fn with_png_compression(mut self, png: PngCompression) -> Self {
+        self.png = png;
         self
     }
 
@@ -655,6 +667,7 @@ where
         PipelineOptions {
             batch_size: opts.batch_size,
             threads: opts.encode_threads,
+            png: opts.png,
             row_offset: skip,
         },
         |batch| {

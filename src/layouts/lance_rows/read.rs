@@ -30,8 +30,9 @@ use crate::lance::{block_on, lance_err};
 use crate::layouts::backend::{normalize_index, shard_order, Backend, BatchIter, IterOptions};
 use crate::value::Row;
 
-/// Rows per cached chunk: small enough that a cold random get reads little.
-const CHUNK_ROWS: u64 = 64;
+/// Rows per cached chunk unless set: small enough that a cold random get
+/// reads little, large enough that neighbours come with it.
+pub const DEFAULT_CHUNK_ROWS: u64 = 64;
 
 /// Options of the Lance backend.
 #[derive(Debug, Clone, Copy)]
@@ -40,6 +41,9 @@ pub struct LanceReadOptions {
     pub cache_bytes: usize,
     /// Rows per batch when iterating.
     pub batch_size: usize,
+    /// Rows read (and kept decoded) together on a random access (default
+    /// 64; 1 reads only the row asked for).
+    pub chunk_rows: u64,
 }
 
 impl Default for LanceReadOptions {
@@ -47,6 +51,7 @@ impl Default for LanceReadOptions {
         LanceReadOptions {
             cache_bytes: 256 << 20,
             batch_size: 1024,
+            chunk_rows: DEFAULT_CHUNK_ROWS,
         }
     }
 }
@@ -292,6 +297,10 @@ impl LanceRows {
         Ok(s)
     }
 
+    fn chunk_rows(&self) -> u64 {
+        self.inner.opts.chunk_rows.max(1)
+    }
+
     fn locate(&self, row: u64) -> (usize, u64) {
         let f = self.inner.starts.partition_point(|&x| x <= row) - 1;
         (f, row - self.inner.starts[f])
@@ -317,10 +326,11 @@ impl LanceRows {
         missing.dedup();
         if !missing.is_empty() {
             let mut jobs = Vec::with_capacity(missing.len());
+            let chunk = self.chunk_rows();
             for &(f, c) in &missing {
                 let s = self.session(&st, f)?;
                 let rows = self.inner.row_counts[f];
-                let (a, b) = (c * CHUNK_ROWS, ((c + 1) * CHUNK_ROWS).min(rows));
+                let (a, b) = (c * chunk, ((c + 1) * chunk).min(rows));
                 let idx: Vec<u32> = (a as u32..b as u32).collect();
                 jobs.push(async move { s.take(&idx).await });
             }
@@ -345,10 +355,10 @@ impl LanceRows {
     fn row_chunk(&self, row: u64) -> Result<(RecordBatch, usize)> {
         let (f, local) = self.locate(row);
         let b = self
-            .chunks(&[(f, local / CHUNK_ROWS)])?
+            .chunks(&[(f, local / self.chunk_rows())])?
             .pop()
             .expect("one chunk");
-        Ok((b, (local % CHUNK_ROWS) as usize))
+        Ok((b, (local % self.chunk_rows()) as usize))
     }
 }
 
@@ -414,12 +424,12 @@ impl Backend for LanceRows {
         for &ix in indices {
             let row = normalize_index(ix, n)?;
             let (f, local) = self.locate(row);
-            let key = (f, local / CHUNK_ROWS);
+            let key = (f, local / self.chunk_rows());
             let slot = *slot_of.entry(key).or_insert_with(|| {
                 keys.push(key);
                 keys.len() - 1
             });
-            picks.push((slot, (local % CHUNK_ROWS) as usize));
+            picks.push((slot, (local % self.chunk_rows()) as usize));
         }
         let batches = self.chunks(&keys)?;
         let refs: Vec<&RecordBatch> = batches.iter().collect();

@@ -22,6 +22,7 @@ use crate::cache::pipeline::{self, checked_batch_size, PipelineOptions, DEFAULT_
 use crate::cache::publish::{remove_leftovers, StagingDir};
 use crate::error::{BoxError, Error, Result};
 use crate::features::describe::features_to_json;
+use crate::features::image::PngCompression;
 use crate::features::Features;
 use crate::lance::{block_on, fragment_rows, fsync_tree, lance_err, ChannelReader};
 use crate::value::Example;
@@ -110,6 +111,7 @@ pub struct LanceWriteOptions {
     encode_threads: usize,
     lineage: Option<serde_json::Value>,
     progress: Option<Arc<AtomicU64>>,
+    png: PngCompression,
 }
 
 impl Default for LanceWriteOptions {
@@ -121,6 +123,7 @@ impl Default for LanceWriteOptions {
             encode_threads: 0,
             lineage: None,
             progress: None,
+            png: PngCompression::Fast,
         }
     }
 }
@@ -155,6 +158,13 @@ impl LanceWriteOptions {
     /// Encode threads (0, the default: one per core).
     pub fn with_encode_threads(mut self, n: usize) -> Self {
         self.encode_threads = n;
+        self
+    }
+
+    /// How PNG images given as pixels are deflated (see
+    /// [`ArrowWriteOptions::with_png_compression`](crate::ArrowWriteOptions::with_png_compression)).
+    pub fn with_png_compression(mut self, png: PngCompression) -> Self {
+        self.png = png;
         self
     }
 
@@ -282,6 +292,7 @@ where
             PipelineOptions {
                 batch_size: opts.batch_size,
                 threads: opts.encode_threads,
+                png: opts.png,
                 row_offset: 0,
             },
             |batch| {
