@@ -6,7 +6,7 @@
 //! and lazily opened maps behind an `Arc`), and [`Backend::reopened`] gives a
 //! copy with nothing open, for a worker process or thread that wants its own maps.
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use arrow_array::RecordBatch;
@@ -40,6 +40,74 @@ impl IterOptions {
     }
 }
 
+/// What every backend holds and answers the same way: its directory, the
+/// features and schema of its rows, the decoder `get` uses, and the row
+/// counts of its shards (files, fragments or videos).
+#[derive(Debug, Clone)]
+pub struct RowsCore {
+    pub(crate) dir: PathBuf,
+    pub(crate) features: Arc<Features>,
+    pub(crate) schema: SchemaRef,
+    pub(crate) decoder: RowDecoder,
+    pub(crate) row_counts: Vec<u64>,
+    /// `starts[i]` = first global row of shard i; `starts[n]` = total rows.
+    pub(crate) starts: Vec<u64>,
+}
+
+impl RowsCore {
+    /// A core over shards of `row_counts` rows.
+    pub(crate) fn new(
+        dir: &Path,
+        features: Arc<Features>,
+        schema: SchemaRef,
+        decoder: RowDecoder,
+        row_counts: Vec<u64>,
+    ) -> Self {
+        let mut starts = Vec::with_capacity(row_counts.len() + 1);
+        let mut at = 0u64;
+        starts.push(0);
+        for &r in &row_counts {
+            at += r;
+            starts.push(at);
+        }
+        RowsCore {
+            dir: dir.to_path_buf(),
+            features,
+            schema,
+            decoder,
+            row_counts,
+            starts,
+        }
+    }
+
+    /// The same core with another schema (layouts whose rows are not their features').
+    pub(crate) fn with_schema(mut self, schema: SchemaRef) -> Self {
+        self.schema = schema;
+        self
+    }
+
+    /// The cache directory.
+    pub fn dir(&self) -> &Path {
+        &self.dir
+    }
+
+    /// Total rows.
+    pub fn len(&self) -> u64 {
+        *self.starts.last().expect("starts has a sentinel")
+    }
+
+    /// True when there is no row.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// The shard holding global `row` and the row's position in it (`row < len()`).
+    pub(crate) fn locate(&self, row: u64) -> (usize, u64) {
+        let s = self.starts.partition_point(|&x| x <= row) - 1;
+        (s, row - self.starts[s])
+    }
+}
+
 /// An iterator of record batches.
 pub type BatchIter<'a> = Box<dyn Iterator<Item = Result<RecordBatch>> + Send + 'a>;
 
@@ -48,31 +116,48 @@ pub trait Backend: Send + Sync + std::fmt::Debug {
     /// The layout name (`arrow-shards`, ...).
     fn layout(&self) -> &'static str;
 
+    /// What every backend answers the same way.
+    fn core(&self) -> &RowsCore;
+
     /// Number of rows.
-    fn len(&self) -> u64;
+    fn len(&self) -> u64 {
+        self.core().len()
+    }
 
     /// True when there is no row.
     fn is_empty(&self) -> bool {
         self.len() == 0
     }
 
-    /// Number of shards (files or fragments).
-    fn num_shards(&self) -> usize;
+    /// Number of shards (files, fragments or videos).
+    fn num_shards(&self) -> usize {
+        self.core().row_counts.len()
+    }
 
     /// Rows per shard, in shard order.
-    fn shard_row_counts(&self) -> &[u64];
+    fn shard_row_counts(&self) -> &[u64] {
+        &self.core().row_counts
+    }
 
     /// The Arrow schema of the rows.
-    fn schema(&self) -> SchemaRef;
+    fn schema(&self) -> SchemaRef {
+        self.core().schema.clone()
+    }
 
     /// The features of the rows.
-    fn features(&self) -> &Arc<Features>;
+    fn features(&self) -> &Arc<Features> {
+        &self.core().features
+    }
 
     /// The cache directory, when file-backed.
-    fn cache_dir(&self) -> Option<&Path>;
+    fn cache_dir(&self) -> Option<&Path> {
+        Some(&self.core().dir)
+    }
 
     /// The decoder used by [`Backend::get`].
-    fn decoder(&self) -> &RowDecoder;
+    fn decoder(&self) -> &RowDecoder {
+        &self.core().decoder
+    }
 
     /// One row as a 1-row record batch of raw cells (negative indices count from the end).
     ///

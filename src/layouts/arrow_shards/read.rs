@@ -27,7 +27,9 @@ use crate::error::{Error, Result};
 use crate::features::decode::RowDecoder;
 use crate::features::Features;
 use crate::layouts::arrow_shards::format::BUILD_ID_FOOTER_KEY;
-use crate::layouts::backend::{normalize_index, shard_order, Backend, BatchIter, IterOptions};
+use crate::layouts::backend::{
+    normalize_index, shard_order, Backend, BatchIter, IterOptions, RowsCore,
+};
 use crate::value::Row;
 
 const MAGIC: &[u8; 6] = b"ARROW1";
@@ -107,14 +109,8 @@ pub struct ArrowShards {
 
 #[derive(Debug)]
 struct Inner {
-    dir: PathBuf,
-    features: Arc<Features>,
-    schema: SchemaRef,
-    decoder: RowDecoder,
+    core: RowsCore,
     build_id: Option<String>,
-    row_counts: Vec<u64>,
-    /// `starts[i]` = first global row of shard i; `starts[n]` = total rows.
-    starts: Vec<u64>,
     shards: Vec<ShardSlot>,
     /// Decompressed batches of compressed shards, bounded in bytes.
     lru: Mutex<BatchLru>,
@@ -722,13 +718,6 @@ impl ArrowShards {
         decoder: RowDecoder,
         build_id: Option<String>,
     ) -> Self {
-        let mut starts = Vec::with_capacity(row_counts.len() + 1);
-        let mut acc = 0;
-        starts.push(0);
-        for &r in row_counts {
-            acc += r;
-            starts.push(acc);
-        }
         let shards = filenames
             .iter()
             .zip(row_counts)
@@ -740,13 +729,14 @@ impl ArrowShards {
             .collect();
         ArrowShards {
             inner: Arc::new(Inner {
-                dir: dir.to_path_buf(),
-                schema: features.arrow_schema(),
-                features,
-                decoder,
+                core: RowsCore::new(
+                    dir,
+                    features.clone(),
+                    features.arrow_schema(),
+                    decoder,
+                    row_counts.to_vec(),
+                ),
                 build_id,
-                row_counts: row_counts.to_vec(),
-                starts,
                 shards,
                 lru: Mutex::new(BatchLru::new(DEFAULT_DECOMPRESSED_CACHE_BYTES)),
             }),
@@ -797,7 +787,7 @@ impl ArrowShards {
         let d = ShardData::open(
             &slot.path,
             i,
-            &self.inner.schema,
+            &self.inner.core.schema,
             slot.rows,
             self.inner.build_id.as_deref(),
         )?;
@@ -807,8 +797,7 @@ impl ArrowShards {
 
     /// (shard, local row) of a global row (`row < len`).
     fn locate(&self, row: u64) -> (usize, u64) {
-        let s = self.inner.starts.partition_point(|&x| x <= row) - 1;
-        (s, row - self.inner.starts[s])
+        self.inner.core.locate(row)
     }
 
     /// The Arrow schema stored in a shard's footer (opens it).
@@ -864,32 +853,8 @@ impl Backend for ArrowShards {
         crate::cache::metadata::LAYOUT_ARROW_SHARDS
     }
 
-    fn len(&self) -> u64 {
-        *self.inner.starts.last().expect("starts has a sentinel")
-    }
-
-    fn num_shards(&self) -> usize {
-        self.inner.shards.len()
-    }
-
-    fn shard_row_counts(&self) -> &[u64] {
-        &self.inner.row_counts
-    }
-
-    fn schema(&self) -> SchemaRef {
-        self.inner.schema.clone()
-    }
-
-    fn features(&self) -> &Arc<Features> {
-        &self.inner.features
-    }
-
-    fn cache_dir(&self) -> Option<&Path> {
-        Some(&self.inner.dir)
-    }
-
-    fn decoder(&self) -> &RowDecoder {
-        &self.inner.decoder
+    fn core(&self) -> &RowsCore {
+        &self.inner.core
     }
 
     fn get_raw(&self, index: i64) -> Result<RecordBatch> {
@@ -901,7 +866,7 @@ impl Backend for ArrowShards {
     fn get(&self, index: i64) -> Result<Row> {
         let row = normalize_index(index, self.len())?;
         let (batch, r) = self.row_batch(row)?;
-        self.inner.decoder.decode_row(&batch, r)
+        self.inner.core.decoder.decode_row(&batch, r)
     }
 
     fn get_with(&self, index: i64, decoder: &RowDecoder) -> Result<Row> {
@@ -945,7 +910,7 @@ impl Backend for ArrowShards {
         }
         let refs: Vec<&RecordBatch> = batches.iter().collect();
         arrow_select::interleave::interleave_record_batch(&refs, &picks)
-            .map_err(|e| Error::arrow(Some(&self.inner.dir), e))
+            .map_err(|e| Error::arrow(Some(&self.inner.core.dir), e))
     }
 
     fn slice(&self, start: u64, len: u64) -> Result<RecordBatch> {
@@ -954,7 +919,7 @@ impl Backend for ArrowShards {
             start,
             len,
             &self.schema(),
-            &self.inner.dir,
+            &self.inner.core.dir,
             |row| self.row_batch(row),
         )
     }
@@ -994,11 +959,11 @@ impl Backend for ArrowShards {
             .collect();
         Box::new(
             ArrowShards::new(
-                &i.dir,
+                &i.core.dir,
                 &names,
-                &i.row_counts,
-                i.features.clone(),
-                i.decoder.clone(),
+                &i.core.row_counts,
+                i.core.features.clone(),
+                i.core.decoder.clone(),
                 i.build_id.clone(),
             )
             .with_cache_bytes(self.cache_bytes()),

@@ -13,7 +13,7 @@
 //! the child opens its own.
 
 use std::collections::{HashMap, VecDeque};
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::sync::{Arc, Mutex};
 
 use arrow_array::RecordBatch;
@@ -27,7 +27,9 @@ use crate::error::{Error, Result};
 use crate::features::decode::RowDecoder;
 use crate::features::Features;
 use crate::lance::{block_on, lance_err};
-use crate::layouts::backend::{normalize_index, shard_order, Backend, BatchIter, IterOptions};
+use crate::layouts::backend::{
+    normalize_index, shard_order, Backend, BatchIter, IterOptions, RowsCore,
+};
 use crate::value::Row;
 
 /// Rows per cached chunk unless set: small enough that a cold random get
@@ -64,12 +66,7 @@ pub struct LanceRows {
 
 #[derive(Debug)]
 struct Inner {
-    dir: PathBuf,
-    features: Arc<Features>,
-    schema: SchemaRef,
-    decoder: RowDecoder,
-    row_counts: Vec<u64>,
-    starts: Vec<u64>,
+    core: RowsCore,
     opts: LanceReadOptions,
     state: Mutex<Option<(u32, Arc<State>)>>,
 }
@@ -122,18 +119,15 @@ impl LanceRows {
         decoder: RowDecoder,
         opts: LanceReadOptions,
     ) -> Self {
-        let mut starts = vec![0];
-        for &r in row_counts {
-            starts.push(starts.last().copied().unwrap_or(0) + r);
-        }
         LanceRows {
             inner: Arc::new(Inner {
-                dir: dir.to_path_buf(),
-                schema: features.arrow_schema(),
-                features,
-                decoder,
-                row_counts: row_counts.to_vec(),
-                starts,
+                core: RowsCore::new(
+                    dir,
+                    features.clone(),
+                    features.arrow_schema(),
+                    decoder,
+                    row_counts.to_vec(),
+                ),
                 opts,
                 state: Mutex::new(None),
             }),
@@ -153,9 +147,21 @@ impl LanceRows {
             features.clone(),
             crate::features::decode::DecodeOptions::default(),
         );
-        let mut this = LanceRows::new(dir, row_counts, features, decoder, opts);
-        Arc::get_mut(&mut this.inner).expect("just made").schema = schema;
-        this
+        LanceRows::from_core(
+            RowsCore::new(dir, features, schema.clone(), decoder, row_counts.to_vec())
+                .with_schema(schema),
+            opts,
+        )
+    }
+
+    fn from_core(core: RowsCore, opts: LanceReadOptions) -> Self {
+        LanceRows {
+            inner: Arc::new(Inner {
+                core,
+                opts,
+                state: Mutex::new(None),
+            }),
+        }
     }
 
     /// The read options.
@@ -233,12 +239,12 @@ impl LanceRows {
                 return Ok(s.clone());
             }
         }
-        let dir = &self.inner.dir;
+        let dir = &self.inner.core.dir;
         let uri = dir.to_string_lossy().into_owned();
         let ds =
             block_on(async move { Dataset::open(&uri).await })?.map_err(|e| lance_err(dir, e))?;
         let found = arrow_schema::Schema::from(ds.schema());
-        let want = &self.inner.schema;
+        let want = &self.inner.core.schema;
         if found.fields().len() != want.fields().len()
             || found
                 .fields()
@@ -265,12 +271,12 @@ impl LanceRows {
             .map(|r| r.map(|n| n as u64))
             .collect::<std::result::Result<_, _>>()
             .map_err(|e| lance_err(dir, e))?;
-        if counts != self.inner.row_counts {
+        if counts != self.inner.core.row_counts {
             return Err(Error::corrupt(
                 dir,
                 format!(
                     "the Lance dataset has fragments of {counts:?} rows, the metadata records {:?} (another dataset's manifest?)",
-                    self.inner.row_counts
+                    self.inner.core.row_counts
                 ),
             ));
         }
@@ -291,7 +297,7 @@ impl LanceRows {
         let frag = st.fragments[f].clone();
         let schema = st.ds.schema().clone();
         let s = block_on(async move { frag.open_session(&schema, false).await })?
-            .map_err(|e| lance_err(&self.inner.dir, e))?;
+            .map_err(|e| lance_err(&self.inner.core.dir, e))?;
         let s = Arc::new(s);
         st.sessions.lock().unwrap_or_else(|p| p.into_inner())[f] = Some(s.clone());
         Ok(s)
@@ -302,14 +308,13 @@ impl LanceRows {
     }
 
     fn locate(&self, row: u64) -> (usize, u64) {
-        let f = self.inner.starts.partition_point(|&x| x <= row) - 1;
-        (f, row - self.inner.starts[f])
+        self.inner.core.locate(row)
     }
 
     /// Puts a batch under our schema (Lance may carry other field metadata).
     fn conform(&self, b: RecordBatch) -> Result<RecordBatch> {
-        RecordBatch::try_new(self.inner.schema.clone(), b.columns().to_vec())
-            .map_err(|e| lance_err(&self.inner.dir, e))
+        RecordBatch::try_new(self.inner.core.schema.clone(), b.columns().to_vec())
+            .map_err(|e| lance_err(&self.inner.core.dir, e))
     }
 
     /// The decoded chunks `keys` (fragment, chunk), loading missing ones concurrently.
@@ -329,13 +334,13 @@ impl LanceRows {
             let chunk = self.chunk_rows();
             for &(f, c) in &missing {
                 let s = self.session(&st, f)?;
-                let rows = self.inner.row_counts[f];
+                let rows = self.inner.core.row_counts[f];
                 let (a, b) = (c * chunk, ((c + 1) * chunk).min(rows));
                 let idx: Vec<u32> = (a as u32..b as u32).collect();
                 jobs.push(async move { s.take(&idx).await });
             }
             let loaded = block_on(futures::future::try_join_all(jobs))?
-                .map_err(|e| lance_err(&self.inner.dir, e))?;
+                .map_err(|e| lance_err(&self.inner.core.dir, e))?;
             let mut c = st.cache.lock().unwrap_or_else(|p| p.into_inner());
             for (k, b) in missing.iter().zip(loaded) {
                 let b = self.conform(b)?;
@@ -367,32 +372,8 @@ impl Backend for LanceRows {
         crate::cache::metadata::LAYOUT_LANCE_ROWS
     }
 
-    fn len(&self) -> u64 {
-        *self.inner.starts.last().expect("sentinel")
-    }
-
-    fn num_shards(&self) -> usize {
-        self.inner.row_counts.len()
-    }
-
-    fn shard_row_counts(&self) -> &[u64] {
-        &self.inner.row_counts
-    }
-
-    fn schema(&self) -> SchemaRef {
-        self.inner.schema.clone()
-    }
-
-    fn features(&self) -> &Arc<Features> {
-        &self.inner.features
-    }
-
-    fn cache_dir(&self) -> Option<&Path> {
-        Some(&self.inner.dir)
-    }
-
-    fn decoder(&self) -> &RowDecoder {
-        &self.inner.decoder
+    fn core(&self) -> &RowsCore {
+        &self.inner.core
     }
 
     fn get_raw(&self, index: i64) -> Result<RecordBatch> {
@@ -404,7 +385,7 @@ impl Backend for LanceRows {
     fn get(&self, index: i64) -> Result<Row> {
         let row = normalize_index(index, self.len())?;
         let (b, r) = self.row_chunk(row)?;
-        self.inner.decoder.decode_row(&b, r)
+        self.inner.core.decoder.decode_row(&b, r)
     }
 
     fn get_with(&self, index: i64, decoder: &RowDecoder) -> Result<Row> {
@@ -434,7 +415,7 @@ impl Backend for LanceRows {
         let batches = self.chunks(&keys)?;
         let refs: Vec<&RecordBatch> = batches.iter().collect();
         arrow_select::interleave::interleave_record_batch(&refs, &picks)
-            .map_err(|e| Error::arrow(Some(&self.inner.dir), e))
+            .map_err(|e| Error::arrow(Some(&self.inner.core.dir), e))
     }
 
     fn slice(&self, start: u64, len: u64) -> Result<RecordBatch> {
@@ -443,7 +424,7 @@ impl Backend for LanceRows {
             start,
             len,
             &self.schema(),
-            &self.inner.dir,
+            &self.inner.core.dir,
             |row| self.row_chunk(row),
         )
     }
@@ -460,16 +441,10 @@ impl Backend for LanceRows {
     }
 
     fn reopened(&self) -> Box<dyn Backend> {
-        let i = &self.inner;
-        let mut r = LanceRows::new(
-            &i.dir,
-            &i.row_counts,
-            i.features.clone(),
-            i.decoder.clone(),
-            i.opts,
-        );
-        Arc::get_mut(&mut r.inner).expect("just made").schema = i.schema.clone();
-        Box::new(r)
+        Box::new(LanceRows::from_core(
+            self.inner.core.clone(),
+            self.inner.opts,
+        ))
     }
 
     fn as_any(&self) -> &dyn std::any::Any {
@@ -497,8 +472,8 @@ impl FragmentIter {
     fn open(&self, f: usize) -> Result<Stream> {
         let session = self.this.session(&self.st, f)?;
         let rt = crate::lance::runtime()?;
-        let dir = self.this.inner.dir.clone();
-        let rows = self.this.inner.row_counts[f] as u32;
+        let dir = self.this.inner.core.dir.clone();
+        let rows = self.this.inner.core.row_counts[f] as u32;
         let step = self.this.inner.opts.batch_size.max(1) as u32;
         let ranges: Vec<(u32, u32)> = (0..rows)
             .step_by(step as usize)

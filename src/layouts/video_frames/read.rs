@@ -10,7 +10,7 @@
 //! sessions, cached 64-frame chunks) and decoded in parallel. Videos with
 //! at least one window are the shards.
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::sync::Arc;
 
 use arrow_array::builder::{BooleanBuilder, Float64Builder, Int64Builder, StringBuilder};
@@ -18,7 +18,7 @@ use arrow_array::cast::AsArray;
 use arrow_array::Array;
 use arrow_array::{ArrayRef, Int64Array, ListArray, RecordBatch, StringArray};
 use arrow_buffer::OffsetBuffer;
-use arrow_schema::{DataType, Field, Schema, SchemaRef};
+use arrow_schema::{DataType, Field, Schema};
 use rayon::prelude::*;
 use serde_json::Value as J;
 
@@ -26,7 +26,9 @@ use crate::cache::metadata::{VideoFramesMetadata, LAYOUT_LANCE_VIDEO_FRAMES};
 use crate::error::{Error, Result};
 use crate::features::decode::{DecodeOptions, RowDecoder};
 use crate::features::{Dtype, Feature, Features, VideoStorage};
-use crate::layouts::backend::{normalize_index, shard_order, Backend, BatchIter, IterOptions};
+use crate::layouts::backend::{
+    normalize_index, shard_order, Backend, BatchIter, IterOptions, RowsCore,
+};
 use crate::layouts::video_frames::format::frames_schema;
 use crate::layouts::{LanceReadOptions, LanceRows};
 use crate::value::{Row, Tensor};
@@ -80,18 +82,15 @@ pub struct LanceVideoFrames {
 
 #[derive(Debug)]
 struct Inner {
-    dir: PathBuf,
+    /// Windows are the rows, videos with at least one window the shards.
+    core: RowsCore,
     meta: VideoFramesMetadata,
     plan: SegmentPlan,
     frames: LanceRows,
-    features: Arc<Features>,
-    schema: SchemaRef,
-    decoder: RowDecoder,
     /// Metadata columns (name, type) after the built-in ones.
     meta_cols: Vec<(String, DataType)>,
-    /// Videos with at least one window (the shards), and their window counts.
+    /// Videos with at least one window (the shards).
     shard_videos: Vec<usize>,
-    shard_counts: Vec<u64>,
 }
 
 const BUILTIN: [&str; 5] = [
@@ -223,16 +222,18 @@ impl LanceVideoFrames {
         }
         Ok(LanceVideoFrames {
             inner: Arc::new(Inner {
-                dir: dir.to_path_buf(),
+                core: RowsCore::new(
+                    dir,
+                    features,
+                    Arc::new(Schema::new(fields)),
+                    decoder,
+                    shard_counts,
+                ),
                 meta,
                 plan,
                 frames,
-                features,
-                schema: Arc::new(Schema::new(fields)),
-                decoder,
                 meta_cols,
                 shard_videos,
-                shard_counts,
             }),
         })
     }
@@ -254,7 +255,7 @@ impl LanceVideoFrames {
     pub fn with_windows(&self, spec: WindowSpec) -> Result<Self> {
         let i = &self.inner;
         LanceVideoFrames::new(
-            &i.dir,
+            &i.core.dir,
             i.meta.clone(),
             i.frames.shard_row_counts(),
             spec,
@@ -276,10 +277,9 @@ impl LanceVideoFrames {
 
     /// The WebP bytes of each frame row read by [`Self::frame_bytes`].
     fn webp_frames<'a>(&self, batch: &'a RecordBatch) -> Result<Vec<&'a [u8]>> {
-        let bytes = batch
-            .column(2)
-            .as_binary_opt::<i64>()
-            .ok_or_else(|| Error::corrupt(&self.inner.dir, "frame bytes are not large_binary"))?;
+        let bytes = batch.column(2).as_binary_opt::<i64>().ok_or_else(|| {
+            Error::corrupt(&self.inner.core.dir, "frame bytes are not large_binary")
+        })?;
         Ok(bytes.iter().map(|b| b.unwrap_or_default()).collect())
     }
 
@@ -313,7 +313,7 @@ impl LanceVideoFrames {
         let ws = self.window_numbers(indices)?;
         let (batch, t) = self.frame_bytes(&ws)?;
         let frames = self.webp_frames(&batch)?;
-        let dir = &self.inner.dir;
+        let dir = &self.inner.core.dir;
         ws.par_iter()
             .enumerate()
             .map(|(k, &w)| {
@@ -367,7 +367,7 @@ impl LanceVideoFrames {
         let data = crate::video::webp::decode_frames(&frames, w, h).map_err(|(i, reason)| {
             let k = i / t.max(1);
             Error::Video {
-                path: self.inner.dir.clone(),
+                path: self.inner.core.dir.clone(),
                 reason: format!(
                     "window {} of video {}: frame {}: {reason}",
                     ws[k],
@@ -415,7 +415,7 @@ impl LanceVideoFrames {
             DataType::LargeBinary => bytes,
             other => {
                 return Err(Error::corrupt(
-                    &self.inner.dir,
+                    &self.inner.core.dir,
                     format!("frame bytes are {other}, not large_binary"),
                 ))
             }
@@ -426,7 +426,7 @@ impl LanceVideoFrames {
             bytes,
             None,
         )
-        .map_err(|e| Error::arrow(Some(&self.inner.dir), e))?;
+        .map_err(|e| Error::arrow(Some(&self.inner.core.dir), e))?;
         let mut vidx = Vec::with_capacity(n);
         let mut fname = StringBuilder::new();
         let mut start = Vec::with_capacity(n);
@@ -444,7 +444,7 @@ impl LanceVideoFrames {
             Arc::new(Int64Array::from(fidx)),
             None,
         )
-        .map_err(|e| Error::arrow(Some(&self.inner.dir), e))?;
+        .map_err(|e| Error::arrow(Some(&self.inner.core.dir), e))?;
         let mut cols: Vec<ArrayRef> = vec![
             Arc::new(frames),
             Arc::new(Int64Array::from(vidx)),
@@ -488,8 +488,8 @@ impl LanceVideoFrames {
             };
             cols.push(col);
         }
-        RecordBatch::try_new(self.inner.schema.clone(), cols)
-            .map_err(|e| Error::arrow(Some(&self.inner.dir), e))
+        RecordBatch::try_new(self.inner.core.schema.clone(), cols)
+            .map_err(|e| Error::arrow(Some(&self.inner.core.dir), e))
     }
 }
 
@@ -498,32 +498,8 @@ impl Backend for LanceVideoFrames {
         LAYOUT_LANCE_VIDEO_FRAMES
     }
 
-    fn len(&self) -> u64 {
-        self.inner.plan.len()
-    }
-
-    fn num_shards(&self) -> usize {
-        self.inner.shard_videos.len()
-    }
-
-    fn shard_row_counts(&self) -> &[u64] {
-        &self.inner.shard_counts
-    }
-
-    fn schema(&self) -> SchemaRef {
-        self.inner.schema.clone()
-    }
-
-    fn features(&self) -> &Arc<Features> {
-        &self.inner.features
-    }
-
-    fn cache_dir(&self) -> Option<&Path> {
-        Some(&self.inner.dir)
-    }
-
-    fn decoder(&self) -> &RowDecoder {
-        &self.inner.decoder
+    fn core(&self) -> &RowsCore {
+        &self.inner.core
     }
 
     fn get_raw(&self, index: i64) -> Result<RecordBatch> {
@@ -533,7 +509,7 @@ impl Backend for LanceVideoFrames {
 
     fn get(&self, index: i64) -> Result<Row> {
         let b = self.get_raw(index)?;
-        self.inner.decoder.decode_row(&b, 0)
+        self.inner.core.decoder.decode_row(&b, 0)
     }
 
     fn take(&self, indices: &[i64]) -> Result<RecordBatch> {
@@ -581,7 +557,7 @@ impl Backend for LanceVideoFrames {
         let i = &self.inner;
         Box::new(
             LanceVideoFrames::new(
-                &i.dir,
+                &i.core.dir,
                 i.meta.clone(),
                 i.frames.shard_row_counts(),
                 i.plan.spec(),
