@@ -1,7 +1,6 @@
 //! Dataset builders: cache naming, warm opens, locking, rebuilds, work units.
 
 use std::path::Path;
-use std::process::Command;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::SystemTime;
 
@@ -376,7 +375,7 @@ fn a_killed_build_with_other_features_is_not_resumed_but_removed() {
 }
 
 fn demo_json(root: &Path, rows: usize) -> serde_json::Value {
-    let out = Command::new(env!("CARGO_BIN_EXE_shardset"))
+    let out = crate::common::shardset_cli()
         .args(["demo", "--json", "--rows", &rows.to_string(), "--root"])
         .arg(root)
         .output()
@@ -414,7 +413,7 @@ fn two_processes_loading_a_missing_cache_build_it_once() {
 #[test]
 fn cache_root_comes_from_the_environment() {
     let tmp = tempfile::tempdir().unwrap();
-    let out = Command::new(env!("CARGO_BIN_EXE_shardset"))
+    let out = crate::common::shardset_cli()
         .args(["demo", "--json", "--rows", "200"])
         .env("STABLE_DATASETS_CACHE_DIR", tmp.path())
         .output()

@@ -17,7 +17,7 @@ use crate::common::*;
 
 /// A command line with its cache root in `root` (never the user's home).
 fn cli(root: &Path) -> Command {
-    let mut c = Command::new(env!("CARGO_BIN_EXE_shardset"));
+    let mut c = crate::common::shardset_cli();
     c.env("STABLE_DATASETS_CACHE_DIR", root);
     c
 }

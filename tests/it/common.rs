@@ -186,9 +186,42 @@ pub fn python_path() -> PathBuf {
     home.join(".cache/shardset/venv/bin/python")
 }
 
+/// A command running the `shardset` binary of this build.
+pub fn shardset_cli() -> std::process::Command {
+    std::process::Command::new(env!("CARGO_BIN_EXE_shardset"))
+}
+
 /// A command running the set-up's Python.
 pub fn python() -> std::process::Command {
     std::process::Command::new(python_path())
+}
+
+/// Runs `script` in the set-up's Python with `args` (paths or strings) as
+/// `sys.argv[1:]`, fails the test with its stderr when it fails, and parses
+/// its standard output as JSON.
+pub fn python_json<A: AsRef<std::ffi::OsStr>>(script: &str, args: &[A]) -> serde_json::Value {
+    let out = python()
+        .arg("-c")
+        .arg(script)
+        .args(args)
+        .output()
+        .unwrap_or_else(|e| {
+            panic!(
+                "missing: the test Python {} ({e}); `./dev test` creates it",
+                python_path().display()
+            )
+        });
+    assert!(
+        out.status.success(),
+        "python failed:\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    serde_json::from_slice(&out.stdout).unwrap_or_else(|e| {
+        panic!(
+            "python printed no JSON ({e}): {}",
+            String::from_utf8_lossy(&out.stdout)
+        )
+    })
 }
 
 /// Fails the test, naming what is missing and how to install it, when the

@@ -12,7 +12,7 @@ use shardset::util::SplitMix64;
 const ROWS: &str = "1000";
 
 fn demo(root: &Path) -> Command {
-    let mut c = Command::new(env!("CARGO_BIN_EXE_shardset"));
+    let mut c = crate::common::shardset_cli();
     c.args([
         "demo",
         "--json",

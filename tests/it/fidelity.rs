@@ -4,7 +4,7 @@
 //! they did not make.
 
 use std::path::Path;
-use std::process::{Command, Output};
+use std::process::Output;
 
 use serde_json::{json, Value as J};
 use shardset::{open_cache, Value};
@@ -12,7 +12,7 @@ use shardset::{open_cache, Value};
 use crate::common::*;
 
 fn cli(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_shardset"))
+    crate::common::shardset_cli()
         .args(args)
         .env(
             "STABLE_DATASETS_CACHE_DIR",

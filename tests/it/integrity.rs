@@ -114,7 +114,7 @@ fn changed_sources_and_config_values_rebuild_and_say_why() {
         reasons,
         "the cache alone tells the same"
     );
-    let out = Command::new(env!("CARGO_BIN_EXE_shardset"))
+    let out = crate::common::shardset_cli()
         .arg("why")
         .arg(&rep.dir)
         .output()
@@ -291,7 +291,7 @@ fn per_record_checksums_name_the_changed_row() {
     assert_eq!(located.len(), 1);
     assert_eq!(located[0].shard, path);
     assert_eq!(located[0].rows, vec![200]);
-    let out = Command::new(env!("CARGO_BIN_EXE_shardset"))
+    let out = crate::common::shardset_cli()
         .arg("verify")
         .arg(&dir)
         .output()
@@ -333,7 +333,7 @@ impl Drop for Tmpfs {
 }
 
 fn demo_cmd(root: &Path, rows: &str) -> Command {
-    let mut c = Command::new(env!("CARGO_BIN_EXE_shardset"));
+    let mut c = crate::common::shardset_cli();
     c.args([
         "demo",
         "--json",

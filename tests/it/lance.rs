@@ -310,18 +310,7 @@ for r in rows:
             r[k] = hashlib.sha256(v).hexdigest()
 print(json.dumps({"n": ds.count_rows(), "frags": len(ds.get_fragments()), "meta": meta, "types": {f.name: str(f.type) for f in t.schema}, "rows": rows}))
 "#;
-    let out = crate::common::python()
-        .arg("-c")
-        .arg(script)
-        .arg(&dir)
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let j: J = serde_json::from_slice(&out.stdout).unwrap();
+    let j: J = crate::common::python_json(script, &[&dir]);
     assert_eq!(j["n"], 40);
     assert_eq!(j["frags"], 3);
     assert_eq!(j["types"]["img"], "large_binary");

@@ -39,18 +39,7 @@ fn pyarrow_reads_our_shards_identically() {
                 .with_compression(comp),
         )
         .unwrap();
-        let out = crate::common::python()
-            .arg("-c")
-            .arg(SCRIPT)
-            .arg(&dir)
-            .output()
-            .unwrap();
-        assert!(
-            out.status.success(),
-            "{}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-        let j: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+        let j: serde_json::Value = crate::common::python_json(SCRIPT, &[&dir]);
         assert_eq!(j["fields"]["x"][0], "int32");
         assert_eq!(
             j["fields"]["label"][1]["stable_datasets.feature"],
@@ -107,18 +96,7 @@ fn pyarrow_reads_our_video_cells() {
         &ArrowWriteOptions::default(),
     )
     .unwrap();
-    let out = crate::common::python()
-        .arg("-c")
-        .arg(SCRIPT)
-        .arg(&dir)
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let j: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let j: serde_json::Value = crate::common::python_json(SCRIPT, &[&dir]);
     let v = &j["rows"][0]["video"];
     let digest = sha256(&std::fs::read(&src).unwrap());
     assert_eq!(v["mode"], "path");

@@ -247,18 +247,7 @@ fn frames_cache_of_the_reference_sources() {
     // pylance opens it with the reference's schema.
     {
         crate::common::require_python_module("lance");
-        let out = crate::common::python()
-            .arg("-c")
-            .arg("import lance, sys, json; ds = lance.dataset(sys.argv[1]); t = ds.to_table(columns=['video_id', 'frame_idx']); print(json.dumps({'schema': str(ds.schema), 'n': ds.count_rows(), 'ids': sorted(set(t.column('video_id').to_pylist())), 'last': t.column('frame_idx').to_pylist()[-1]}))")
-            .arg(&dir)
-            .output()
-            .unwrap();
-        assert!(
-            out.status.success(),
-            "{}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-        let j: J = serde_json::from_slice(&out.stdout).unwrap();
+        let j: J = crate::common::python_json("import lance, sys, json; ds = lance.dataset(sys.argv[1]); t = ds.to_table(columns=['video_id', 'frame_idx']); print(json.dumps({'schema': str(ds.schema), 'n': ds.count_rows(), 'ids': sorted(set(t.column('video_id').to_pylist())), 'last': t.column('frame_idx').to_pylist()[-1]}))", &[&dir]);
         assert_eq!(
             j["schema"],
             "video_id: int32\nframe_idx: int32\nbytes: large_binary"
@@ -1148,18 +1137,7 @@ fn an_interrupted_frames_build_resumes_from_its_last_checkpoint() {
     // pylance reads the resumed cache (several segments and versions) in order.
     {
         crate::common::require_python_module("lance");
-        let out = crate::common::python()
-            .arg("-c")
-            .arg("import lance, sys, json; ds = lance.dataset(sys.argv[1]); t = ds.to_table(columns=['video_id', 'frame_idx']); print(json.dumps({'rows': list(zip(t.column('video_id').to_pylist(), t.column('frame_idx').to_pylist())), 'fragments': len(ds.get_fragments())}))")
-            .arg(&dir)
-            .output()
-            .unwrap();
-        assert!(
-            out.status.success(),
-            "{}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-        let j: J = serde_json::from_slice(&out.stdout).unwrap();
+        let j: J = crate::common::python_json("import lance, sys, json; ds = lance.dataset(sys.argv[1]); t = ds.to_table(columns=['video_id', 'frame_idx']); print(json.dumps({'rows': list(zip(t.column('video_id').to_pylist(), t.column('frame_idx').to_pylist())), 'fragments': len(ds.get_fragments())}))", &[&dir]);
         let want_rows: Vec<(i64, u64)> = w
             .metadata
             .videos
