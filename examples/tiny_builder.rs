@@ -69,8 +69,8 @@ impl DatasetBuilder for Shapes {
     ) -> Result<ExampleStream<'a>, BoxError> {
         let side: u32 = config.trim_start_matches("px").parse()?;
         // A deterministic stream per "file": same cache on every machine.
-        let seed = u64::from_str_radix(&shardset::util::sha256_hex(unit.id.as_bytes())[..16], 16)?;
-        let mut state = shardset::util::SplitMix64::new(seed);
+        let seed = u64::from_str_radix(&shardset::sha256_hex(unit.id.as_bytes())[..16], 16)?;
+        let mut state = shardset::SplitMix64::new(seed);
         Ok(Box::new((0..PER_FILE).map(move |k| {
             let ring = state.below(2) == 1;
             let size = 4 + state.below((side / 2) as u64) as u32;

@@ -36,7 +36,7 @@ pub mod lance;
 pub mod layouts;
 pub mod sampler;
 pub mod sources;
-pub mod util;
+pub(crate) mod util;
 pub mod value;
 #[cfg(feature = "video")]
 pub mod video;
@@ -78,6 +78,7 @@ pub use layouts::{LanceVideoFrames, Window, WindowBatch};
 pub use sampler::{
     Loader, LoaderOptions, LoaderState, Order, Partition, Remainder, Sampler, WithinShard,
 };
+pub use util::{sha256_hex, SplitMix64};
 pub use value::{Example, ImageData, Label, Row, Tensor, Value, VideoRef};
 #[cfg(feature = "video")]
 pub use video::{

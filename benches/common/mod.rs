@@ -1,7 +1,7 @@
 //! Datasets shared by the benchmarks (the Python comparison builds the same ones).
 #![allow(dead_code)]
 
-use shardset::util::SplitMix64;
+use shardset::SplitMix64;
 use shardset::{Dtype, Example, Feature, Features, ImageData};
 
 /// 1 M rows {x: int32, label: ClassLabel(10)}.

@@ -1,6 +1,6 @@
 //! Garbage collection: the temp dirs of builds that never published and the
 //! replaced generations whose deletion was interrupted, found under a cache
-//! root by their names ([`crate::cache::publish::parse_leftover`]) and
+//! root by their names (`.<name>_tmp_<8 chars>`, `.<name>_old_<8 chars>`) and
 //! removed only when no live build holds the cache's lock.
 
 use std::path::{Path, PathBuf};
@@ -8,7 +8,8 @@ use std::time::Duration;
 
 use crate::cache::lock::{lock_path, CacheLock};
 use crate::cache::metadata::METADATA_FILE;
-use crate::cache::publish::{parse_leftover, LeftoverKind};
+use crate::cache::publish::parse_leftover;
+pub use crate::cache::publish::LeftoverKind;
 use crate::error::{Error, Result};
 use crate::util::dir_size;
 

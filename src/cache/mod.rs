@@ -7,6 +7,6 @@ pub mod gc;
 pub mod lock;
 pub mod metadata;
 pub mod naming;
-pub mod pipeline;
-pub mod publish;
+pub(crate) mod pipeline;
+pub(crate) mod publish;
 pub mod rowsum;

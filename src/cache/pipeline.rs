@@ -196,3 +196,65 @@ pub(crate) fn thread_pool(
         })?;
     Ok((pool, threads))
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::sync::atomic::AtomicU64;
+
+    #[test]
+    fn slow_sink_back_pressures_the_generator() {
+        // The generator may run ahead of the sink by a bounded number of batches,
+        // whatever the number of rows: memory stays a few batches.
+        let produced = Arc::new(AtomicU64::new(0));
+        let consumed = Arc::new(AtomicU64::new(0));
+        let max_ahead = Arc::new(AtomicU64::new(0));
+        let batch = 10u64;
+        let threads = 2usize;
+        let p2 = produced.clone();
+        let gen = (0..2000u64).map(move |i| {
+            p2.fetch_add(1, Ordering::SeqCst);
+            Ok::<_, std::convert::Infallible>(
+                Example::new().with("x", i as i32).with("label", 0i64),
+            )
+        });
+        let tmp = tempfile::tempdir().unwrap();
+        let (c2, m2, p3) = (consumed.clone(), max_ahead.clone(), produced.clone());
+        let rows = run(
+            gen,
+            Arc::new(
+                Features::new()
+                    .with(
+                        "x",
+                        crate::features::Feature::value(crate::dtype::Dtype::Int32),
+                    )
+                    .with(
+                        "label",
+                        crate::features::Feature::value(crate::dtype::Dtype::Int64),
+                    ),
+            ),
+            tmp.path(),
+            PipelineOptions {
+                batch_size: std::num::NonZeroUsize::new(batch as usize).unwrap(),
+                threads,
+                png: Default::default(),
+                row_offset: 0,
+            },
+            move |b| {
+                std::thread::sleep(std::time::Duration::from_micros(300));
+                let c = c2.fetch_add(b.num_rows() as u64, Ordering::SeqCst) + b.num_rows() as u64;
+                let ahead = p3.load(Ordering::SeqCst).saturating_sub(c);
+                m2.fetch_max(ahead, Ordering::SeqCst);
+                Ok(())
+            },
+        )
+        .unwrap();
+        assert_eq!(rows, 2000);
+        let bound = (threads as u64 * 2 + 2 + 2) * batch;
+        let ahead = max_ahead.load(Ordering::SeqCst);
+        assert!(
+            ahead <= bound,
+            "generator ran {ahead} rows ahead of the sink (bound {bound})"
+        );
+    }
+}

@@ -11,7 +11,7 @@ use crate::cache::metadata::LAYOUT_LANCE_ROWS;
 use crate::error::{Error, Result};
 use crate::layouts::arrow_shards::read::shard_column_bytes;
 use crate::layouts::open::Cache;
-use crate::util::dir_size;
+pub use crate::util::dir_size;
 
 /// Rows read to estimate the memory of a layout whose headers do not say it.
 pub const MEMORY_SAMPLE_ROWS: u64 = 1024;

@@ -140,7 +140,7 @@ pub fn video_features(storage: VideoStorage) -> Features {
 }
 
 pub fn sha256(b: &[u8]) -> String {
-    shardset::util::sha256_hex(b)
+    shardset::sha256_hex(b)
 }
 
 /// Every entry of a directory whose name starts with a dot (temp/old left-overs).

@@ -7,7 +7,7 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use shardset::util::SplitMix64;
+use shardset::SplitMix64;
 
 const ROWS: &str = "1000";
 

@@ -5,7 +5,7 @@ use std::process::Command;
 
 use shardset::builder::{why, why_cache, Sources};
 use shardset::error::BoxError;
-use shardset::util::SplitMix64;
+use shardset::SplitMix64;
 use shardset::{
     load_with_report, open_cache, write_arrow_cache, ArrowWriteOptions, BuilderConfig,
     DatasetBuilder, DatasetInfo, Dtype, Error, Example, ExampleStream, Feature, Features,

@@ -1,13 +1,11 @@
 //! Write-then-read behaviour of the Arrow shard path.
 
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
 use arrow_array::cast::AsArray;
 use arrow_array::types::Int32Type;
 use arrow_array::RecordBatch;
 use proptest::prelude::*;
-use shardset::cache::pipeline::{self, PipelineOptions};
 use shardset::{
     open_cache, write_arrow_cache, ArrowWriteOptions, Backend, Compression, Dtype, Example,
     Feature, Features, ImageData, ImageFormat, IterOptions, Tensor, Value, VideoStorage,
@@ -437,50 +435,6 @@ fn reopened_backend_reads_the_same_rows_from_threads() {
     assert!(handles.into_iter().all(|h| h.join().unwrap()));
 }
 
-#[test]
-fn slow_sink_back_pressures_the_generator() {
-    // The generator may run ahead of the sink by a bounded number of batches,
-    // whatever the number of rows: memory stays a few batches.
-    let produced = Arc::new(AtomicU64::new(0));
-    let consumed = Arc::new(AtomicU64::new(0));
-    let max_ahead = Arc::new(AtomicU64::new(0));
-    let batch = 10u64;
-    let threads = 2usize;
-    let p2 = produced.clone();
-    let gen = (0..2000u64).map(move |i| {
-        p2.fetch_add(1, Ordering::SeqCst);
-        Ok::<_, std::convert::Infallible>(Example::new().with("x", i as i32).with("label", 0i64))
-    });
-    let tmp = tempfile::tempdir().unwrap();
-    let (c2, m2, p3) = (consumed.clone(), max_ahead.clone(), produced.clone());
-    let rows = pipeline::run(
-        gen,
-        Arc::new(features_f2()),
-        tmp.path(),
-        PipelineOptions {
-            batch_size: std::num::NonZeroUsize::new(batch as usize).unwrap(),
-            threads,
-            png: Default::default(),
-            row_offset: 0,
-        },
-        move |b| {
-            std::thread::sleep(std::time::Duration::from_micros(300));
-            let c = c2.fetch_add(b.num_rows() as u64, Ordering::SeqCst) + b.num_rows() as u64;
-            let ahead = p3.load(Ordering::SeqCst).saturating_sub(c);
-            m2.fetch_max(ahead, Ordering::SeqCst);
-            Ok(())
-        },
-    )
-    .unwrap();
-    assert_eq!(rows, 2000);
-    let bound = (threads as u64 * 2 + 2 + 2) * batch;
-    let ahead = max_ahead.load(Ordering::SeqCst);
-    assert!(
-        ahead <= bound,
-        "generator ran {ahead} rows ahead of the sink (bound {bound})"
-    );
-}
-
 proptest! {
     #![proptest_config(ProptestConfig::with_cases(24))]
     #[test]
@@ -515,7 +469,7 @@ proptest! {
 fn png_levels_change_size_not_pixels() {
     use shardset::{ArrowWriteOptions, PngCompression};
     // A smooth gradient with a little noise: compressible, not trivially.
-    let mut rng = shardset::util::SplitMix64::new(7);
+    let mut rng = shardset::SplitMix64::new(7);
     let images: Vec<ImageData> = (0..12u32)
         .map(|k| {
             let (w, h) = (64, 48);

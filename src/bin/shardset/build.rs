@@ -12,8 +12,8 @@ use clap::{Args, Subcommand};
 use serde_json::{json, Value as J};
 use shardset::builder::{cache_status, source_changes, why};
 use shardset::features::describe::features_from_json;
+use shardset::layouts::stats::dir_size;
 use shardset::sources::{CsvFile, ImageCheck, ImageFolder, JsonLines, VideoFolder};
-use shardset::util::dir_size;
 use shardset::{
     load_with_report, open_cache, ArrowWriteOptions, Compression, DatasetBuilder, Features,
     LoadOptions, StorageFormat,

@@ -5,10 +5,10 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use serde_json::{json, Value as J};
+use shardset::cache::gc::LeftoverKind;
 use shardset::cache::gc::{collect_garbage, GcOptions, GcReport, Kept, Leftover};
 use shardset::cache::metadata::{read_common, METADATA_FILE};
-use shardset::cache::publish::LeftoverKind;
-use shardset::util::dir_size;
+use shardset::layouts::stats::dir_size;
 use shardset::{cache_root, open_cache};
 
 use crate::fmt::{age, count, find_caches, human, modified_ago, parse_duration};

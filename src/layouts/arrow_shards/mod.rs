@@ -2,6 +2,6 @@
 //! layout), written resumably and read through memory maps.
 
 pub mod format;
-pub mod manifest;
+pub(crate) mod manifest;
 pub mod read;
 pub mod write;
