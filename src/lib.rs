@@ -53,6 +53,7 @@ pub use features::decode::{DecodeOptions, RowDecoder};
 pub use features::image::PngCompression;
 pub use features::{ClassLabel, Dtype, Feature, Features, ImageFormat, VideoStorage};
 pub use layouts::arrow_shards::format::Compression;
+pub use layouts::arrow_shards::integrity::verify_checksums;
 pub use layouts::arrow_shards::write::{
     try_write_arrow_cache, write_arrow_cache, ArrowWriteOptions, WrittenCache,
     DEFAULT_SHARD_SIZE_BYTES,
@@ -61,9 +62,7 @@ pub use layouts::arrow_shards::write::{
 pub use layouts::lance_rows::write::{
     try_write_lance_cache, write_lance_cache, LanceStorageVersion, LanceWriteOptions, WrittenLance,
 };
-pub use layouts::open::{
-    open_cache, open_cache_with, verify_checksums, Cache, FeaturesSource, OpenOptions,
-};
+pub use layouts::open::{open_cache, open_cache_with, Cache, FeaturesSource, OpenOptions};
 pub use layouts::verify::{stamp_checksums, verify_cache, Damage, VerifyReport};
 #[cfg(feature = "video")]
 pub use layouts::video_frames::write::{

@@ -137,7 +137,7 @@ pub fn open_cache_input(data: &[u8]) -> Option<shardset::Result<()>> {
     std::fs::write(dir.join("shard-00000.arrow"), &shard).unwrap();
     let opened = open_cache(&dir).map(|cache| exercise(cache.backend.as_ref()));
     let _ = shardset::verify_checksums(&dir);
-    let _ = shardset::layouts::open::locate_corrupt_rows(&dir);
+    let _ = shardset::layouts::arrow_shards::integrity::locate_corrupt_rows(&dir);
     let _ = shardset::verify_cache(&dir);
     Some(opened)
 }

@@ -9,7 +9,7 @@ use crate::cache::metadata::LAYOUT_ARROW_SHARDS;
 #[cfg(feature = "lance")]
 use crate::cache::metadata::LAYOUT_LANCE_ROWS;
 use crate::error::{Error, Result};
-use crate::layouts::arrow_shards::read::shard_column_bytes;
+use crate::layouts::arrow_shards::ipc::shard_column_bytes;
 use crate::layouts::open::Cache;
 pub use crate::util::dir_size;
 

@@ -28,7 +28,8 @@ use crate::cache::metadata::{
     LAYOUT_ARROW_SHARDS, LAYOUT_LANCE_ROWS, LAYOUT_LANCE_VIDEO_FRAMES, METADATA_FILE,
 };
 use crate::error::{Error, Result};
-use crate::layouts::open::{locate_corrupt_rows, open_cache, Cache, FeaturesSource};
+use crate::layouts::arrow_shards::integrity::locate_corrupt_rows;
+use crate::layouts::open::{open_cache, Cache, FeaturesSource};
 use crate::layouts::ArrowShards;
 
 /// File checksums recorded by [`stamp_checksums`] for a cache whose writer
@@ -378,7 +379,7 @@ fn checksums(cache: &Cache, rep: &mut VerifyReport) {
         .as_arrow_shards()
         .and_then(|m| m.shard_xxh64.as_ref())
     {
-        match crate::layouts::open::verify_checksums(dir) {
+        match crate::layouts::arrow_shards::integrity::verify_checksums(dir) {
             Ok(bad) => {
                 let rows = if bad.is_empty() {
                     Vec::new()

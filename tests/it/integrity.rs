@@ -287,7 +287,7 @@ fn per_record_checksums_name_the_changed_row() {
         .expect("row 200's bytes");
     b[pos + 10] ^= 0xff;
     std::fs::write(&path, &b).unwrap();
-    let located = shardset::layouts::open::locate_corrupt_rows(&dir).unwrap();
+    let located = shardset::layouts::arrow_shards::integrity::locate_corrupt_rows(&dir).unwrap();
     assert_eq!(located.len(), 1);
     assert_eq!(located[0].shard, path);
     assert_eq!(located[0].rows, vec![200]);

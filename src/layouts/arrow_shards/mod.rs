@@ -2,6 +2,9 @@
 //! layout), written resumably and read through memory maps.
 
 pub mod format;
+pub mod integrity;
+pub mod ipc;
 pub(crate) mod manifest;
 pub mod read;
+pub mod shard_writer;
 pub mod write;

@@ -6,18 +6,10 @@
 //! batch never triggers a rotation, and shards are opened lazily, so no empty
 //! shard is ever written.
 
-use std::fs::File;
-use std::io::{BufWriter, Write};
 use std::num::NonZeroUsize;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
-
-use arrow_array::RecordBatch;
-use arrow_ipc::writer::{FileWriter, IpcWriteOptions};
-use arrow_ipc::CompressionType;
-use arrow_schema::SchemaRef;
-use xxhash_rust::xxh64::Xxh64;
 
 use crate::cache::lock::CacheLock;
 use crate::cache::metadata::{
@@ -31,13 +23,13 @@ use crate::error::{BoxError, Error, Result};
 use crate::features::describe::features_to_json;
 use crate::features::image::PngCompression;
 use crate::features::Features;
-use crate::layouts::arrow_shards::format::{
-    pyarrow_nbytes, shard_filename, Compression, ShardRecord, BUILD_ID_FOOTER_KEY,
-};
+use crate::layouts::arrow_shards::format::{Compression, ShardRecord};
 use crate::layouts::arrow_shards::manifest::{
     recover, ManifestHeader, ManifestWriter, MANIFEST_FILE,
 };
 use crate::value::Example;
+
+pub use crate::layouts::arrow_shards::shard_writer::{ShardWriter, UnitEnds};
 
 /// Options of [`write_arrow_cache`]: private fields, validated when set, so
 /// a writer never checks them again (arrow-rs's `IpcWriteOptions` is the model).
@@ -191,224 +183,6 @@ impl ArrowWriteOptions {
     /// The progress counter, if any.
     pub fn progress(&self) -> Option<&Arc<AtomicU64>> {
         self.progress.as_ref()
-    }
-}
-
-/// A writer that hashes (xxh64) and counts what goes to the file.
-struct HashingFile {
-    file: File,
-    hasher: Xxh64,
-    bytes: u64,
-}
-
-impl Write for HashingFile {
-    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
-        let n = self.file.write(buf)?;
-        self.hasher.update(&buf[..n]);
-        self.bytes += n as u64;
-        Ok(n)
-    }
-    fn flush(&mut self) -> std::io::Result<()> {
-        self.file.flush()
-    }
-}
-
-struct OpenShard {
-    writer: FileWriter<BufWriter<HashingFile>>,
-    path: PathBuf,
-    filename: String,
-    rows: u64,
-    nbytes: u64,
-}
-
-/// Cumulative row counts at which work units ended, shared between the
-/// generator side (which learns them) and the shard writer (which commits
-/// them with each shard, so a resume can skip whole units).
-pub type UnitEnds = Arc<std::sync::Mutex<Vec<u64>>>;
-
-/// Writes record batches into rotated shards in a directory.
-pub struct ShardWriter {
-    dir: PathBuf,
-    schema: SchemaRef,
-    options: IpcWriteOptions,
-    batch_size: usize,
-    budget: Option<u64>,
-    build_id: String,
-    current: Option<OpenShard>,
-    done: Vec<ShardRecord>,
-    manifest: Option<ManifestWriter>,
-    unit_ends: Option<UnitEnds>,
-    /// Row checksums of the open shard, when per-record checksums are on.
-    row_sums: Option<Vec<u64>>,
-}
-
-impl ShardWriter {
-    /// A writer into `dir` (which must exist).
-    ///
-    /// # Errors
-    /// [`Error::Arrow`] if the compression codec is unavailable.
-    pub fn new(
-        dir: &Path,
-        schema: SchemaRef,
-        batch_size: usize,
-        budget: Option<u64>,
-        compression: Compression,
-        build_id: String,
-    ) -> Result<Self> {
-        let codec = match compression {
-            Compression::None => None,
-            Compression::Lz4 => Some(CompressionType::LZ4_FRAME),
-            Compression::Zstd => Some(CompressionType::ZSTD),
-        };
-        let options = IpcWriteOptions::default()
-            .try_with_compression(codec)
-            .map_err(|e| Error::arrow(None, e))?;
-        Ok(ShardWriter {
-            dir: dir.to_path_buf(),
-            schema,
-            options,
-            batch_size,
-            budget,
-            build_id,
-            current: None,
-            done: Vec::new(),
-            manifest: None,
-            unit_ends: None,
-            row_sums: None,
-        })
-    }
-
-    /// Keeps one checksum per row in `_row_xxh64/` beside the shards.
-    pub fn with_record_checksums(mut self, yes: bool) -> Self {
-        self.row_sums = yes.then(Vec::new);
-        self
-    }
-
-    /// Continues after shards already written (a resumed build), committing
-    /// each new shard to `manifest`.
-    pub fn with_manifest(
-        mut self,
-        done: Vec<ShardRecord>,
-        manifest: ManifestWriter,
-        unit_ends: Option<UnitEnds>,
-    ) -> Self {
-        self.done = done;
-        self.manifest = Some(manifest);
-        self.unit_ends = unit_ends;
-        self
-    }
-
-    fn open_next(&mut self) -> Result<OpenShard> {
-        let filename = shard_filename(self.done.len());
-        let path = self.dir.join(&filename);
-        let file = File::options()
-            .write(true)
-            .create_new(true)
-            .open(&path)
-            .map_err(|e| Error::io("create shard", &path, e))?;
-        let hf = HashingFile {
-            file,
-            hasher: Xxh64::new(0),
-            bytes: 0,
-        };
-        let mut writer = FileWriter::try_new_with_options(
-            BufWriter::with_capacity(1 << 20, hf),
-            &self.schema,
-            self.options.clone(),
-        )
-        .map_err(|e| Error::arrow(Some(&path), e))?;
-        writer.write_metadata(BUILD_ID_FOOTER_KEY, self.build_id.clone());
-        Ok(OpenShard {
-            writer,
-            path,
-            filename,
-            rows: 0,
-            nbytes: 0,
-        })
-    }
-
-    /// Appends a batch, rotating by the reference's rule.
-    ///
-    /// # Errors
-    /// [`Error::Io`] / [`Error::Arrow`] naming the shard.
-    pub fn write(&mut self, batch: &RecordBatch) -> Result<()> {
-        if batch.num_rows() == 0 {
-            return Ok(());
-        }
-        let mut shard = match self.current.take() {
-            Some(s) => s,
-            None => self.open_next()?,
-        };
-        shard
-            .writer
-            .write(batch)
-            .map_err(|e| Error::arrow(Some(&shard.path), e))?;
-        shard.rows += batch.num_rows() as u64;
-        shard.nbytes += pyarrow_nbytes(batch);
-        if let Some(sums) = &mut self.row_sums {
-            sums.extend(crate::cache::rowsum::row_hashes(batch));
-        }
-        let full = batch.num_rows() == self.batch_size;
-        if full && self.budget.is_some_and(|b| shard.nbytes >= b) {
-            self.close(shard)?;
-        } else {
-            self.current = Some(shard);
-        }
-        Ok(())
-    }
-
-    fn close(&mut self, mut shard: OpenShard) -> Result<()> {
-        shard
-            .writer
-            .finish()
-            .map_err(|e| Error::arrow(Some(&shard.path), e))?;
-        let buf = shard
-            .writer
-            .into_inner()
-            .map_err(|e| Error::arrow(Some(&shard.path), e))?;
-        let hf = buf
-            .into_inner()
-            .map_err(|e| Error::io("write shard", &shard.path, e.into_error()))?;
-        // The shard's bytes are durable before its manifest line exists.
-        hf.file
-            .sync_all()
-            .map_err(|e| Error::io("fsync shard", &shard.path, e))?;
-        if let Some(sums) = &mut self.row_sums {
-            crate::cache::rowsum::write_sidecar(&self.dir, &shard.filename, sums)?;
-            sums.clear();
-        }
-        let record = ShardRecord {
-            filename: shard.filename,
-            num_rows: shard.rows,
-            num_bytes: hf.bytes,
-            xxh64: format!("{:016x}", hf.hasher.digest()),
-        };
-        if let Some(m) = &mut self.manifest {
-            let committed: u64 =
-                self.done.iter().map(|r| r.num_rows).sum::<u64>() + record.num_rows;
-            let ends = self
-                .unit_ends
-                .as_ref()
-                .and_then(|u| u.lock().ok().map(|v| v.clone()))
-                .unwrap_or_default()
-                .into_iter()
-                .filter(|&e| e <= committed)
-                .collect();
-            m.commit(&record, ends)?;
-        }
-        self.done.push(record);
-        Ok(())
-    }
-
-    /// Closes the open shard and returns every shard written.
-    ///
-    /// # Errors
-    /// [`Error::Io`] / [`Error::Arrow`] naming the shard.
-    pub fn finish(mut self) -> Result<Vec<ShardRecord>> {
-        if let Some(s) = self.current.take() {
-            self.close(s)?;
-        }
-        Ok(self.done)
     }
 }
 

@@ -3,6 +3,8 @@
 //! windows of frames.
 
 pub mod format;
+mod jobs;
+pub mod options;
 pub mod read;
 pub(crate) mod resume;
 pub mod write;

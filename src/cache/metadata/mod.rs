@@ -1,0 +1,367 @@
+//! `_metadata.json`: the reference's keys, in the reference's order, plus ours.
+//!
+//! A cache is complete exactly when its `_metadata.json` exists: the file is
+//! written last, fsynced, and published with the directory by one rename.
+
+use std::path::{Path, PathBuf};
+
+use serde::{Deserialize, Serialize};
+use serde_json::Value as J;
+
+use crate::error::{Error, Result};
+
+mod layouts;
+pub use layouts::*;
+
+/// The cache format version this build reads and writes.
+pub const CACHE_FORMAT_VERSION: i64 = 1;
+/// The metadata file name.
+pub const METADATA_FILE: &str = "_metadata.json";
+/// `layout` of Arrow IPC shard caches.
+pub const LAYOUT_ARROW_SHARDS: &str = "arrow-shards";
+/// `layout` of Lance row caches.
+pub const LAYOUT_LANCE_ROWS: &str = "lance-rows";
+/// `layout` of Lance frame caches.
+pub const LAYOUT_LANCE_VIDEO_FRAMES: &str = "lance-video-frames";
+
+/// Who wrote a cache.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct WriterInfo {
+    /// Always `shardset` for caches we write.
+    pub name: String,
+    /// The crate version.
+    pub version: String,
+}
+
+impl WriterInfo {
+    /// This build.
+    pub fn current() -> Self {
+        WriterInfo {
+            name: env!("CARGO_PKG_NAME").to_string(),
+            version: env!("CARGO_PKG_VERSION").to_string(),
+        }
+    }
+}
+
+/// The keys every layout shares, read first to route and give good errors.
+#[derive(Debug, Clone)]
+pub struct CommonMetadata {
+    /// Path of the metadata file.
+    pub path: PathBuf,
+    /// The whole document.
+    pub raw: J,
+    /// `format`.
+    pub format: String,
+    /// `layout`.
+    pub layout: String,
+}
+
+impl CommonMetadata {
+    /// `num_rows`, when it is a count.
+    pub fn num_rows(&self) -> Option<u64> {
+        self.raw.get("num_rows").and_then(J::as_u64)
+    }
+
+    /// The whole document as a layout's metadata, after checking that it is
+    /// that format and layout (`what` names it in the error).
+    ///
+    /// # Errors
+    /// [`Error::Metadata`] for another format or layout, or a field of the wrong type.
+    pub fn parse_as<T: serde::de::DeserializeOwned>(
+        &self,
+        format: &str,
+        layout: &str,
+        what: &str,
+    ) -> Result<T> {
+        if self.format != format || self.layout != layout {
+            return Err(Error::metadata(
+                &self.path,
+                format!(
+                    "not {what} (format={}, layout={})",
+                    self.format, self.layout
+                ),
+            ));
+        }
+        serde_json::from_value(self.raw.clone())
+            .map_err(|e| Error::metadata(&self.path, format!("unexpected field value: {e}")))
+    }
+}
+
+/// Reads and minimally checks `<dir>/_metadata.json`.
+///
+/// # Errors
+/// [`Error::Metadata`] when missing, unparsable, not an object or without
+/// `format`/`layout`; [`Error::UnsupportedVersion`] for a version other than 1.
+pub fn read_common(dir: &Path) -> Result<CommonMetadata> {
+    let path = dir.join(METADATA_FILE);
+    let text = match std::fs::read(&path) {
+        Ok(t) => t,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+            let reason = if dir.is_dir() {
+                "no _metadata.json: not a cache, or a build that never finished"
+            } else {
+                "the cache directory does not exist"
+            };
+            return Err(Error::metadata(&path, reason));
+        }
+        Err(e) => return Err(Error::io("read", &path, e)),
+    };
+    let raw: J = serde_json::from_slice(&text)
+        .map_err(|e| Error::metadata(&path, format!("not valid JSON ({e})")))?;
+    check_self_checksum(&text, &raw).map_err(|r| Error::metadata(&path, r))?;
+    let obj = raw
+        .as_object()
+        .ok_or_else(|| Error::metadata(&path, "not a JSON object"))?;
+    let version = obj
+        .get("cache_format_version")
+        .ok_or_else(|| Error::metadata(&path, "missing required 'cache_format_version'"))?;
+    let version = version
+        .as_i64()
+        .ok_or_else(|| Error::metadata(&path, "'cache_format_version' is not an integer"))?;
+    if version != CACHE_FORMAT_VERSION {
+        return Err(Error::UnsupportedVersion {
+            path,
+            found: version,
+        });
+    }
+    let get = |k: &str| -> Result<String> {
+        obj.get(k)
+            .ok_or_else(|| {
+                Error::metadata(
+                    &path,
+                    format!("missing required '{k}'; rebuild the cache with a current writer"),
+                )
+            })?
+            .as_str()
+            .map(str::to_string)
+            .ok_or_else(|| Error::metadata(&path, format!("'{k}' is not a string")))
+    };
+    let format = get("format")?;
+    let layout = get("layout")?;
+    Ok(CommonMetadata {
+        path,
+        raw,
+        format,
+        layout,
+    })
+}
+
+/// A shard file name is a plain `*.arrow` name inside the cache: no separators, no `..`.
+/// A cache's `_metadata.json`, parsed and checked once: one variant per
+/// layout. Everything that reads metadata goes through it; nothing outside
+/// this module reads a raw key.
+#[derive(Debug, Clone, PartialEq)]
+pub enum CacheMetadata {
+    /// `arrow-shards`.
+    ArrowShards(ArrowShardsMetadata),
+    /// `lance-rows`.
+    LanceRows(LanceRowsMetadata),
+    /// `lance-video-frames`.
+    VideoFrames(VideoFramesMetadata),
+}
+
+impl CacheMetadata {
+    /// Reads, checks and parses the `_metadata.json` of the cache at `dir`
+    /// (the self-checksum, the format version, the layout's own rules).
+    ///
+    /// # Errors
+    /// [`Error::Metadata`] naming the file and the reason,
+    /// [`Error::UnsupportedVersion`], [`Error::UnsupportedLayout`] for a
+    /// layout this version does not know.
+    pub fn read(dir: &Path) -> Result<Self> {
+        let common = read_common(dir)?;
+        Ok(match common.layout.as_str() {
+            LAYOUT_ARROW_SHARDS => {
+                CacheMetadata::ArrowShards(ArrowShardsMetadata::from_common(dir, &common)?)
+            }
+            LAYOUT_LANCE_ROWS => {
+                CacheMetadata::LanceRows(LanceRowsMetadata::from_common(dir, &common)?)
+            }
+            LAYOUT_LANCE_VIDEO_FRAMES => {
+                CacheMetadata::VideoFrames(VideoFramesMetadata::from_common(dir, &common)?)
+            }
+            other => {
+                return Err(Error::UnsupportedLayout {
+                    path: dir.to_path_buf(),
+                    layout: other.to_string(),
+                    hint: String::new(),
+                })
+            }
+        })
+    }
+
+    /// The layout name.
+    pub fn layout(&self) -> &'static str {
+        match self {
+            CacheMetadata::ArrowShards(_) => LAYOUT_ARROW_SHARDS,
+            CacheMetadata::LanceRows(_) => LAYOUT_LANCE_ROWS,
+            CacheMetadata::VideoFrames(_) => LAYOUT_LANCE_VIDEO_FRAMES,
+        }
+    }
+
+    /// The `format` key (`arrow` or `lance`).
+    pub fn format(&self) -> &str {
+        match self {
+            CacheMetadata::ArrowShards(m) => &m.format,
+            CacheMetadata::LanceRows(m) => &m.format,
+            CacheMetadata::VideoFrames(m) => &m.format,
+        }
+    }
+
+    /// Rows (frames, for a frames cache).
+    pub fn num_rows(&self) -> u64 {
+        match self {
+            CacheMetadata::ArrowShards(m) => m.num_rows,
+            CacheMetadata::LanceRows(m) => m.num_rows,
+            CacheMetadata::VideoFrames(m) => m.num_rows,
+        }
+    }
+
+    /// The schema fingerprint (empty when the writer recorded none).
+    pub fn schema_fingerprint(&self) -> &str {
+        match self {
+            CacheMetadata::ArrowShards(m) => &m.schema_fingerprint,
+            CacheMetadata::LanceRows(m) => &m.schema_fingerprint,
+            CacheMetadata::VideoFrames(m) => &m.schema_fingerprint,
+        }
+    }
+
+    /// The features' description, when the writer recorded it.
+    pub fn features(&self) -> Option<&J> {
+        match self {
+            CacheMetadata::ArrowShards(m) => m.features.as_ref(),
+            CacheMetadata::LanceRows(m) => m.features.as_ref(),
+            CacheMetadata::VideoFrames(m) => m.features.as_ref(),
+        }
+    }
+
+    /// The stamps of the sources a builder declared.
+    pub fn sources(&self) -> Option<&J> {
+        match self {
+            CacheMetadata::ArrowShards(m) => m.sources.as_ref(),
+            CacheMetadata::LanceRows(_) => None,
+            CacheMetadata::VideoFrames(m) => m.sources.as_ref(),
+        }
+    }
+
+    /// The builder config (name and parameters).
+    pub fn config(&self) -> Option<&J> {
+        match self {
+            CacheMetadata::ArrowShards(m) => m.config.as_ref(),
+            _ => None,
+        }
+    }
+
+    /// The writer, when recorded (not by the reference).
+    pub fn writer(&self) -> Option<&WriterInfo> {
+        match self {
+            CacheMetadata::ArrowShards(m) => m.writer.as_ref(),
+            CacheMetadata::LanceRows(m) => m.writer.as_ref(),
+            CacheMetadata::VideoFrames(m) => m.writer.as_ref(),
+        }
+    }
+
+    /// The build id stamped into the shards (Arrow caches we wrote).
+    pub fn build_id(&self) -> Option<&str> {
+        match self {
+            CacheMetadata::ArrowShards(m) => m.build_id.as_deref(),
+            _ => None,
+        }
+    }
+
+    /// Whether the file carries its own checksum (`metadata_xxh64`).
+    pub fn has_self_checksum(&self) -> bool {
+        match self {
+            CacheMetadata::ArrowShards(m) => m.metadata_xxh64.is_some(),
+            CacheMetadata::LanceRows(m) => m.metadata_xxh64.is_some(),
+            CacheMetadata::VideoFrames(m) => m.metadata_xxh64.is_some(),
+        }
+    }
+
+    /// The Arrow layout's metadata, if this is an Arrow cache.
+    pub fn as_arrow_shards(&self) -> Option<&ArrowShardsMetadata> {
+        match self {
+            CacheMetadata::ArrowShards(m) => Some(m),
+            _ => None,
+        }
+    }
+
+    /// The frames layout's metadata, if this is a frames cache.
+    pub fn as_video_frames(&self) -> Option<&VideoFramesMetadata> {
+        match self {
+            CacheMetadata::VideoFrames(m) => Some(m),
+            _ => None,
+        }
+    }
+
+    /// The metadata as JSON, keys in the file's order (for display).
+    pub fn to_json(&self) -> J {
+        let v = match self {
+            CacheMetadata::ArrowShards(m) => serde_json::to_value(m),
+            CacheMetadata::LanceRows(m) => serde_json::to_value(m),
+            CacheMetadata::VideoFrames(m) => serde_json::to_value(m),
+        };
+        v.unwrap_or(J::Null)
+    }
+}
+
+/// The key of the metadata's self-checksum.
+pub const SELF_CHECKSUM_KEY: &str = "metadata_xxh64";
+const ZERO16: &str = "0000000000000000";
+
+fn self_checksum_span(bytes: &[u8]) -> Option<usize> {
+    let needle = format!("\"{SELF_CHECKSUM_KEY}\": \"");
+    let n = needle.as_bytes();
+    let pos = bytes.windows(n.len()).rposition(|w| w == n)?;
+    let start = pos + n.len();
+    (start + 16 <= bytes.len()).then_some(start)
+}
+
+/// Checks the self-checksum of metadata bytes, if they carry one.
+///
+/// # Errors
+/// A reason string when the checksum does not match.
+pub fn check_self_checksum(bytes: &[u8], doc: &J) -> std::result::Result<(), String> {
+    let Some(recorded) = doc.get(SELF_CHECKSUM_KEY) else {
+        return Ok(());
+    };
+    let recorded = recorded.as_str().ok_or("metadata_xxh64 is not a string")?;
+    let start = self_checksum_span(bytes).ok_or("metadata_xxh64 is not where it should be")?;
+    let mut copy = bytes.to_vec();
+    copy[start..start + 16].copy_from_slice(ZERO16.as_bytes());
+    let got = format!("{:016x}", xxhash_rust::xxh64::xxh64(&copy, 0));
+    if got != recorded {
+        return Err(format!(
+            "checksum mismatch (recorded {recorded}, computed {got}): the file was edited or is corrupt"
+        ));
+    }
+    Ok(())
+}
+
+/// Writes any metadata document with `metadata_xxh64` as its last key, durably.
+///
+/// # Errors
+/// [`Error::Io`] naming the file.
+pub fn write_json_checksummed(path: &Path, doc: &impl Serialize) -> Result<()> {
+    let mut v = serde_json::to_value(doc)
+        .map_err(|e| Error::metadata(path, format!("cannot serialise: {e}")))?;
+    let obj = v
+        .as_object_mut()
+        .ok_or_else(|| Error::metadata(path, "metadata must be an object"))?;
+    obj.remove(SELF_CHECKSUM_KEY);
+    obj.insert(SELF_CHECKSUM_KEY.to_string(), J::String(ZERO16.to_string()));
+    let mut bytes = serde_json::to_vec_pretty(&v)
+        .map_err(|e| Error::metadata(path, format!("cannot serialise: {e}")))?;
+    let start = self_checksum_span(&bytes)
+        .ok_or_else(|| Error::metadata(path, "self-checksum placeholder missing"))?;
+    let sum = format!("{:016x}", xxhash_rust::xxh64::xxh64(&bytes, 0));
+    bytes[start..start + 16].copy_from_slice(sum.as_bytes());
+    write_bytes_durable(path, &bytes)
+}
+
+/// Writes `bytes` to `path` and fsyncs the file.
+pub(crate) fn write_bytes_durable(path: &Path, bytes: &[u8]) -> Result<()> {
+    let mut f = std::fs::File::create(path).map_err(|e| Error::io("create", path, e))?;
+    std::io::Write::write_all(&mut f, bytes).map_err(|e| Error::io("write", path, e))?;
+    f.sync_all().map_err(|e| Error::io("fsync", path, e))
+}
