@@ -20,9 +20,7 @@
 
 use std::path::{Path, PathBuf};
 
-use serde::{Deserialize, Serialize};
-
-use crate::cache::checksums::xxh64_file;
+use crate::cache::checksums::{read_file_checksums, write_file_checksums, xxh64_file};
 use crate::cache::lock::CacheLock;
 use crate::cache::metadata::{
     LAYOUT_ARROW_SHARDS, LAYOUT_LANCE_ROWS, LAYOUT_LANCE_VIDEO_FRAMES, METADATA_FILE,
@@ -35,7 +33,7 @@ use crate::layouts::ArrowShards;
 /// File checksums recorded by [`stamp_checksums`] for a cache whose writer
 /// recorded none. The reference never reads it, so stamping changes nothing
 /// the reference sees.
-pub const CHECKSUMS_FILE: &str = "_checksums.json";
+pub use crate::cache::checksums::CHECKSUMS_FILE;
 
 /// One damaged place a verification found.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -85,22 +83,6 @@ impl VerifyReport {
             reason: reason.into(),
         });
     }
-}
-
-/// The file checksums of a stamped cache.
-#[derive(Debug, Clone, Serialize, Deserialize)]
-struct Stamp {
-    /// Always `xxh64`.
-    algorithm: String,
-    /// Each data file, relative to the cache directory, sorted.
-    files: Vec<StampedFile>,
-}
-
-#[derive(Debug, Clone, Serialize, Deserialize)]
-struct StampedFile {
-    path: String,
-    bytes: u64,
-    xxh64: String,
 }
 
 /// The path of `e`'s file when it names one, else `fallback`.
@@ -422,7 +404,7 @@ fn checksums(cache: &Cache, rep: &mut VerifyReport) {
     }
     let stamp_path = dir.join(CHECKSUMS_FILE);
     if stamp_path.exists() {
-        match read_stamp(&stamp_path) {
+        match read_file_checksums(&stamp_path) {
             Err(e) => rep.damaged(&stamp_path, e.to_string()),
             Ok(stamp) => {
                 for f in &stamp.files {
@@ -466,54 +448,6 @@ fn checksums(cache: &Cache, rep: &mut VerifyReport) {
     }
 }
 
-fn read_stamp(path: &Path) -> Result<Stamp> {
-    let text = std::fs::read(path).map_err(|e| Error::io("read", path, e))?;
-    let stamp: Stamp = serde_json::from_slice(&text)
-        .map_err(|e| Error::metadata(path, format!("unreadable checksums file: {e}")))?;
-    if stamp.algorithm != "xxh64" {
-        return Err(Error::metadata(
-            path,
-            format!("unknown checksum algorithm '{}'", stamp.algorithm),
-        ));
-    }
-    for f in &stamp.files {
-        let p = Path::new(&f.path);
-        if p.is_absolute() || p.components().any(|c| c == std::path::Component::ParentDir) {
-            return Err(Error::metadata(
-                path,
-                format!("'{}' is not a path inside the cache", f.path),
-            ));
-        }
-    }
-    Ok(stamp)
-}
-
-/// The data files of a cache: every regular file under it but the metadata,
-/// the stamp itself and the lock, relative and sorted.
-fn data_files(dir: &Path) -> Result<Vec<String>> {
-    fn walk(root: &Path, d: &Path, out: &mut Vec<String>) -> Result<()> {
-        for e in std::fs::read_dir(d).map_err(|e| Error::io("list", d, e))? {
-            let e = e.map_err(|e| Error::io("list", d, e))?;
-            let p = e.path();
-            let ty = e.file_type().map_err(|e| Error::io("stat", &p, e))?;
-            if ty.is_dir() {
-                walk(root, &p, out)?;
-            } else if ty.is_file() {
-                let rel = p.strip_prefix(root).expect("under root");
-                let s = rel.to_string_lossy().into_owned();
-                if s != METADATA_FILE && s != CHECKSUMS_FILE {
-                    out.push(s);
-                }
-            }
-        }
-        Ok(())
-    }
-    let mut out = Vec::new();
-    walk(dir, dir, &mut out)?;
-    out.sort();
-    Ok(out)
-}
-
 /// Records the xxh64 of every data file of a cache that records none, in
 /// [`CHECKSUMS_FILE`] beside its metadata, so that later [`verify_cache`]
 /// runs check its data bytes. Nothing the reference reads changes. The
@@ -540,39 +474,5 @@ pub fn stamp_checksums(dir: &Path) -> Result<usize> {
             d.reason
         )));
     }
-    let mut files = Vec::new();
-    for rel in data_files(dir)? {
-        let p = dir.join(&rel);
-        let bytes = std::fs::metadata(&p)
-            .map_err(|e| Error::io("stat", &p, e))?
-            .len();
-        files.push(StampedFile {
-            xxh64: xxh64_file(&p)?,
-            path: rel,
-            bytes,
-        });
-    }
-    let n = files.len();
-    let stamp = Stamp {
-        algorithm: "xxh64".into(),
-        files,
-    };
-    let text = serde_json::to_vec_pretty(&stamp).expect("serializable");
-    let tmp = dir.join(format!(
-        "{CHECKSUMS_FILE}.tmp-{}",
-        crate::util::random_suffix()
-    ));
-    let write = || -> std::io::Result<()> {
-        use std::io::Write;
-        let mut f = std::fs::File::create(&tmp)?;
-        f.write_all(&text)?;
-        f.sync_all()?;
-        std::fs::rename(&tmp, &path)
-    };
-    if let Err(e) = write() {
-        let _ = std::fs::remove_file(&tmp);
-        return Err(Error::io("write", &path, e));
-    }
-    crate::util::fsync_dir(dir)?;
-    Ok(n)
+    write_file_checksums(dir, &[])
 }

@@ -1229,3 +1229,63 @@ fn an_interrupted_frames_build_resumes_from_its_last_checkpoint() {
     assert!(got.0 == want.0, "decoded frames differ");
     assert!(temp_dirs(&root).is_empty());
 }
+
+/// Both Lance layouts record every data file's xxh64 when they are written
+/// (`_checksums.json`, beside the metadata, nothing of the build's own
+/// files), so `verify` checks their data bytes as it does an Arrow cache's
+/// and names a data file with a flipped byte.
+#[test]
+fn lance_caches_record_their_data_checksums_at_build_time() {
+    require_ffmpeg();
+    let tmp = tempfile::tempdir().unwrap();
+    let v = make_video(tmp.path(), "in.mp4", 6, "32x32", &["-c:v", "libx264"]);
+    let frames = tmp.path().join("frames");
+    let f = Features::new().with("video", Feature::video(VideoStorage::Frames));
+    let ex = vec![Example::new().with("video", Value::Path(v.clone()))];
+    write_video_frames_cache(ex, &f, &frames, &VideoFramesOptions::default()).unwrap();
+    let rows = tmp.path().join("rows");
+    shardset::write_lance_cache(
+        (0..50).map(|i| Example::new().with("x", i as i64)),
+        &Features::new().with("x", Feature::value(Dtype::Int64)),
+        &rows,
+        &shardset::LanceWriteOptions::default(),
+    )
+    .unwrap();
+    for dir in [&frames, &rows] {
+        let stamp: J =
+            serde_json::from_slice(&std::fs::read(dir.join("_checksums.json")).unwrap()).unwrap();
+        let paths: Vec<&str> = stamp["files"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|f| f["path"].as_str().unwrap())
+            .collect();
+        assert!(paths.iter().any(|p| p.ends_with(".lance")), "{paths:?}");
+        assert!(
+            paths.iter().all(|p| !p.starts_with('_')
+                || p.starts_with("_versions")
+                || p.starts_with("_transactions")),
+            "no build-time files: {paths:?}"
+        );
+        let rep = shardset::verify_cache(dir).unwrap();
+        assert!(rep.is_ok(), "{dir:?}: {:?}", rep.damage);
+        assert!(rep.data_bytes_verified, "{dir:?}: {:?}", rep.not_checked);
+        let data = std::fs::read_dir(dir.join("data"))
+            .unwrap()
+            .map(|e| e.unwrap().path())
+            .find(|p| p.extension().is_some_and(|e| e == "lance"))
+            .unwrap();
+        let mut b = std::fs::read(&data).unwrap();
+        let at = b.len() / 2;
+        b[at] ^= 1;
+        std::fs::write(&data, b).unwrap();
+        let rep = shardset::verify_cache(dir).unwrap();
+        assert!(
+            rep.damage.iter().any(|d| d.path == data),
+            "{dir:?}: {:?}",
+            rep.damage
+        );
+        let e = shardset::stamp_checksums(dir).unwrap_err();
+        assert!(e.to_string().contains("already"), "{e}");
+    }
+}

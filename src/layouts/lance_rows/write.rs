@@ -13,6 +13,7 @@ use arrow_array::RecordBatch;
 use crossbeam_channel::bounded;
 use lance::dataset::{Dataset, WriteMode, WriteParams};
 
+use crate::cache::checksums::write_file_checksums;
 use crate::cache::lock::CacheLock;
 use crate::cache::metadata::{
     write_json_checksummed, LanceRowsMetadata, WriterInfo, CACHE_FORMAT_VERSION, LAYOUT_LANCE_ROWS,
@@ -322,6 +323,9 @@ where
     let fragment_rows = fragment_rows(&ds, &data_dir)?;
     let num_rows: u64 = fragment_rows.iter().sum();
     fsync_tree(&data_dir)?;
+    // Every data file's xxh64, so `verify` checks a Lance cache's bytes as
+    // it does an Arrow cache's.
+    write_file_checksums(&data_dir, &[])?;
     let metadata = LanceRowsMetadata {
         cache_format_version: CACHE_FORMAT_VERSION,
         format: "lance".into(),

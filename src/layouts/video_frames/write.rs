@@ -24,6 +24,7 @@ use arrow_schema::SchemaRef;
 use crossbeam_channel::{select, unbounded, Receiver};
 use serde_json::Value as J;
 
+use crate::cache::checksums::write_file_checksums;
 use crate::cache::lock::CacheLock;
 use crate::cache::metadata::{
     write_json_checksummed, VideoEntry, VideoFramesMetadata, WriterInfo, CACHE_FORMAT_VERSION,
@@ -477,6 +478,9 @@ where
         ));
     }
     fsync_tree(&data_dir)?;
+    // Every data file's xxh64, so `verify` checks a frames cache's bytes as
+    // it does an Arrow cache's (the progress file goes at publication).
+    write_file_checksums(&data_dir, &[PROGRESS_FILE, INPUTS_DIR])?;
     let quality = if opts.webp.quality.fract() == 0.0 {
         J::from(opts.webp.quality as i64)
     } else {
