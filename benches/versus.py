@@ -387,7 +387,7 @@ def images(ref, binary, tmp, table, scale=1.0):
     with open(pfile, "wb") as f:
         for p in pics:
             h, w, _ = p.shape
-            f.write(np.array([w, h], dtype="<u4").tobytes())
+            f.write(np.array([h, w], dtype="<u4").tobytes())
             f.write(np.ascontiguousarray(p).tobytes())
     rd, od, fd = (os.path.join(tmp, f"image-{k}") for k in ("ref", "ours6", "oursfast"))
     t = time.perf_counter()

@@ -495,17 +495,17 @@ fn versus_features(kind: &str) -> Features {
     }
 }
 
-/// The photographs of a versus.py payload file: for each, its width and
-/// height (u32 little-endian) then its RGB pixels.
+/// The photographs of a versus.py payload file: for each, its height and
+/// width (u32 little-endian) then its RGB pixels, row by row.
 fn read_photos(bytes: &[u8]) -> Vec<shardset::ImageData> {
     let mut out = Vec::new();
     let mut at = 0;
     while at < bytes.len() {
-        let w = u32::from_le_bytes(bytes[at..at + 4].try_into().unwrap());
-        let h = u32::from_le_bytes(bytes[at + 4..at + 8].try_into().unwrap());
+        let h = u32::from_le_bytes(bytes[at..at + 4].try_into().unwrap());
+        let w = u32::from_le_bytes(bytes[at + 4..at + 8].try_into().unwrap());
         let n = (w * h * 3) as usize;
         let px = bytes[at + 8..at + 8 + n].to_vec();
-        out.push(shardset::ImageData::new(w, h, 3, px).unwrap());
+        out.push(shardset::ImageData::new(h, w, 3, px).unwrap());
         at += 8 + n;
     }
     out

@@ -214,6 +214,26 @@ fn encode_jpeg(img: &ImageData) -> Result<Vec<u8>, String> {
     Ok(out)
 }
 
+/// GIF (first frame), WebP, BMP and TIFF through the `image` crate: 8-bit
+/// gray, RGB or RGBA as the file has them (deeper samples are scaled to 8
+/// bits), within [`MAX_DECODED_BYTES`].
+fn decode_with_image(bytes: &[u8], format: image::ImageFormat) -> Result<ImageData, String> {
+    let mut reader = image::ImageReader::with_format(std::io::Cursor::new(bytes), format);
+    let mut limits = image::Limits::default();
+    limits.max_alloc = Some(MAX_DECODED_BYTES as u64);
+    reader.limits(limits);
+    let img = reader.decode().map_err(|e| e.to_string())?;
+    let (w, h) = (img.width(), img.height());
+    let color = img.color();
+    let (channels, data) = match (color.channel_count(), color.has_alpha()) {
+        (1, _) => (1, img.into_luma8().into_raw()),
+        (2, _) => (2, img.into_luma_alpha8().into_raw()),
+        (_, true) => (4, img.into_rgba8().into_raw()),
+        _ => (3, img.into_rgb8().into_raw()),
+    };
+    ImageData::new(h, w, channels, data).map_err(|e| e.to_string())
+}
+
 /// Largest decoded image accepted (bytes of pixels): a corrupt or hostile
 /// header must not make a reader allocate gigabytes.
 pub const MAX_DECODED_BYTES: usize = 1 << 30;
@@ -226,9 +246,10 @@ pub fn decode(bytes: &[u8]) -> Result<ImageData, String> {
     match sniff(bytes) {
         Some(Container::Png) => decode_png(bytes),
         Some(Container::Jpeg) => decode_jpeg(bytes),
-        Some(other) => Err(format!(
-            "decoding {other:?} images is not supported (read the column raw to get the bytes)"
-        )),
+        Some(Container::Gif) => decode_with_image(bytes, image::ImageFormat::Gif),
+        Some(Container::Webp) => decode_with_image(bytes, image::ImageFormat::WebP),
+        Some(Container::Bmp) => decode_with_image(bytes, image::ImageFormat::Bmp),
+        Some(Container::Tiff) => decode_with_image(bytes, image::ImageFormat::Tiff),
         None => Err("bytes are not a recognised image".into()),
     }
 }

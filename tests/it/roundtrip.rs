@@ -480,7 +480,7 @@ fn png_levels_change_size_not_pixels() {
                     ((x * 3 + y * 2 + c * 40 + k * 5) as u64 % 256 + rng.next_u64() % 6) as u8
                 })
                 .collect();
-            ImageData::new(w, h, 3, data).unwrap()
+            ImageData::new(h, w, 3, data).unwrap()
         })
         .collect();
     let features = Features::new().with("img", Feature::image_with(ImageFormat::Png));
@@ -521,4 +521,78 @@ fn png_levels_change_size_not_pixels() {
     assert!(l0 > fast, "fast {fast} vs stored {l0}");
     let e = PngCompression::level(10).unwrap_err();
     assert!(e.to_string().contains("0 to 9"), "{e}");
+}
+
+/// GIF, WebP, BMP and TIFF images are stored as given and decode to the
+/// pixels they were made from (gray, RGB and RGBA, lossless encodings).
+#[test]
+fn gif_webp_bmp_and_tiff_images_decode_to_their_pixels() {
+    use image::{DynamicImage, ImageFormat as F};
+    let (w, h) = (9u32, 7u32);
+    // Few colours, so GIF's palette holds them exactly.
+    let rgb: Vec<u8> = (0..w * h)
+        .flat_map(|i| {
+            let c = [(0u8, 0u8, 0u8), (255, 0, 0), (0, 128, 255), (250, 250, 10)][(i % 4) as usize];
+            [c.0, c.1, c.2]
+        })
+        .collect();
+    let rgba: Vec<u8> = rgb
+        .chunks(3)
+        .enumerate()
+        .flat_map(|(i, p)| [p[0], p[1], p[2], if i % 3 == 0 { 255 } else { 40 }])
+        .collect();
+    let gray: Vec<u8> = (0..w * h).map(|i| (i * 37 % 256) as u8).collect();
+    let rgb_img = DynamicImage::ImageRgb8(image::RgbImage::from_raw(w, h, rgb.clone()).unwrap());
+    let rgba_img =
+        DynamicImage::ImageRgba8(image::RgbaImage::from_raw(w, h, rgba.clone()).unwrap());
+    let gray_img =
+        DynamicImage::ImageLuma8(image::GrayImage::from_raw(w, h, gray.clone()).unwrap());
+    let enc = |img: &DynamicImage, f: F| {
+        let mut out = std::io::Cursor::new(Vec::new());
+        img.write_to(&mut out, f).unwrap();
+        out.into_inner()
+    };
+    let cases: Vec<(&str, Vec<u8>, u8, &Vec<u8>)> = vec![
+        ("gif rgb", enc(&rgb_img, F::Gif), 4, &rgba), // GIF decodes with alpha
+        ("webp rgb", enc(&rgb_img, F::WebP), 3, &rgb),
+        ("webp rgba", enc(&rgba_img, F::WebP), 4, &rgba),
+        ("bmp rgb", enc(&rgb_img, F::Bmp), 3, &rgb),
+        ("tiff rgb", enc(&rgb_img, F::Tiff), 3, &rgb),
+        ("tiff rgba", enc(&rgba_img, F::Tiff), 4, &rgba),
+        ("tiff gray", enc(&gray_img, F::Tiff), 1, &gray),
+    ];
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("c");
+    let features = Features::new().with("img", Feature::image());
+    let rows = cases
+        .iter()
+        .map(|(_, b, _, _)| Example::new().with("img", Value::Bytes(b.clone().into())));
+    write_arrow_cache(rows, &features, &dir, &ArrowWriteOptions::default()).unwrap();
+    let c = open_cache(&dir).unwrap();
+    for (i, (name, bytes, channels, want)) in cases.iter().enumerate() {
+        let raw = c.backend.get_raw(i as i64).unwrap();
+        assert_eq!(
+            raw.column(0).as_binary::<i64>().value(0),
+            &bytes[..],
+            "{name}: stored as given"
+        );
+        let Some(Value::Image(got)) = c.backend.get(i as i64).unwrap().get("img").cloned() else {
+            panic!("{name}: not decoded to an image");
+        };
+        assert_eq!(
+            (got.width, got.height, got.channels),
+            (w, h, *channels),
+            "{name}"
+        );
+        if name.starts_with("gif") {
+            // GIF keeps the colours; its alpha is opaque here.
+            let want_gif: Vec<u8> = rgb
+                .chunks(3)
+                .flat_map(|p| [p[0], p[1], p[2], 255])
+                .collect();
+            assert_eq!(got.data, want_gif, "{name}");
+        } else {
+            assert_eq!(&got.data, *want, "{name}");
+        }
+    }
 }
