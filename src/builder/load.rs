@@ -18,7 +18,18 @@ use super::sources::source_changes;
 use super::{DatasetBuilder, DatasetInfo, Version};
 
 /// The physical layout `load` builds.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[derive(
+    Debug,
+    Clone,
+    Copy,
+    PartialEq,
+    Eq,
+    Default,
+    serde::Serialize,
+    serde::Deserialize,
+    clap::ValueEnum,
+)]
+#[serde(rename_all = "lowercase")]
 pub enum StorageFormat {
     /// Arrow IPC shards (default).
     #[default]
@@ -33,6 +44,21 @@ impl StorageFormat {
         match self {
             StorageFormat::Arrow => "arrow",
             StorageFormat::Lance => "lance",
+        }
+    }
+}
+
+impl std::str::FromStr for StorageFormat {
+    type Err = Error;
+
+    /// Parses `arrow` or `lance`.
+    fn from_str(s: &str) -> Result<Self> {
+        match s.to_ascii_lowercase().as_str() {
+            "arrow" => Ok(StorageFormat::Arrow),
+            "lance" => Ok(StorageFormat::Lance),
+            _ => Err(Error::InvalidArgument(format!(
+                "format must be arrow or lance, got '{s}'"
+            ))),
         }
     }
 }

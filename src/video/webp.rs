@@ -53,7 +53,18 @@ impl WebpSettings {
 /// trip smooths chroma noise, so on noisy content its frames are smaller (and
 /// a little less faithful) than frames encoded from the decoder's planes at
 /// the same quality.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[derive(
+    Debug,
+    Clone,
+    Copy,
+    PartialEq,
+    Eq,
+    Default,
+    serde::Serialize,
+    serde::Deserialize,
+    clap::ValueEnum,
+)]
+#[serde(rename_all = "lowercase")]
 pub enum WebpInput {
     /// Packed RGB through libwebp's RGB import, as the reference's encoder:
     /// the same quality gives the same size as the reference's frames.
@@ -72,13 +83,19 @@ impl WebpInput {
             WebpInput::Yuv => "yuv",
         }
     }
+}
 
-    /// Reads `rgb` or `yuv`.
-    pub fn parse(s: &str) -> Option<Self> {
+impl std::str::FromStr for WebpInput {
+    type Err = crate::error::Error;
+
+    /// Parses `rgb` or `yuv`.
+    fn from_str(s: &str) -> crate::error::Result<Self> {
         match s {
-            "rgb" => Some(WebpInput::Rgb),
-            "yuv" => Some(WebpInput::Yuv),
-            _ => None,
+            "rgb" => Ok(WebpInput::Rgb),
+            "yuv" => Ok(WebpInput::Yuv),
+            _ => Err(crate::error::Error::InvalidArgument(format!(
+                "WebP input must be rgb or yuv, got '{s}'"
+            ))),
         }
     }
 }

@@ -482,3 +482,35 @@ fn bad_options_are_refused() {
     mentions(&e, "gzip");
     assert!(dot_entries(tmp.path()).is_empty());
 }
+
+/// Each option enum parses its names, writes the same names to JSON (the
+/// metadata and resume files), and refuses anything else naming the value.
+#[test]
+fn option_enums_have_one_spelling() {
+    use shardset::{Compression, StorageFormat};
+    fn check<T>(names: &[&str], bad: &str)
+    where
+        T: std::str::FromStr<Err = Error> + serde::Serialize + std::fmt::Debug,
+    {
+        for n in names {
+            let v: T = n.parse().unwrap_or_else(|e| panic!("{n}: {e}"));
+            let json = serde_json::to_value(&v).unwrap();
+            let back: T = json.as_str().unwrap().parse().unwrap();
+            assert_eq!(format!("{v:?}"), format!("{back:?}"), "{n}");
+        }
+        let e = bad.parse::<T>().unwrap_err();
+        assert!(matches!(e, Error::InvalidArgument(_)), "{e:?}");
+        mentions(&e, bad);
+    }
+    check::<Compression>(&["none", "lz4", "zstd"], "gzip");
+    check::<StorageFormat>(&["arrow", "lance"], "parquet");
+    #[cfg(feature = "video")]
+    {
+        check::<shardset::WebpInput>(&["rgb", "yuv"], "bgr");
+        check::<shardset::ResizeMode>(&["square", "shorter_side", "shorter-side"], "fit");
+        assert_eq!(
+            serde_json::to_value(shardset::ResizeMode::ShorterSide).unwrap(),
+            "shorter_side"
+        );
+    }
+}

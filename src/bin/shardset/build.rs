@@ -33,8 +33,8 @@ pub struct BuildOpts {
     #[arg(long)]
     pub name: Option<String>,
     /// arrow (Arrow IPC shards) or lance (a Lance dataset).
-    #[arg(long, default_value = "arrow")]
-    pub format: String,
+    #[arg(long, value_enum, default_value_t = StorageFormat::Arrow)]
+    pub format: StorageFormat,
     /// Shard byte budget, e.g. 256MB (arrow only; default 256 MiB, the
     /// library's `DEFAULT_SHARD_SIZE_BYTES`).
     #[arg(long, value_name = "SIZE")]
@@ -115,14 +115,14 @@ pub enum BuildSource {
         /// frames: what the WebP encoder is given: rgb (as the reference's
         /// OpenCV encoder: the same quality gives the same size) or yuv (the
         /// decoder's planes: faster, keeps chroma detail, larger on noisy video).
-        #[arg(long, default_value = "rgb")]
-        webp_input: String,
+        #[arg(long, value_enum, default_value_t = shardset::WebpInput::Rgb)]
+        webp_input: shardset::WebpInput,
         /// frames: resize bound in pixels.
         #[arg(long)]
         resize: Option<u32>,
         /// frames: square (the reference's rule) or shorter-side (keeps the aspect ratio).
-        #[arg(long, default_value = "square")]
-        resize_mode: String,
+        #[arg(long, value_enum, default_value_t = shardset::ResizeMode::Square)]
+        resize_mode: shardset::ResizeMode,
         /// frames: fail on an unreadable video instead of skipping it.
         #[arg(long)]
         strict: bool,
@@ -277,28 +277,14 @@ pub fn run(source: BuildSource) -> CliResult {
             if storage != shardset::VideoStorage::Frames {
                 return build_splits(&folder, "videofolder", &splits, &opts, 16, &|| Ok(None));
             }
-            let mode = match resize_mode.as_str() {
-                "square" => shardset::ResizeMode::Square,
-                "shorter-side" | "shorter_side" => shardset::ResizeMode::ShorterSide,
-                other => {
-                    return Err(CliError::Usage(format!(
-                        "--resize-mode must be square or shorter-side, got '{other}'"
-                    )))
-                }
-            };
-            let input = shardset::WebpInput::parse(&webp_input).ok_or_else(|| {
-                CliError::Usage(format!(
-                    "--webp-input must be rgb or yuv, got '{webp_input}'"
-                ))
-            })?;
             let buffer_bytes = parse_size(&buffer)
                 .map_err(|e| CliError::Usage(format!("--buffer: {e}")))?
                 .try_into()
                 .map_err(|_| CliError::Usage(format!("--buffer {buffer} is too large")))?;
             let vopts = shardset::VideoFramesOptions {
-                webp: shardset::WebpSettings::new(quality, method).with_input(input),
+                webp: shardset::WebpSettings::new(quality, method).with_input(webp_input),
                 resize,
-                resize_mode: mode,
+                resize_mode,
                 threads: opts.threads,
                 skip_corrupt: !strict,
                 buffer_bytes,
@@ -525,15 +511,7 @@ fn reuse_features(b: &dyn DatasetBuilder, opts: &LoadOptions) -> Option<Features
 }
 
 fn load_options(o: &BuildOpts, counter: Arc<AtomicU64>, batch: usize) -> CliResult<LoadOptions> {
-    let format = match o.format.to_ascii_lowercase().as_str() {
-        "arrow" => StorageFormat::Arrow,
-        "lance" => StorageFormat::Lance,
-        other => {
-            return Err(CliError::Usage(format!(
-                "--format must be arrow or lance, got '{other}'"
-            )))
-        }
-    };
+    let format = o.format;
     if format == StorageFormat::Lance && (o.shard_size.is_some() || o.compression.is_some()) {
         return Err(CliError::Usage(
             "--shard-size and --compression apply to --format arrow only".into(),

@@ -132,13 +132,13 @@ pub struct VideoFramesMetadata {
     pub lineage: Option<J>,
     /// Ours: `square` (the reference's rule) or `shorter_side`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub resize_mode: Option<String>,
+    pub resize_mode: Option<crate::video::ResizeMode>,
     /// Ours: the WebP method (effort 0..=6).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub webp_method: Option<u8>,
     /// Ours: what the WebP encoder was given, `rgb` (as the reference) or `yuv`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub webp_input: Option<String>,
+    pub webp_input: Option<crate::video::WebpInput>,
     /// Ours: why each skipped video was skipped.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub skipped: Option<Vec<J>>,

@@ -6,43 +6,7 @@ use serde_json::Value as J;
 
 use crate::video::webp::WebpSettings;
 
-/// How `resize` is applied to each video (decided on its stream size).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-pub enum ResizeMode {
-    /// The reference's rule: when the longer side exceeds `resize`, every
-    /// frame becomes `resize x resize` (aspect ratio not kept).
-    #[default]
-    Square,
-    /// Aspect-preserving: when the shorter side exceeds `resize`, scale so it equals `resize`.
-    ShorterSide,
-}
-
-impl ResizeMode {
-    pub(super) fn name(self) -> &'static str {
-        match self {
-            ResizeMode::Square => "square",
-            ResizeMode::ShorterSide => "shorter_side",
-        }
-    }
-
-    /// Output size `(w, h)` of a `w x h` video.
-    pub fn apply(self, resize: Option<u32>, w: usize, h: usize) -> (usize, usize) {
-        let Some(r) = resize.map(|r| r as usize) else {
-            return (w, h);
-        };
-        match self {
-            ResizeMode::Square if w.max(h) > r => (r, r),
-            ResizeMode::ShorterSide if w.min(h) > r => {
-                if w <= h {
-                    (r, ((h * r) as f64 / w as f64).round().max(1.0) as usize)
-                } else {
-                    (((w * r) as f64 / h as f64).round().max(1.0) as usize, r)
-                }
-            }
-            _ => (w, h),
-        }
-    }
-}
+pub use crate::video::ResizeMode;
 
 /// Options of [`write_video_frames_cache`].
 #[derive(Debug, Clone)]

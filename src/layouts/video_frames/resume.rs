@@ -42,9 +42,9 @@ pub(crate) struct ProgressHeader {
     pub method: u8,
     /// `rgb` or `yuv` (absent in progress files of older builds: yuv).
     #[serde(default = "yuv")]
-    pub webp_input: String,
+    pub webp_input: crate::video::WebpInput,
     pub resize: Option<u32>,
-    pub resize_mode: String,
+    pub resize_mode: crate::video::ResizeMode,
     pub max_rows_per_file: usize,
     pub skip_corrupt: bool,
     /// The stamp of the input files (`VideoFramesOptions::sources`).
@@ -343,6 +343,6 @@ impl Drop for LanceSegments {
     }
 }
 
-fn yuv() -> String {
-    "yuv".into()
+fn yuv() -> crate::video::WebpInput {
+    crate::video::WebpInput::Yuv
 }
