@@ -11,7 +11,7 @@ use std::path::{Path, PathBuf};
 use super::builder_name;
 use crate::builder::{DatasetBuilder, DatasetInfo, ExampleStream, Sources, WorkUnit};
 use crate::error::{BoxError, Error, Result};
-use crate::features::image::{decode, probe, Container};
+use crate::features::image::{decode, probe};
 use crate::features::{Feature, Features};
 use crate::value::Example;
 
@@ -29,7 +29,7 @@ pub enum ImageCheck {
     /// Magic bytes, and the full header of PNG and JPEG files (default).
     #[default]
     Header,
-    /// Also decode every PNG and JPEG completely (catches truncated pixel data).
+    /// Also decode every image completely (catches truncated pixel data).
     Decode,
 }
 
@@ -326,9 +326,7 @@ impl ImageFolder {
         let path = self.scan.root.join(rel);
         let bytes = std::fs::read(&path).map_err(|e| Error::io("read image", &path, e))?;
         let info = probe(&bytes).map_err(|e| Error::input(&path, None, e))?;
-        if self.check == ImageCheck::Decode
-            && matches!(info.container, Container::Png | Container::Jpeg)
-        {
+        if self.check == ImageCheck::Decode {
             decode(&bytes).map_err(|e| {
                 Error::input(
                     &path,

@@ -477,6 +477,32 @@ fn bad_folders_and_images_name_the_path_and_publish_nothing() {
     );
     assert!(e.contains("cat/1.png") && e.contains("damaged PNG"), "{e}");
 
+    // A GIF cut short passes the magic-byte check; --decode-check decodes it
+    // and names it.
+    let gif_dir = t.path().join("gifs");
+    let mut gif = std::io::Cursor::new(Vec::new());
+    ::image::DynamicImage::ImageRgb8(::image::RgbImage::from_pixel(
+        16,
+        16,
+        ::image::Rgb([9, 99, 199]),
+    ))
+    .write_to(&mut gif, ::image::ImageFormat::Gif)
+    .unwrap();
+    let mut gif = gif.into_inner();
+    gif.truncate(gif.len() / 2);
+    write(&gif_dir.join("cat/0.gif"), &gif);
+    let e = fails(
+        &root,
+        &[
+            "build",
+            "imagefolder",
+            gif_dir.to_str().unwrap(),
+            "--decode-check",
+        ],
+        1,
+    );
+    assert!(e.contains("cat/0.gif") && e.contains("damaged GIF"), "{e}");
+
     let fake = t.path().join("fake");
     write(&fake.join("dog/0.jpg"), b"this is text, not a JPEG");
     let e = fails(&root, &["build", "imagefolder", fake.to_str().unwrap()], 1);

@@ -67,7 +67,7 @@ pub enum BuildSource {
     Imagefolder {
         /// The folder.
         dir: PathBuf,
-        /// Decode every PNG and JPEG completely while building (default: check headers).
+        /// Decode every image completely while building (default: check headers).
         #[arg(long)]
         decode_check: bool,
         #[command(flatten)]
