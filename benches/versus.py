@@ -196,6 +196,25 @@ def ours(binary, args, threads=1):
     return json.loads(out.stdout.strip().splitlines()[-1])
 
 
+def read_args(tmp, d, op, idx):
+    """`workloads versus-read` arguments for `op` on the cache `d`, the
+    indices (if any) written to a file for it."""
+    rargs = ["versus-read", "--dir", d, "--op", op]
+    if idx is not None:
+        ifile = os.path.join(tmp, "idx.bin")
+        idx.astype("<i8").tofile(ifile)
+        rargs += ["--indices", ifile]
+    return rargs
+
+
+def rate_row(kind, title, r, o1, o2):
+    """A table row of rows/s: reference and ours cold, warm, ours at 2 threads cold."""
+    rate = lambda c, s: c / s if s else None  # noqa: E731
+    return (kind, title, "", rate(r["count"], r["cold"]), rate(o1["count"], o1["cold"]),
+            rate(r["count"], r["warm"]), rate(o1["count"], o1["warm"]),
+            rate(o2["count"], o2["cold"]) if o2 else None, None)
+
+
 def page_cache_limit(files):
     """Bytes/s of summing every byte of `files` through a map, one thread
     (numpy over np.memmap): the page-cache bandwidth a full read is held to."""
@@ -296,11 +315,7 @@ def main():
                 ops.insert(0, ("first_row", None))
             for label, d in [("reference-written", rd), ("shardset-written", od)]:
                 for op, idx in ops:
-                    ifile = os.path.join(tmp, "idx.bin")
-                    rargs = ["versus-read", "--dir", d, "--op", op]
-                    if idx is not None:
-                        idx.astype("<i8").tofile(ifile)
-                        rargs += ["--indices", ifile]
+                    rargs = read_args(tmp, d, op, idx)
                     r = ref_read(ref, kind, d, feats, op, idx)
                     o1 = ours(binary, rargs, 1)
                     o2 = ours(binary, rargs + ["--threads", "2"], 2) if op != "first_row" else None
@@ -308,20 +323,14 @@ def main():
                         table.append((kind, f"first row, ms ({label})", "", r["cold"] * 1e3,
                                       o1["cold"] * 1e3, None, None, None, None))
                         continue
-                    rate = lambda c, s: c / s if s else None  # noqa: E731
-                    table.append((kind, f"{op} ({label})", "",
-                                  rate(r["count"], r["cold"]), rate(o1["count"], o1["cold"]),
-                                  rate(r["count"], r["warm"]), rate(o1["count"], o1["warm"]),
-                                  rate(o2["count"], o2["cold"]), None))
+                    table.append(rate_row(kind, f"{op} ({label})", r, o1, o2))
                     if lance and op in ("get", "take128"):
                         # The same reads with 1-row chunks (only the row asked
                         # for is read): an option, a separate row.
                         c1 = ours(binary, rargs + ["--lance-chunk-rows", "1"], 1)
                         c2 = ours(binary, rargs + ["--lance-chunk-rows", "1", "--threads", "2"], 2)
-                        table.append((kind, f"{op}, ours with 1-row chunks ({label})", "",
-                                      rate(r["count"], r["cold"]), rate(c1["count"], c1["cold"]),
-                                      rate(r["count"], r["warm"]), rate(c1["count"], c1["warm"]),
-                                      rate(c2["count"], c2["cold"]), None))
+                        table.append(rate_row(kind, f"{op}, ours with 1-row chunks ({label})",
+                                              r, c1, c2))
             if zstd:
                 # Bounded memory: iterate the compressed cache with a budget
                 # a quarter of its decompressed size; heap peak vs budget.
@@ -406,19 +415,11 @@ def images(ref, binary, tmp, table, scale=1.0):
            ("iterate", None)]
     for label, d in [("reference-written", rd), ("shardset-written", od)]:
         for op, idx in ops:
-            ifile = os.path.join(tmp, "idx.bin")
-            rargs = ["versus-read", "--dir", d, "--op", op]
-            if idx is not None:
-                idx.astype("<i8").tofile(ifile)
-                rargs += ["--indices", ifile]
+            rargs = read_args(tmp, d, op, idx)
             r = ref_read(ref, "image", d, feats, op, idx)
             o1 = ours(binary, rargs, 1)
             o2 = ours(binary, rargs + ["--threads", "2"], 2)
-            rate = lambda c, s: c / s if s else None  # noqa: E731
-            table.append(("image", f"{op} + decode ({label})", "",
-                          rate(r["count"], r["cold"]), rate(o1["count"], o1["cold"]),
-                          rate(r["count"], r["warm"]), rate(o1["count"], o1["warm"]),
-                          rate(o2["count"], o2["cold"]), None))
+            table.append(rate_row("image", f"{op} + decode ({label})", r, o1, o2))
     # The limit: PIL decoding every stored PNG once, one thread.
     from PIL import Image
     import io
