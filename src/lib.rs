@@ -36,6 +36,7 @@ pub mod lance;
 pub mod layouts;
 pub mod sampler;
 pub mod sources;
+pub mod storage;
 pub(crate) mod util;
 pub mod value;
 #[cfg(feature = "video")]

@@ -1,11 +1,8 @@
 //! Small shared helpers: hashing, hex, a seeded RNG, directory fsync.
 
-use std::path::Path;
 use std::sync::atomic::{AtomicU64, Ordering};
 
 use sha2::{Digest, Sha256};
-
-use crate::error::{Error, Result};
 
 /// Lowercase hex of bytes.
 pub fn hex(bytes: &[u8]) -> String {
@@ -96,36 +93,6 @@ pub fn fault_point(name: &str) {
     if std::env::var_os(FAULT_POINT_ENV).is_some_and(|v| v == name) {
         std::process::abort();
     }
-}
-
-/// fsyncs a directory so that renames and creations inside it are durable.
-///
-/// # Errors
-/// [`Error::Io`] naming the directory.
-pub fn fsync_dir(dir: &Path) -> Result<()> {
-    let f = std::fs::File::open(dir).map_err(|e| Error::io("open directory", dir, e))?;
-    f.sync_all()
-        .map_err(|e| Error::io("fsync directory", dir, e))
-}
-
-/// Bytes of every file under `dir` (symlinks not followed).
-///
-/// # Errors
-/// [`Error::Io`] naming a directory that cannot be listed.
-pub fn dir_size(dir: &Path) -> Result<u64> {
-    let mut total = 0;
-    for e in std::fs::read_dir(dir).map_err(|e| Error::io("read directory", dir, e))? {
-        let e = e.map_err(|e| Error::io("read directory", dir, e))?;
-        let t = e
-            .file_type()
-            .map_err(|err| Error::io("stat", e.path(), err))?;
-        if t.is_dir() {
-            total += dir_size(&e.path())?;
-        } else if let Ok(m) = e.metadata() {
-            total += m.len();
-        }
-    }
-    Ok(total)
 }
 
 #[cfg(test)]

@@ -9,7 +9,7 @@ use crate::cache::naming::{cache_fingerprint, cache_root};
 use crate::dataset::Dataset;
 use crate::error::{BoxError, Error, Result};
 use crate::layouts::arrow_shards::manifest::ManifestHeader;
-use crate::layouts::arrow_shards::write::{prepare_resumable, ArrowWriteOptions, Extra, UnitEnds};
+use crate::layouts::arrow_shards::write::{prepare_resumable, ArrowWriteOptions, Extra};
 use crate::layouts::open::Cache;
 use crate::layouts::open::{open_cache_with, OpenOptions};
 
@@ -397,38 +397,46 @@ pub fn load_with_report(
             hint: "; this build was compiled without the `lance` feature".into(),
         });
     }
-    #[cfg(feature = "lance")]
-    if opts.format == StorageFormat::Lance {
-        let sink: UnitEnds = Default::default();
-        build_units(
-            builder,
-            &p.config,
-            split,
-            &units,
-            opts.unit_parallelism,
-            0,
-            &[],
-            sink,
-            |stream| {
-                crate::layouts::lance_rows::write::write_lance_cache_locked(
-                    stream,
-                    &p.info.features,
-                    &p.dir,
-                    &opts.lance_write,
-                    &lock,
-                )
-            },
-        )?;
-        drop(lock);
-        let c = open_cache_with(&p.dir, &p.open_opts)?;
-        return Ok((Dataset::new(c), report(true, 0, reasons)));
-    }
-    let w = &opts.write;
     let sources_digest = p
         .stamp
         .as_ref()
         .map(|s| crate::util::sha256_hex(s.to_string().as_bytes()))
         .unwrap_or_default();
+    #[cfg(feature = "lance")]
+    if opts.format == StorageFormat::Lance {
+        use crate::layouts::lance_rows::write::{prepare_resumable, LanceBuildHeader};
+        let header = LanceBuildHeader::new(
+            &p.dir,
+            &p.info.features,
+            &opts.lance_write,
+            crate::util::sha256_hex(format!("{sources_digest}|{}", p.config_json).as_bytes()),
+        );
+        if opts.rebuild {
+            // A rebuild is a new generation: nothing is taken over.
+            crate::cache::publish::remove_leftovers(&crate::storage::storage_for(&p.dir), &p.dir);
+        }
+        let prepared = prepare_resumable(&p.dir, &lock, &header)?;
+        let (skip, known, sink) = (
+            prepared.skip(),
+            prepared.unit_ends().to_vec(),
+            prepared.unit_ends_sink(),
+        );
+        let written = build_units(
+            builder,
+            &p.config,
+            split,
+            &units,
+            opts.unit_parallelism,
+            skip,
+            &known,
+            sink,
+            |stream| prepared.run(stream, &p.info.features, &opts.lance_write),
+        )?;
+        drop(lock);
+        let c = open_cache_with(&p.dir, &p.open_opts)?;
+        return Ok((Dataset::new(c), report(true, written.resumed_rows, reasons)));
+    }
+    let w = &opts.write;
     let name = p
         .dir
         .file_name()

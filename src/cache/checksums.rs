@@ -9,6 +9,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::cache::metadata::METADATA_FILE;
 use crate::error::{Error, Result};
+use crate::storage::Storage;
 
 /// The file recording the xxh64 of every data file of a cache (ours; the
 /// reference never reads it).
@@ -19,18 +20,17 @@ pub const CHECKSUMS_FILE: &str = "_checksums.json";
 /// # Errors
 /// [`Error::Io`] naming the file.
 pub fn xxh64_file(path: &Path) -> Result<String> {
-    use std::io::Read;
-    let mut f = std::fs::File::open(path).map_err(|e| Error::io("open", path, e))?;
-    let mut h = xxhash_rust::xxh64::Xxh64::new(0);
-    let mut buf = vec![0u8; 1 << 20];
-    loop {
-        let n = f.read(&mut buf).map_err(|e| Error::io("read", path, e))?;
-        if n == 0 {
-            break;
-        }
-        h.update(&buf[..n]);
-    }
-    Ok(format!("{:016x}", h.digest()))
+    xxh64_file_in(crate::storage::storage_for(path).as_ref(), path)
+}
+
+/// [`xxh64_file`] through `storage` (hashing the mapped file, which reads
+/// each page once and copies nothing).
+///
+/// # Errors
+/// [`Error::Io`] naming the file.
+pub fn xxh64_file_in(storage: &dyn Storage, path: &Path) -> Result<String> {
+    let bytes = storage.map(path)?;
+    Ok(format!("{:016x}", xxhash_rust::xxh64::xxh64(&bytes, 0)))
 }
 
 /// The file checksums of a stamped cache.
@@ -54,8 +54,8 @@ pub(crate) struct StampedFile {
 /// # Errors
 /// [`Error::Metadata`] naming the file when it is unreadable, of another
 /// algorithm, or names a path outside the cache.
-pub(crate) fn read_file_checksums(path: &Path) -> Result<Stamp> {
-    let text = std::fs::read(path).map_err(|e| Error::io("read", path, e))?;
+pub(crate) fn read_file_checksums(storage: &dyn Storage, path: &Path) -> Result<Stamp> {
+    let text = storage.read(path)?;
     let stamp: Stamp = serde_json::from_slice(&text)
         .map_err(|e| Error::metadata(path, format!("unreadable checksums file: {e}")))?;
     if stamp.algorithm != "xxh64" {
@@ -78,48 +78,40 @@ pub(crate) fn read_file_checksums(path: &Path) -> Result<Stamp> {
 
 /// The data files of a cache: every regular file under it but the metadata,
 /// the stamp itself and the top-level names in `exclude`, relative and sorted.
-fn data_files(dir: &Path, exclude: &[&str]) -> Result<Vec<String>> {
-    fn walk(root: &Path, d: &Path, exclude: &[&str], out: &mut Vec<String>) -> Result<()> {
-        for e in std::fs::read_dir(d).map_err(|e| Error::io("list", d, e))? {
-            let e = e.map_err(|e| Error::io("list", d, e))?;
-            let p = e.path();
-            let ty = e.file_type().map_err(|e| Error::io("stat", &p, e))?;
-            if ty.is_dir() {
-                walk(root, &p, exclude, out)?;
-            } else if ty.is_file() {
-                let rel = p.strip_prefix(root).expect("under root");
-                let s = rel.to_string_lossy().into_owned();
-                let top = s.split('/').next().unwrap_or("");
-                if s != METADATA_FILE && s != CHECKSUMS_FILE && !exclude.contains(&top) {
-                    out.push(s);
-                }
-            }
-        }
-        Ok(())
-    }
-    let mut out = Vec::new();
-    walk(dir, dir, exclude, &mut out)?;
-    out.sort();
-    Ok(out)
+fn data_files(storage: &dyn Storage, dir: &Path, exclude: &[&str]) -> Result<Vec<String>> {
+    Ok(storage
+        .walk_files(dir)?
+        .into_iter()
+        .map(|rel| rel.to_string_lossy().into_owned())
+        .filter(|s| {
+            let top = s.split('/').next().unwrap_or("");
+            s != METADATA_FILE && s != CHECKSUMS_FILE && !exclude.contains(&top)
+        })
+        .collect())
 }
 
 /// Records the xxh64 of every data file under `dir` (all files but the
 /// metadata, this file and the top-level names in `exclude`, such as a
 /// build's own working files) in [`CHECKSUMS_FILE`], written atomically and
-/// fsynced. Returns the number of files recorded.
+/// durably. Returns the number of files recorded.
 ///
 /// # Errors
 /// I/O errors naming the file.
-pub(crate) fn write_file_checksums(dir: &Path, exclude: &[&str]) -> Result<usize> {
+pub(crate) fn write_file_checksums(
+    storage: &dyn Storage,
+    dir: &Path,
+    exclude: &[&str],
+) -> Result<usize> {
     let path = dir.join(CHECKSUMS_FILE);
     let mut files = Vec::new();
-    for rel in data_files(dir, exclude)? {
+    for rel in data_files(storage, dir, exclude)? {
         let p = dir.join(&rel);
-        let bytes = std::fs::metadata(&p)
-            .map_err(|e| Error::io("stat", &p, e))?
-            .len();
+        let bytes = storage
+            .stat(&p)?
+            .map(|e| e.len)
+            .ok_or_else(|| Error::io("stat", &p, std::io::ErrorKind::NotFound.into()))?;
         files.push(StampedFile {
-            xxh64: xxh64_file(&p)?,
+            xxh64: xxh64_file_in(storage, &p)?,
             path: rel,
             bytes,
         });
@@ -130,21 +122,6 @@ pub(crate) fn write_file_checksums(dir: &Path, exclude: &[&str]) -> Result<usize
         files,
     };
     let text = serde_json::to_vec_pretty(&stamp).expect("serializable");
-    let tmp = dir.join(format!(
-        "{CHECKSUMS_FILE}.tmp-{}",
-        crate::util::random_suffix()
-    ));
-    let write = || -> std::io::Result<()> {
-        use std::io::Write;
-        let mut f = std::fs::File::create(&tmp)?;
-        f.write_all(&text)?;
-        f.sync_all()?;
-        std::fs::rename(&tmp, &path)
-    };
-    if let Err(e) = write() {
-        let _ = std::fs::remove_file(&tmp);
-        return Err(Error::io("write", &path, e));
-    }
-    crate::util::fsync_dir(dir)?;
+    storage.write_atomic(&path, &text)?;
     Ok(n)
 }

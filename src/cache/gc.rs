@@ -10,8 +10,8 @@ use crate::cache::lock::{lock_path, CacheLock};
 use crate::cache::metadata::METADATA_FILE;
 use crate::cache::publish::parse_leftover;
 pub use crate::cache::publish::LeftoverKind;
-use crate::error::{Error, Result};
-use crate::util::dir_size;
+use crate::error::Result;
+use crate::storage::storage_for;
 
 /// How deep [`dirs_under`] looks below a root (`ROOT/processed/<cache>` is
 /// depth 2; `--out DIR/<split>` is depth 1).
@@ -19,7 +19,7 @@ pub const MAX_DEPTH: usize = 4;
 
 /// True when `dir` holds a `_metadata.json` (a published cache).
 pub fn is_cache(dir: &Path) -> bool {
-    dir.join(METADATA_FILE).is_file()
+    storage_for(dir).is_file(&dir.join(METADATA_FILE))
 }
 
 /// Directories under `root` (not hidden, not inside a cache), breadth first
@@ -33,14 +33,13 @@ pub fn dirs_under(root: &Path) -> Vec<PathBuf> {
             if is_cache(d) {
                 continue;
             }
-            let Ok(entries) = std::fs::read_dir(d) else {
+            let Ok(entries) = storage_for(d).list(d) else {
                 continue;
             };
             let mut subs: Vec<PathBuf> = entries
-                .flatten()
-                .filter(|e| !e.file_name().to_string_lossy().starts_with('.'))
-                .filter(|e| e.file_type().is_ok_and(|t| t.is_dir()))
-                .map(|e| e.path())
+                .into_iter()
+                .filter(|e| !e.name().starts_with('.') && e.is_dir())
+                .map(|e| e.path)
                 .collect();
             subs.sort();
             next.extend(subs);
@@ -118,34 +117,33 @@ pub struct GcReport {
 /// waiting), so the temp dir of a build in progress is never touched.
 ///
 /// # Errors
-/// [`Error::Io`] naming a directory that could not be removed or locked.
+/// [`crate::Error::Io`] naming a directory that could not be removed or locked.
 pub fn collect_garbage(root: &Path, opts: &GcOptions) -> Result<GcReport> {
+    let storage = storage_for(root);
     let mut report = GcReport::default();
     for parent in dirs_under(root) {
         if is_cache(&parent) {
             continue;
         }
-        let Ok(entries) = std::fs::read_dir(&parent) else {
+        let Ok(entries) = storage.list(&parent) else {
             continue;
         };
-        let mut found: Vec<(PathBuf, String, LeftoverKind)> = entries
-            .flatten()
-            .filter(|e| e.file_type().is_ok_and(|t| t.is_dir()))
+        let mut found: Vec<(PathBuf, String, LeftoverKind, Duration)> = entries
+            .into_iter()
+            .filter(|e| e.is_dir())
             .filter_map(|e| {
-                let n = e.file_name().to_string_lossy().into_owned();
-                parse_leftover(&n).map(|(name, kind)| (e.path(), name, kind))
+                let age = e
+                    .modified
+                    .and_then(|t| t.elapsed().ok())
+                    .unwrap_or_default();
+                parse_leftover(&e.name()).map(|(name, kind)| (e.path, name, kind, age))
             })
             .collect();
         found.sort();
-        for (path, name, kind) in found {
+        for (path, name, kind, age) in found {
             let cache = parent.join(&name);
-            let age = std::fs::symlink_metadata(&path)
-                .and_then(|m| m.modified())
-                .ok()
-                .and_then(|t| t.elapsed().ok())
-                .unwrap_or_default();
             let left = Leftover {
-                bytes: dir_size(&path).unwrap_or(0),
+                bytes: storage.dir_size(&path).unwrap_or(0),
                 path,
                 cache,
                 kind,
@@ -157,8 +155,8 @@ pub fn collect_garbage(root: &Path, opts: &GcOptions) -> Result<GcReport> {
             }
             // A builder holds `<cache>.lock` for as long as it writes its temp
             // dir; no lock file means no builder ever locked this cache here.
-            let guard = if lock_path(&left.cache).exists() {
-                match CacheLock::try_acquire(&left.cache)? {
+            let guard = if storage.exists(&lock_path(&left.cache)) {
+                match CacheLock::try_acquire_in(&storage, &left.cache)? {
                     Some(g) => Some(g),
                     None => {
                         report.kept.push((left, Kept::Locked));
@@ -169,11 +167,7 @@ pub fn collect_garbage(root: &Path, opts: &GcOptions) -> Result<GcReport> {
                 None
             };
             if !opts.dry_run {
-                if let Err(e) = std::fs::remove_dir_all(&left.path) {
-                    if e.kind() != std::io::ErrorKind::NotFound {
-                        return Err(Error::io("remove", &left.path, e));
-                    }
-                }
+                storage.remove_dir_all(&left.path)?;
             }
             drop(guard);
             report.bytes_freed += left.bytes;

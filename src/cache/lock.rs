@@ -4,15 +4,15 @@
 //! so a lock is released when its holder dies, and the lock file is never
 //! deleted (deleting it would let a second writer lock a fresh inode).
 
-use std::fs::{File, OpenOptions};
 use std::path::{Path, PathBuf};
 
-use crate::error::{Error, Result};
+use crate::error::Result;
+use crate::storage::{LockGuard, StorageRef};
 
 /// A held exclusive lock; released on drop.
 #[derive(Debug)]
 pub struct CacheLock {
-    _file: File,
+    _guard: Box<dyn LockGuard>,
     path: PathBuf,
 }
 
@@ -30,44 +30,44 @@ impl CacheLock {
     /// Blocks until the exclusive lock of `cache_dir` is held.
     ///
     /// # Errors
-    /// [`Error::Io`] naming the lock file (e.g. permission denied on the root).
+    /// [`crate::Error::Io`] naming the lock file (e.g. permission denied on the root).
     pub fn acquire(cache_dir: &Path) -> Result<Self> {
+        Self::acquire_in(&crate::storage::storage_for(cache_dir), cache_dir)
+    }
+
+    /// [`CacheLock::acquire`] on `storage`.
+    ///
+    /// # Errors
+    /// As [`CacheLock::acquire`].
+    pub fn acquire_in(storage: &StorageRef, cache_dir: &Path) -> Result<Self> {
         let path = lock_path(cache_dir);
-        if let Some(parent) = path.parent() {
-            std::fs::create_dir_all(parent)
-                .map_err(|e| Error::io("create directory", parent, e))?;
-        }
-        let file = OpenOptions::new()
-            .create(true)
-            .truncate(false)
-            .write(true)
-            .open(&path)
-            .map_err(|e| Error::io("open lock file", &path, e))?;
-        file.lock().map_err(|e| Error::io("lock", &path, e))?;
-        Ok(CacheLock { _file: file, path })
+        let guard = storage
+            .lock(&path, true)?
+            .expect("a waiting lock is always taken");
+        Ok(CacheLock {
+            _guard: guard,
+            path,
+        })
     }
 
     /// Takes the lock only if nobody holds it.
     ///
     /// # Errors
-    /// [`Error::Io`] when the lock file cannot be opened.
+    /// [`crate::Error::Io`] when the lock file cannot be opened.
     pub fn try_acquire(cache_dir: &Path) -> Result<Option<Self>> {
+        Self::try_acquire_in(&crate::storage::storage_for(cache_dir), cache_dir)
+    }
+
+    /// [`CacheLock::try_acquire`] on `storage`.
+    ///
+    /// # Errors
+    /// As [`CacheLock::try_acquire`].
+    pub fn try_acquire_in(storage: &StorageRef, cache_dir: &Path) -> Result<Option<Self>> {
         let path = lock_path(cache_dir);
-        if let Some(parent) = path.parent() {
-            std::fs::create_dir_all(parent)
-                .map_err(|e| Error::io("create directory", parent, e))?;
-        }
-        let file = OpenOptions::new()
-            .create(true)
-            .truncate(false)
-            .write(true)
-            .open(&path)
-            .map_err(|e| Error::io("open lock file", &path, e))?;
-        match file.try_lock() {
-            Ok(()) => Ok(Some(CacheLock { _file: file, path })),
-            Err(std::fs::TryLockError::WouldBlock) => Ok(None),
-            Err(std::fs::TryLockError::Error(e)) => Err(Error::io("lock", &path, e)),
-        }
+        Ok(storage.lock(&path, false)?.map(|guard| CacheLock {
+            _guard: guard,
+            path,
+        }))
     }
 
     /// The lock file.

@@ -2,6 +2,7 @@
 //! atomic publication of a staging directory, the parallel encode pipeline
 //! and checksums. Nothing here knows a layout's files.
 
+pub mod build;
 pub mod checksums;
 pub mod gc;
 pub mod lock;

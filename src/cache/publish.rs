@@ -13,7 +13,8 @@
 use std::path::{Path, PathBuf};
 
 use crate::error::{Error, Result};
-use crate::util::{fsync_dir, random_suffix};
+use crate::storage::StorageRef;
+use crate::util::random_suffix;
 
 /// Marks the temp dir of a build: `.<name>_tmp_<8 chars>`.
 const TEMP_MARKER: &str = "_tmp_";
@@ -71,6 +72,7 @@ pub fn parse_leftover(file_name: &str) -> Option<(String, LeftoverKind)> {
 /// removed if dropped unpublished (error or panic).
 #[derive(Debug)]
 pub struct StagingDir {
+    storage: StorageRef,
     tmp: PathBuf,
     target: PathBuf,
     armed: bool,
@@ -89,61 +91,62 @@ fn file_name(target: &Path) -> Result<String> {
         })
 }
 
-/// Removes `.<name>_tmp_*` and `.<name>_old_*` beside `target`: what a killed
-/// build or publish leaves. Call only while holding the cache's lock.
-/// Returns the paths removed.
-pub fn remove_leftovers(target: &Path) -> Vec<PathBuf> {
+fn parent_of(target: &Path) -> &Path {
+    target
+        .parent()
+        .filter(|p| !p.as_os_str().is_empty())
+        .unwrap_or(Path::new("."))
+}
+
+/// The left-overs beside `target` whose names start with one of `kinds`' prefixes.
+fn leftovers(storage: &StorageRef, target: &Path, kinds: &[LeftoverKind]) -> Vec<PathBuf> {
     let Ok(name) = file_name(target) else {
         return Vec::new();
     };
-    let parent = target
-        .parent()
-        .filter(|p| !p.as_os_str().is_empty())
-        .unwrap_or(Path::new("."));
-    let (tmp, old) = (
-        LeftoverKind::Temp.prefix(&name),
-        LeftoverKind::Old.prefix(&name),
-    );
-    let mut removed = Vec::new();
-    if let Ok(entries) = std::fs::read_dir(parent) {
-        for e in entries.flatten() {
-            let n = e.file_name();
-            let n = n.to_string_lossy();
-            if n.starts_with(&tmp) || n.starts_with(&old) {
-                let p = e.path();
-                if std::fs::remove_dir_all(&p).is_ok() {
-                    removed.push(p);
-                }
-            }
-        }
-    }
-    removed
+    let prefixes: Vec<String> = kinds.iter().map(|k| k.prefix(&name)).collect();
+    storage
+        .list(parent_of(target))
+        .map(|entries| {
+            entries
+                .into_iter()
+                .filter(|e| {
+                    let n = e.name();
+                    prefixes.iter().any(|p| n.starts_with(p.as_str()))
+                })
+                .map(|e| e.path)
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+/// Removes `.<name>_tmp_*` and `.<name>_old_*` beside `target`: what a killed
+/// build or publish leaves. Call only while holding the cache's lock.
+/// Returns the paths removed.
+pub fn remove_leftovers(storage: &StorageRef, target: &Path) -> Vec<PathBuf> {
+    leftovers(storage, target, &[LeftoverKind::Temp, LeftoverKind::Old])
+        .into_iter()
+        .filter(|p| storage.remove_dir_all(p).is_ok())
+        .collect()
 }
 
 /// Removes only `.<name>_old_*` beside `target` (replaced generations whose
 /// deletion was interrupted). Call only while holding the cache's lock.
-pub fn remove_leftovers_old(target: &Path) {
-    let Ok(name) = file_name(target) else {
-        return;
-    };
-    let parent = target
-        .parent()
-        .filter(|p| !p.as_os_str().is_empty())
-        .unwrap_or(Path::new("."));
-    let old = LeftoverKind::Old.prefix(&name);
-    if let Ok(entries) = std::fs::read_dir(parent) {
-        for e in entries.flatten() {
-            if e.file_name().to_string_lossy().starts_with(&old) {
-                let _ = std::fs::remove_dir_all(e.path());
-            }
-        }
+pub fn remove_leftovers_old(storage: &StorageRef, target: &Path) {
+    for p in leftovers(storage, target, &[LeftoverKind::Old]) {
+        let _ = storage.remove_dir_all(&p);
     }
+}
+
+/// Temp dirs of `target` (`.<name>_tmp_*`), sorted.
+pub fn temp_dirs(storage: &StorageRef, target: &Path) -> Vec<PathBuf> {
+    leftovers(storage, target, &[LeftoverKind::Temp])
 }
 
 impl StagingDir {
     /// Takes over an existing temp dir (a killed build being resumed).
-    pub fn adopt(tmp: &Path, target: &Path) -> Self {
+    pub fn adopt(storage: &StorageRef, tmp: &Path, target: &Path) -> Self {
         StagingDir {
+            storage: storage.clone(),
             tmp: tmp.to_path_buf(),
             target: target.to_path_buf(),
             armed: true,
@@ -159,25 +162,14 @@ impl StagingDir {
     ///
     /// # Errors
     /// [`Error::Io`] naming the directory that could not be created.
-    pub fn create(target: &Path) -> Result<Self> {
+    pub fn create(storage: &StorageRef, target: &Path) -> Result<Self> {
         let name = file_name(target)?;
-        let parent = target
-            .parent()
-            .filter(|p| !p.as_os_str().is_empty())
-            .unwrap_or(Path::new("."));
-        std::fs::create_dir_all(parent).map_err(|e| Error::io("create directory", parent, e))?;
+        let parent = parent_of(target);
+        storage.create_dir_all(parent)?;
         loop {
             let tmp = parent.join(LeftoverKind::Temp.fresh_name(&name));
-            match std::fs::create_dir(&tmp) {
-                Ok(()) => {
-                    return Ok(StagingDir {
-                        tmp,
-                        target: target.to_path_buf(),
-                        armed: true,
-                    })
-                }
-                Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => continue,
-                Err(e) => return Err(Error::io("create directory", &tmp, e)),
+            if storage.create_dir(&tmp)? {
+                return Ok(StagingDir::adopt(storage, &tmp, target));
             }
         }
     }
@@ -192,10 +184,15 @@ impl StagingDir {
         &self.target
     }
 
+    /// The storage the cache is written to.
+    pub fn storage(&self) -> &StorageRef {
+        &self.storage
+    }
+
     /// Makes the temp dir the cache, replacing any existing one atomically.
-    /// The caller must hold the cache lock and have fsynced every file.
+    /// The caller must hold the cache lock and have made every file durable.
     ///
-    /// Where the filesystem can (Linux `renameat2(RENAME_EXCHANGE)`), the
+    /// Where the storage can (Linux `renameat2(RENAME_EXCHANGE)`), the
     /// new cache and the old one swap places in one step, so the target is
     /// never absent; elsewhere the old cache is renamed aside first, leaving
     /// the target absent for the width of one rename.
@@ -204,106 +201,49 @@ impl StagingDir {
     /// [`Error::Io`] naming the failing rename or fsync. On error the previous
     /// cache (if any) is back in place and the temp dir is removed.
     pub fn publish(mut self) -> Result<()> {
-        let parent = self.tmp.parent().unwrap_or(Path::new(".")).to_path_buf();
-        fsync_dir(&self.tmp)?;
+        let s = self.storage.clone();
+        let parent = parent_of(&self.tmp).to_path_buf();
+        s.sync_dir(&self.tmp)?;
         crate::util::fault_point("publish:before-rename");
-        if std::fs::symlink_metadata(&self.target).is_err() {
-            std::fs::rename(&self.tmp, &self.target)
-                .map_err(|e| Error::io("publish (rename)", &self.target, e))?;
+        if !s.exists(&self.target) {
+            s.rename(&self.tmp, &self.target)?;
             self.armed = false;
             crate::util::fault_point("publish:after-rename");
-            return fsync_dir(&parent);
+            return s.sync_dir(&parent);
         }
         let mut old = parent.join(LeftoverKind::Old.fresh_name(&file_name(&self.target)?));
-        match exchange(&self.tmp, &self.target) {
-            Ok(()) => {
-                // The new cache is in; the old one now sits at the temp name.
-                self.armed = false;
-                crate::util::fault_point("publish:after-move-aside");
-                if std::fs::rename(&self.tmp, &old).is_err() {
-                    old = self.tmp.clone();
-                }
+        if matches!(s.exchange(&self.tmp, &self.target), Ok(true)) {
+            // The new cache is in; the old one now sits at the temp name.
+            self.armed = false;
+            crate::util::fault_point("publish:after-move-aside");
+            if s.rename(&self.tmp, &old).is_err() {
+                old = self.tmp.clone();
             }
-            Err(_) => {
-                std::fs::rename(&self.target, &old)
-                    .map_err(|e| Error::io("move aside old cache", &self.target, e))?;
-                crate::util::fault_point("publish:after-move-aside");
-                if let Err(e) = std::fs::rename(&self.tmp, &self.target) {
-                    // Put the previous generation back; the temp dir is removed on drop.
-                    let _ = std::fs::rename(&old, &self.target);
-                    return Err(Error::io("publish (rename)", &self.target, e));
-                }
-                self.armed = false;
+        } else {
+            s.rename(&self.target, &old)?;
+            crate::util::fault_point("publish:after-move-aside");
+            if let Err(e) = s.rename(&self.tmp, &self.target) {
+                // Put the previous generation back; the temp dir is removed on drop.
+                let _ = s.rename(&old, &self.target);
+                return Err(e);
             }
+            self.armed = false;
         }
         crate::util::fault_point("publish:after-rename");
-        fsync_dir(&parent)?;
+        s.sync_dir(&parent)?;
         // The new cache is durable; a failure here only leaves garbage that
         // `gc` (or the next build) removes.
-        let _ = std::fs::remove_dir_all(&old);
+        let _ = s.remove_dir_all(&old);
         Ok(())
     }
-}
-
-/// Swaps two directory entries in one step (Linux `renameat2` with
-/// `RENAME_EXCHANGE`). An error where the kernel or filesystem does not
-/// support it; the caller falls back to two renames.
-#[cfg(target_os = "linux")]
-fn exchange(a: &Path, b: &Path) -> std::io::Result<()> {
-    use std::ffi::CString;
-    use std::os::unix::ffi::OsStrExt;
-    let ca = CString::new(a.as_os_str().as_bytes())?;
-    let cb = CString::new(b.as_os_str().as_bytes())?;
-    // SAFETY: two valid NUL-terminated paths, relative to the working directory.
-    let r = unsafe {
-        libc::renameat2(
-            libc::AT_FDCWD,
-            ca.as_ptr(),
-            libc::AT_FDCWD,
-            cb.as_ptr(),
-            libc::RENAME_EXCHANGE,
-        )
-    };
-    if r == 0 {
-        Ok(())
-    } else {
-        Err(std::io::Error::last_os_error())
-    }
-}
-
-#[cfg(not(target_os = "linux"))]
-fn exchange(_a: &Path, _b: &Path) -> std::io::Result<()> {
-    Err(std::io::ErrorKind::Unsupported.into())
 }
 
 impl Drop for StagingDir {
     fn drop(&mut self) {
         if self.armed {
-            let _ = std::fs::remove_dir_all(&self.tmp);
+            let _ = self.storage.remove_dir_all(&self.tmp);
         }
     }
-}
-
-/// Temp dirs of `target` (`.<name>_tmp_*`).
-pub fn temp_dirs(target: &Path) -> Vec<PathBuf> {
-    let Some(name) = target.file_name().and_then(|n| n.to_str()) else {
-        return Vec::new();
-    };
-    let prefix = LeftoverKind::Temp.prefix(name);
-    let parent = target
-        .parent()
-        .filter(|p| !p.as_os_str().is_empty())
-        .unwrap_or(Path::new("."));
-    let mut out: Vec<PathBuf> = std::fs::read_dir(parent)
-        .map(|it| {
-            it.flatten()
-                .filter(|e| e.file_name().to_string_lossy().starts_with(&prefix))
-                .map(|e| e.path())
-                .collect()
-        })
-        .unwrap_or_default();
-    out.sort();
-    out
 }
 
 #[cfg(test)]
@@ -313,7 +253,7 @@ mod tests {
     #[test]
     fn dropped_staging_dir_is_removed() {
         let d = tempfile::tempdir().unwrap();
-        let s = StagingDir::create(&d.path().join("c")).unwrap();
+        let s = StagingDir::create(&crate::storage::local(), &d.path().join("c")).unwrap();
         let tmp = s.path().to_path_buf();
         std::fs::write(tmp.join("f"), b"x").unwrap();
         drop(s);
@@ -327,7 +267,7 @@ mod tests {
         for n in [".c_tmp_abc", ".c_old_def", ".cc_tmp_x", "c"] {
             std::fs::create_dir(d.path().join(n)).unwrap();
         }
-        let removed = remove_leftovers(&d.path().join("c"));
+        let removed = remove_leftovers(&crate::storage::local(), &d.path().join("c"));
         assert_eq!(removed.len(), 2);
         let mut left: Vec<_> = std::fs::read_dir(d.path())
             .unwrap()
@@ -343,7 +283,7 @@ mod tests {
         let target = d.path().join("c");
         std::fs::create_dir(&target).unwrap();
         std::fs::write(target.join("old"), b"1").unwrap();
-        let s = StagingDir::create(&target).unwrap();
+        let s = StagingDir::create(&crate::storage::local(), &target).unwrap();
         std::fs::write(s.path().join("new"), b"2").unwrap();
         s.publish().unwrap();
         assert!(target.join("new").exists());

@@ -2,7 +2,6 @@
 //! in `_row_xxh64/<shard>.xxh` (little-endian u64s). A shard's file checksum
 //! says *that* it changed; these say *which rows* did.
 
-use std::io::Write;
 use std::path::{Path, PathBuf};
 
 use arrow_array::cast::AsArray;
@@ -11,6 +10,7 @@ use arrow_schema::DataType;
 use xxhash_rust::xxh64::Xxh64;
 
 use crate::error::{Error, Result};
+use crate::storage::Storage;
 
 /// Folder of the row-checksum sidecars inside a cache.
 pub const ROW_SUMS_DIR: &str = "_row_xxh64";
@@ -73,19 +73,16 @@ pub fn row_hashes(batch: &RecordBatch) -> Vec<u64> {
 ///
 /// # Errors
 /// [`Error::Io`] naming the sidecar.
-pub fn write_sidecar(dir: &Path, shard: &str, sums: &[u64]) -> Result<()> {
+pub fn write_sidecar(storage: &dyn Storage, dir: &Path, shard: &str, sums: &[u64]) -> Result<()> {
     let path = sidecar(dir, shard);
     if let Some(p) = path.parent() {
-        std::fs::create_dir_all(p).map_err(|e| Error::io("create directory", p, e))?;
+        storage.create_dir_all(p)?;
     }
     let mut bytes = Vec::with_capacity(sums.len() * 8);
     for s in sums {
         bytes.extend_from_slice(&s.to_le_bytes());
     }
-    let mut f = std::fs::File::create(&path).map_err(|e| Error::io("create", &path, e))?;
-    f.write_all(&bytes)
-        .map_err(|e| Error::io("write", &path, e))?;
-    f.sync_all().map_err(|e| Error::io("fsync", &path, e))
+    storage.write_atomic(&path, &bytes)
 }
 
 /// Reads a shard's row checksums.
@@ -93,9 +90,9 @@ pub fn write_sidecar(dir: &Path, shard: &str, sums: &[u64]) -> Result<()> {
 /// # Errors
 /// [`Error::Io`] naming the sidecar; [`Error::CorruptShard`] for a length
 /// that is not a whole number of checksums.
-pub fn read_sidecar(dir: &Path, shard: &str) -> Result<Vec<u64>> {
+pub fn read_sidecar(storage: &dyn Storage, dir: &Path, shard: &str) -> Result<Vec<u64>> {
     let path = sidecar(dir, shard);
-    let bytes = std::fs::read(&path).map_err(|e| Error::io("read", &path, e))?;
+    let bytes = storage.read(&path)?;
     if bytes.len() % 8 != 0 {
         return Err(Error::corrupt(&path, "row checksum file is truncated"));
     }

@@ -19,6 +19,7 @@ use crate::layouts::arrow_shards::ipc::read_footer;
 use crate::layouts::{ArrowShards, Backend};
 #[cfg(feature = "lance")]
 use crate::layouts::{LanceReadOptions, LanceRows};
+use crate::storage::{storage_for, Storage, StorageRef};
 
 /// Options of [`open_cache_with`].
 #[derive(Debug, Clone, Default)]
@@ -123,6 +124,8 @@ pub struct Cache {
     pub features_source: FeaturesSource,
     /// The backend serving the rows.
     pub backend: Arc<dyn Backend>,
+    /// The storage the cache is read from.
+    pub storage: StorageRef,
 }
 
 impl Cache {
@@ -157,10 +160,11 @@ pub fn open_cache(dir: impl AsRef<Path>) -> Result<Cache> {
 /// [`Error::SchemaMismatch`] when the given features differ from the cache's.
 pub fn open_cache_with(dir: impl AsRef<Path>, opts: &OpenOptions) -> Result<Cache> {
     let dir = dir.as_ref();
-    let metadata = CacheMetadata::read(dir)?;
+    let storage = storage_for(dir);
+    let metadata = CacheMetadata::read_in(storage.as_ref(), dir)?;
     let path = dir.join(METADATA_FILE);
     let (backend, features_source) = match &metadata {
-        CacheMetadata::ArrowShards(m) => open_arrow_shards(dir, &path, m, opts)?,
+        CacheMetadata::ArrowShards(m) => open_arrow_shards(&storage, dir, &path, m, opts)?,
         CacheMetadata::LanceRows(m) => open_lance_rows(dir, &path, m, opts)?,
         CacheMetadata::VideoFrames(m) => open_video_frames(dir, &path, m, opts)?,
     };
@@ -170,6 +174,7 @@ pub fn open_cache_with(dir: impl AsRef<Path>, opts: &OpenOptions) -> Result<Cach
         metadata,
         features_source,
         backend,
+        storage,
     })
 }
 
@@ -186,17 +191,20 @@ fn decoder(dir: &Path, features: &Arc<Features>, opts: &OpenOptions) -> RowDecod
 }
 
 fn open_arrow_shards(
+    storage: &StorageRef,
     dir: &Path,
     path: &Path,
     meta: &ArrowShardsMetadata,
     opts: &OpenOptions,
 ) -> Result<Opened> {
-    let (features, source) = resolve_features(dir, path, meta, opts.features.as_ref())?;
+    let (features, source) =
+        resolve_features(storage.as_ref(), dir, path, meta, opts.features.as_ref())?;
     if opts.verify_checksums {
-        verify_shards(dir, meta)?;
+        verify_shards(storage.as_ref(), dir, meta)?;
     }
     let decoder = decoder(dir, &features, opts);
-    let backend = ArrowShards::new(
+    let backend = ArrowShards::new_in(
+        storage.clone(),
         dir,
         &meta.shard_filenames,
         &meta.shard_row_counts,
@@ -380,6 +388,7 @@ fn describe_diff(stored: &Features, wanted: &Features) -> String {
 }
 
 fn resolve_features(
+    storage: &dyn Storage,
     dir: &Path,
     meta_path: &Path,
     meta: &ArrowShardsMetadata,
@@ -406,12 +415,7 @@ fn resolve_features(
             // Mapped, not read: parsing the footer touches the first page and
             // the last few, whatever the shard's size.
             let path = dir.join(first);
-            let file = std::fs::File::open(&path).map_err(|e| Error::io("open shard", &path, e))?;
-            // SAFETY: published shards are never modified in place (the cache is
-            // replaced by renaming a new directory in); the map lives only for
-            // this parse.
-            let map = unsafe { memmap2::Mmap::map(&file) }
-                .map_err(|e| Error::io("map shard", &path, e))?;
+            let map = storage.map(&path)?;
             if map.len() < 18 {
                 return Err(Error::corrupt(&path, "too short for an Arrow IPC file"));
             }

@@ -11,7 +11,13 @@ use crate::cache::metadata::LAYOUT_LANCE_ROWS;
 use crate::error::{Error, Result};
 use crate::layouts::arrow_shards::ipc::shard_column_bytes;
 use crate::layouts::open::Cache;
-pub use crate::util::dir_size;
+/// Bytes of every file under `dir` (0 when absent), on the storage it lives on.
+///
+/// # Errors
+/// [`Error::Io`] naming a directory that cannot be listed.
+pub fn dir_size(dir: &std::path::Path) -> Result<u64> {
+    crate::storage::storage_for(dir).dir_size(dir)
+}
 
 /// Rows read to estimate the memory of a layout whose headers do not say it.
 pub const MEMORY_SAMPLE_ROWS: u64 = 1024;
@@ -90,7 +96,8 @@ impl CacheStats {
 pub fn cache_stats(cache: &Cache) -> Result<CacheStats> {
     let features = cache.features();
     let names: Vec<String> = features.names().iter().map(|n| n.to_string()).collect();
-    let total_bytes_on_disk = dir_size(&cache.dir)?;
+    let storage = cache.storage.clone();
+    let total_bytes_on_disk = storage.dir_size(&cache.dir)?;
     match cache.layout.as_str() {
         LAYOUT_ARROW_SHARDS => {
             let schema = features.arrow_schema();
@@ -110,11 +117,12 @@ pub fn cache_stats(cache: &Cache) -> Result<CacheStats> {
             let mut shards = Vec::with_capacity(files.len());
             for (f, &rows) in files.iter().zip(cache.backend.shard_row_counts()) {
                 let path = cache.dir.join(f);
-                let bytes = std::fs::metadata(&path)
-                    .map_err(|e| Error::io("stat shard", &path, e))?
-                    .len();
-                for (c, (disk, mem)) in columns.iter_mut().zip(shard_column_bytes(&path, &schema)?)
-                {
+                let bytes = storage
+                    .stat(&path)?
+                    .ok_or_else(|| Error::MissingShard { path: path.clone() })?
+                    .len;
+                let per_column = shard_column_bytes(storage.as_ref(), &path, &schema)?;
+                for (c, (disk, mem)) in columns.iter_mut().zip(per_column) {
                     c.on_disk += disk;
                     c.in_memory += mem;
                 }

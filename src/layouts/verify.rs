@@ -20,7 +20,7 @@
 
 use std::path::{Path, PathBuf};
 
-use crate::cache::checksums::{read_file_checksums, write_file_checksums, xxh64_file};
+use crate::cache::checksums::{read_file_checksums, write_file_checksums, xxh64_file_in};
 use crate::cache::lock::CacheLock;
 use crate::cache::metadata::{
     LAYOUT_ARROW_SHARDS, LAYOUT_LANCE_ROWS, LAYOUT_LANCE_VIDEO_FRAMES, METADATA_FILE,
@@ -29,6 +29,7 @@ use crate::error::{Error, Result};
 use crate::layouts::arrow_shards::integrity::locate_corrupt_rows;
 use crate::layouts::open::{open_cache, Cache, FeaturesSource};
 use crate::layouts::ArrowShards;
+use crate::storage::storage_for;
 
 /// File checksums recorded by [`stamp_checksums`] for a cache whose writer
 /// recorded none. The reference never reads it, so stamping changes nothing
@@ -402,28 +403,36 @@ fn checksums(cache: &Cache, rep: &mut VerifyReport) {
             Err(e) => rep.damaged(&error_path(&e, dir), e.to_string()),
         }
     }
+    let storage = storage_for(dir);
     let stamp_path = dir.join(CHECKSUMS_FILE);
-    if stamp_path.exists() {
-        match read_file_checksums(&stamp_path) {
+    if storage.exists(&stamp_path) {
+        match read_file_checksums(storage.as_ref(), &stamp_path) {
             Err(e) => rep.damaged(&stamp_path, e.to_string()),
             Ok(stamp) => {
                 for f in &stamp.files {
                     let path = dir.join(&f.path);
-                    match std::fs::metadata(&path) {
+                    match storage.stat(&path) {
                         Err(e) => {
                             rep.damaged(&path, format!("stamped file cannot be read: {e}"));
                             continue;
                         }
-                        Ok(m) if m.len() != f.bytes => {
+                        Ok(None) => {
                             rep.damaged(
                                 &path,
-                                format!("{} bytes, stamped with {}", m.len(), f.bytes),
+                                "stamped file cannot be read: No such file or directory (os error 2)",
                             );
                             continue;
                         }
-                        Ok(_) => {}
+                        Ok(Some(m)) if m.len != f.bytes => {
+                            rep.damaged(
+                                &path,
+                                format!("{} bytes, stamped with {}", m.len, f.bytes),
+                            );
+                            continue;
+                        }
+                        Ok(Some(_)) => {}
                     }
-                    match xxh64_file(&path) {
+                    match xxh64_file_in(storage.as_ref(), &path) {
                         Ok(got) if got == f.xxh64 => {}
                         Ok(got) => rep.damaged(
                             &path,
@@ -458,9 +467,10 @@ fn checksums(cache: &Cache, rep: &mut VerifyReport) {
 /// [`Error::InvalidArgument`] when the cache is already stamped or found
 /// damaged; I/O errors naming the file.
 pub fn stamp_checksums(dir: &Path) -> Result<usize> {
-    let _lock = CacheLock::acquire(dir)?;
+    let storage = storage_for(dir);
+    let _lock = CacheLock::acquire_in(&storage, dir)?;
     let path = dir.join(CHECKSUMS_FILE);
-    if path.exists() {
+    if storage.exists(&path) {
         return Err(Error::InvalidArgument(format!(
             "{} already exists: the cache is stamped",
             path.display()
@@ -474,5 +484,5 @@ pub fn stamp_checksums(dir: &Path) -> Result<usize> {
             d.reason
         )));
     }
-    write_file_checksums(dir, &[])
+    write_file_checksums(storage.as_ref(), dir, &[])
 }

@@ -1,6 +1,7 @@
 //! The metadata of each layout: its keys (the reference's first, in its
 //! order, then ours), and the checks each layout's metadata must pass.
 
+use crate::storage::Storage;
 use std::path::Path;
 
 use serde::{Deserialize, Serialize};
@@ -423,15 +424,15 @@ impl ArrowShardsMetadata {
     /// [`Error::Metadata`] for wrong keys or counts that do not add up,
     /// [`Error::MissingShard`] for an absent file, [`Error::CorruptShard`]
     /// for a file of the wrong size.
-    pub fn from_common(dir: &Path, common: &CommonMetadata) -> Result<Self> {
+    pub fn from_common(storage: &dyn Storage, dir: &Path, common: &CommonMetadata) -> Result<Self> {
         let path = &common.path;
         let m: ArrowShardsMetadata =
             common.parse_as("arrow", LAYOUT_ARROW_SHARDS, "an Arrow sharded cache")?;
-        m.validate(dir, path)?;
+        m.validate(storage, dir, path)?;
         Ok(m)
     }
 
-    fn validate(&self, dir: &Path, path: &Path) -> Result<()> {
+    fn validate(&self, storage: &dyn Storage, dir: &Path, path: &Path) -> Result<()> {
         let n = self.num_shards as usize;
         if self.shard_filenames.len() != n || self.shard_row_counts.len() != n {
             return Err(Error::metadata(
@@ -481,21 +482,17 @@ impl ArrowShardsMetadata {
                 ));
             }
             let p = dir.join(name);
-            let meta = match std::fs::metadata(&p) {
-                Ok(m) => m,
-                Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
-                    return Err(Error::MissingShard { path: p })
-                }
-                Err(e) => return Err(Error::io("stat", &p, e)),
+            let meta = match storage.stat(&p)? {
+                Some(m) => m,
+                None => return Err(Error::MissingShard { path: p }),
             };
             if let Some(sizes) = &self.shard_num_bytes {
-                if meta.len() != sizes[i] {
+                if meta.len != sizes[i] {
                     return Err(Error::corrupt(
                         &p,
                         format!(
                             "file has {} bytes, metadata records {} (truncated or replaced)",
-                            meta.len(),
-                            sizes[i]
+                            meta.len, sizes[i]
                         ),
                     ));
                 }

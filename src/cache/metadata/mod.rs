@@ -3,6 +3,7 @@
 //! A cache is complete exactly when its `_metadata.json` exists: the file is
 //! written last, fsynced, and published with the directory by one rename.
 
+use crate::storage::Storage;
 use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
@@ -93,19 +94,24 @@ impl CommonMetadata {
 /// [`Error::Metadata`] when missing, unparsable, not an object or without
 /// `format`/`layout`; [`Error::UnsupportedVersion`] for a version other than 1.
 pub fn read_common(dir: &Path) -> Result<CommonMetadata> {
+    read_common_in(crate::storage::storage_for(dir).as_ref(), dir)
+}
+
+/// [`read_common`] through `storage`.
+///
+/// # Errors
+/// As [`read_common`].
+pub fn read_common_in(storage: &dyn Storage, dir: &Path) -> Result<CommonMetadata> {
     let path = dir.join(METADATA_FILE);
-    let text = match std::fs::read(&path) {
-        Ok(t) => t,
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
-            let reason = if dir.is_dir() {
-                "no _metadata.json: not a cache, or a build that never finished"
-            } else {
-                "the cache directory does not exist"
-            };
-            return Err(Error::metadata(&path, reason));
-        }
-        Err(e) => return Err(Error::io("read", &path, e)),
-    };
+    if !storage.is_file(&path) {
+        let reason = if storage.is_dir(dir) {
+            "no _metadata.json: not a cache, or a build that never finished"
+        } else {
+            "the cache directory does not exist"
+        };
+        return Err(Error::metadata(&path, reason));
+    }
+    let text = storage.read(&path)?;
     let raw: J = serde_json::from_slice(&text)
         .map_err(|e| Error::metadata(&path, format!("not valid JSON ({e})")))?;
     check_self_checksum(&text, &raw).map_err(|r| Error::metadata(&path, r))?;
@@ -169,10 +175,18 @@ impl CacheMetadata {
     /// [`Error::UnsupportedVersion`], [`Error::UnsupportedLayout`] for a
     /// layout this version does not know.
     pub fn read(dir: &Path) -> Result<Self> {
-        let common = read_common(dir)?;
+        Self::read_in(crate::storage::storage_for(dir).as_ref(), dir)
+    }
+
+    /// [`CacheMetadata::read`] through `storage`.
+    ///
+    /// # Errors
+    /// As [`CacheMetadata::read`].
+    pub fn read_in(storage: &dyn Storage, dir: &Path) -> Result<Self> {
+        let common = read_common_in(storage, dir)?;
         Ok(match common.layout.as_str() {
             LAYOUT_ARROW_SHARDS => {
-                CacheMetadata::ArrowShards(ArrowShardsMetadata::from_common(dir, &common)?)
+                CacheMetadata::ArrowShards(ArrowShardsMetadata::from_common(storage, dir, &common)?)
             }
             LAYOUT_LANCE_ROWS => {
                 CacheMetadata::LanceRows(LanceRowsMetadata::from_common(dir, &common)?)
@@ -338,11 +352,16 @@ pub fn check_self_checksum(bytes: &[u8], doc: &J) -> std::result::Result<(), Str
     Ok(())
 }
 
-/// Writes any metadata document with `metadata_xxh64` as its last key, durably.
+/// Writes any metadata document with `metadata_xxh64` as its last key,
+/// atomically and durably.
 ///
 /// # Errors
 /// [`Error::Io`] naming the file.
-pub fn write_json_checksummed(path: &Path, doc: &impl Serialize) -> Result<()> {
+pub fn write_json_checksummed(
+    storage: &dyn Storage,
+    path: &Path,
+    doc: &impl Serialize,
+) -> Result<()> {
     let mut v = serde_json::to_value(doc)
         .map_err(|e| Error::metadata(path, format!("cannot serialise: {e}")))?;
     let obj = v
@@ -356,12 +375,5 @@ pub fn write_json_checksummed(path: &Path, doc: &impl Serialize) -> Result<()> {
         .ok_or_else(|| Error::metadata(path, "self-checksum placeholder missing"))?;
     let sum = format!("{:016x}", xxhash_rust::xxh64::xxh64(&bytes, 0));
     bytes[start..start + 16].copy_from_slice(sum.as_bytes());
-    write_bytes_durable(path, &bytes)
-}
-
-/// Writes `bytes` to `path` and fsyncs the file.
-pub(crate) fn write_bytes_durable(path: &Path, bytes: &[u8]) -> Result<()> {
-    let mut f = std::fs::File::create(path).map_err(|e| Error::io("create", path, e))?;
-    std::io::Write::write_all(&mut f, bytes).map_err(|e| Error::io("write", path, e))?;
-    f.sync_all().map_err(|e| Error::io("fsync", path, e))
+    storage.write_atomic(path, &bytes)
 }

@@ -5,13 +5,14 @@
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use crate::cache::checksums::xxh64_file;
+use crate::cache::checksums::xxh64_file_in;
 use crate::cache::metadata::{ArrowShardsMetadata, CacheMetadata, METADATA_FILE};
 use crate::error::{Error, Result};
 use crate::features::decode::{DecodeOptions, RowDecoder};
 use crate::features::describe::features_from_json;
 use crate::features::Features;
 use crate::layouts::arrow_shards::read::ArrowShards;
+use crate::storage::{storage_for, Storage};
 
 /// A shard whose bytes do not match the recorded checksum.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -30,6 +31,7 @@ pub struct ChecksumMismatch {
 /// [`Error::Io`] when a shard cannot be read; [`Error::Metadata`] when the
 /// cache records no checksums (written by the reference).
 pub fn verify_checksums(dir: &Path) -> Result<Vec<ChecksumMismatch>> {
+    let storage = storage_for(dir);
     let meta = arrow_metadata(dir)?;
     let sums = meta.shard_xxh64.as_ref().ok_or_else(|| {
         Error::metadata(
@@ -40,7 +42,7 @@ pub fn verify_checksums(dir: &Path) -> Result<Vec<ChecksumMismatch>> {
     let mut bad = Vec::new();
     for (name, want) in meta.shard_filenames.iter().zip(sums) {
         let path = dir.join(name);
-        let got = xxh64_file(&path)?;
+        let got = xxh64_file_in(storage.as_ref(), &path)?;
         if &got != want {
             bad.push(ChecksumMismatch {
                 path,
@@ -52,13 +54,17 @@ pub fn verify_checksums(dir: &Path) -> Result<Vec<ChecksumMismatch>> {
     Ok(bad)
 }
 
-pub(crate) fn verify_shards(dir: &Path, meta: &ArrowShardsMetadata) -> Result<()> {
+pub(crate) fn verify_shards(
+    storage: &dyn Storage,
+    dir: &Path,
+    meta: &ArrowShardsMetadata,
+) -> Result<()> {
     let Some(sums) = &meta.shard_xxh64 else {
         return Ok(());
     };
     for (name, want) in meta.shard_filenames.iter().zip(sums) {
         let path = dir.join(name);
-        let got = xxh64_file(&path)?;
+        let got = xxh64_file_in(storage, &path)?;
         if &got != want {
             return Err(Error::corrupt(
                 &path,
@@ -140,7 +146,8 @@ pub fn locate_corrupt_rows(dir: &Path) -> Result<Vec<CorruptRows>> {
             out.push(whole);
             continue;
         }
-        let Ok(sums) = crate::cache::rowsum::read_sidecar(dir, &name) else {
+        let Ok(sums) = crate::cache::rowsum::read_sidecar(storage_for(dir).as_ref(), dir, &name)
+        else {
             out.push(whole);
             continue;
         };

@@ -6,8 +6,6 @@
 
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::path::Path;
-use std::ptr::NonNull;
-use std::sync::Arc;
 
 use arrow_buffer::Buffer;
 use arrow_ipc::reader::read_footer_length;
@@ -15,6 +13,7 @@ use arrow_ipc::{Block, MetadataVersion};
 use arrow_schema::Schema;
 
 use crate::error::{Error, Result};
+use crate::storage::Storage;
 
 const MAGIC: &[u8; 6] = b"ARROW1";
 
@@ -26,34 +25,24 @@ pub(crate) struct Footer {
     pub(crate) custom: Vec<(String, String)>,
 }
 
-pub(crate) fn map_file(path: &Path) -> Result<Buffer> {
-    let file = std::fs::File::open(path).map_err(|e| match e.kind() {
-        std::io::ErrorKind::NotFound => Error::MissingShard {
-            path: path.to_path_buf(),
-        },
-        _ => Error::io("open shard", path, e),
+/// A shard file as an Arrow buffer, without copying where the storage maps
+/// files (the local filesystem).
+pub(crate) fn map_file(storage: &dyn Storage, path: &Path) -> Result<Buffer> {
+    let bytes = storage.map(path).map_err(|e| match e {
+        Error::Io { ref source, .. } if source.kind() == std::io::ErrorKind::NotFound => {
+            Error::MissingShard {
+                path: path.to_path_buf(),
+            }
+        }
+        e => e,
     })?;
-    let len = file
-        .metadata()
-        .map_err(|e| Error::io("stat shard", path, e))?
-        .len();
-    if len < 18 {
+    if bytes.len() < 18 {
         return Err(Error::corrupt(
             path,
-            format!("{len} bytes is too short for an Arrow IPC file"),
+            format!("{} bytes is too short for an Arrow IPC file", bytes.len()),
         ));
     }
-    // SAFETY: the map is read-only and shards are immutable once published
-    // (a rebuild writes new files in a new directory and renames). A file
-    // truncated underneath the map by a third party could fault; that is the
-    // standard caveat of every memory-mapped reader (pyarrow included).
-    let mmap =
-        unsafe { memmap2::Mmap::map(&file) }.map_err(|e| Error::io("mmap shard", path, e))?;
-    let ptr = NonNull::new(mmap.as_ptr() as *mut u8)
-        .ok_or_else(|| Error::corrupt(path, "empty mapping"))?;
-    let len = mmap.len();
-    // SAFETY: ptr/len describe the mapping, which the Arc'd owner keeps alive.
-    Ok(unsafe { Buffer::from_custom_allocation(ptr, len, Arc::new(mmap)) })
+    Ok(Buffer::from(bytes))
 }
 
 /// Checks a footer field before arrow-ipc converts it (which panics on
@@ -385,8 +374,12 @@ fn buffer_count(t: &arrow_schema::DataType) -> usize {
 ///
 /// # Errors
 /// [`Error::MissingShard`], [`Error::CorruptShard`] naming the file.
-pub fn shard_column_bytes(path: &Path, expected: &Schema) -> Result<Vec<(u64, u64)>> {
-    let buf = map_file(path)?;
+pub fn shard_column_bytes(
+    storage: &dyn Storage,
+    path: &Path,
+    expected: &Schema,
+) -> Result<Vec<(u64, u64)>> {
+    let buf = map_file(storage, path)?;
     let footer = read_footer(path, &buf)?;
     check_schema(path, &footer.schema, expected)?;
     let counts: Vec<usize> = expected

@@ -7,14 +7,14 @@
 //! therefore leaves a manifest whose lines all describe complete shards, except
 //! possibly a torn last line, which is dropped on resume.
 
-use std::fs::{File, OpenOptions};
-use std::io::Write;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 use serde::{Deserialize, Serialize};
 
-use crate::error::{Error, Result};
-use crate::layouts::arrow_shards::format::{Compression, ShardRecord};
+use crate::cache::build::LogLine;
+use crate::error::Result;
+use crate::layouts::arrow_shards::format::Compression;
+use crate::storage::Storage;
 
 /// File name of the manifest inside a build's temp dir.
 pub const MANIFEST_FILE: &str = "_manifest.jsonl";
@@ -58,174 +58,115 @@ pub struct ManifestShard {
     pub unit_ends: Vec<u64>,
 }
 
-#[derive(Debug, Serialize, Deserialize)]
-#[serde(tag = "kind", rename_all = "snake_case")]
-enum Line {
-    Header(ManifestHeader),
-    Shard(ManifestShard),
+impl LogLine for ManifestHeader {
+    const KIND: &'static str = "header";
 }
 
-/// Appends commits to a manifest.
-#[derive(Debug)]
-pub struct ManifestWriter {
-    file: File,
-    path: PathBuf,
+impl LogLine for ManifestShard {
+    const KIND: &'static str = "shard";
 }
 
-fn fsync_line(file: &mut File, path: &Path, line: &Line) -> Result<()> {
-    let mut text = serde_json::to_vec(line)
-        .map_err(|e| Error::metadata(path, format!("cannot serialise manifest line: {e}")))?;
-    text.push(b'\n');
-    file.write_all(&text)
-        .map_err(|e| Error::io("write manifest", path, e))?;
-    file.sync_data()
-        .map_err(|e| Error::io("fsync manifest", path, e))
+/// Whether a manifest line commits the next shard of `dir` and that shard's
+/// file is intact (size and xxh64).
+pub(crate) fn committed_shard_ok(
+    storage: &dyn Storage,
+    dir: &Path,
+    s: &ManifestShard,
+    before: &[ManifestShard],
+) -> bool {
+    let expected = crate::layouts::arrow_shards::format::shard_filename(before.len());
+    let path = dir.join(&s.filename);
+    s.filename == expected
+        && matches!(storage.stat(&path), Ok(Some(e)) if e.len == s.num_bytes)
+        && crate::cache::checksums::xxh64_file_in(storage, &path).is_ok_and(|h| h == s.xxh64)
 }
 
-impl ManifestWriter {
-    /// Starts a new manifest with its header (the dir's entry is fsynced too).
-    ///
-    /// # Errors
-    /// [`Error::Io`] naming the manifest.
-    pub fn create(dir: &Path, header: &ManifestHeader) -> Result<Self> {
-        let path = dir.join(MANIFEST_FILE);
-        let mut file = OpenOptions::new()
-            .create(true)
-            .truncate(true)
-            .write(true)
-            .open(&path)
-            .map_err(|e| Error::io("create manifest", &path, e))?;
-        fsync_line(&mut file, &path, &Line::Header(header.clone()))?;
-        crate::util::fsync_dir(dir)?;
-        Ok(ManifestWriter { file, path })
-    }
-
-    /// Re-opens a validated manifest for appending; `keep_bytes` is the length
-    /// of its valid prefix (a torn tail is cut off first).
-    ///
-    /// # Errors
-    /// [`Error::Io`] naming the manifest.
-    pub fn reopen(dir: &Path, keep_bytes: u64) -> Result<Self> {
-        let path = dir.join(MANIFEST_FILE);
-        let file = OpenOptions::new()
-            .write(true)
-            .open(&path)
-            .map_err(|e| Error::io("open manifest", &path, e))?;
-        file.set_len(keep_bytes)
-            .map_err(|e| Error::io("truncate torn manifest tail", &path, e))?;
-        let mut file = file;
-        std::io::Seek::seek(&mut file, std::io::SeekFrom::End(0))
-            .map_err(|e| Error::io("seek manifest", &path, e))?;
-        file.sync_data()
-            .map_err(|e| Error::io("fsync manifest", &path, e))?;
-        Ok(ManifestWriter { file, path })
-    }
-
-    /// Commits a closed (already fsynced) shard.
-    ///
-    /// # Errors
-    /// [`Error::Io`] naming the manifest.
-    pub fn commit(&mut self, shard: &ShardRecord, unit_ends: Vec<u64>) -> Result<()> {
-        let line = Line::Shard(ManifestShard {
-            filename: shard.filename.clone(),
-            num_rows: shard.num_rows,
-            num_bytes: shard.num_bytes,
-            xxh64: shard.xxh64.clone(),
-            unit_ends,
-        });
-        fsync_line(&mut self.file, &self.path, &line)
-    }
-}
-
-/// A manifest read back from a killed build and checked against its files.
-#[derive(Debug, Clone)]
-pub struct RecoveredBuild {
-    /// The build's temp dir.
-    pub dir: PathBuf,
-    /// Its header.
-    pub header: ManifestHeader,
-    /// Committed shards whose files are intact, in order.
-    pub shards: Vec<ManifestShard>,
-    /// Length of the manifest's valid prefix (header + intact shard lines).
-    pub valid_bytes: u64,
-}
-
-impl RecoveredBuild {
-    /// Rows committed.
-    pub fn rows(&self) -> u64 {
-        self.shards.iter().map(|s| s.num_rows).sum()
-    }
-
-    /// Cumulative unit ends known at the last commit.
-    pub fn unit_ends(&self) -> Vec<u64> {
-        self.shards
-            .last()
-            .map(|s| s.unit_ends.clone())
-            .unwrap_or_default()
-    }
-}
-
-/// Reads a temp dir's manifest; returns `None` when there is none or its
-/// header is unreadable. Committed shards are checked (size and xxh64); the
-/// first damaged one and everything after it are dropped, as is a torn last
-/// line. Shard files not committed are deleted.
-pub fn recover(dir: &Path) -> Option<RecoveredBuild> {
-    let path = dir.join(MANIFEST_FILE);
-    let bytes = std::fs::read(&path).ok()?;
-    let mut header: Option<ManifestHeader> = None;
-    let mut shards = Vec::new();
-    let mut valid = 0u64;
-    let mut offset = 0usize;
-    for chunk in bytes.split_inclusive(|&b| b == b'\n') {
-        offset += chunk.len();
-        if !chunk.ends_with(b"\n") {
-            break; // torn tail
-        }
-        let Ok(line) = serde_json::from_slice::<Line>(&chunk[..chunk.len() - 1]) else {
-            break;
-        };
-        match (line, header.is_some()) {
-            (Line::Header(h), false) => header = Some(h),
-            (Line::Shard(s), true) => {
-                let expected = crate::layouts::arrow_shards::format::shard_filename(shards.len());
-                if s.filename != expected || !shard_intact(&dir.join(&s.filename), &s) {
-                    break;
-                }
-                shards.push(s);
-            }
-            _ => break,
-        }
-        valid = offset as u64;
-    }
-    let header = header?;
-    // Anything else that looks like a shard was never committed.
-    if let Ok(entries) = std::fs::read_dir(dir) {
-        for e in entries.flatten() {
-            let name = e.file_name().to_string_lossy().into_owned();
-            if name.starts_with("shard-") && !shards.iter().any(|s| s.filename == name) {
-                let _ = std::fs::remove_file(e.path());
-            }
+/// Deletes every shard file of `dir` the manifest does not commit.
+pub(crate) fn drop_uncommitted(
+    storage: &dyn Storage,
+    dir: &Path,
+    shards: &[ManifestShard],
+) -> Result<()> {
+    for e in storage.list(dir)? {
+        let name = e.name();
+        if name.starts_with("shard-") && !shards.iter().any(|s| s.filename == name) {
+            storage.remove_file(&e.path)?;
         }
     }
-    Some(RecoveredBuild {
-        dir: dir.to_path_buf(),
-        header,
-        shards,
-        valid_bytes: valid,
-    })
-}
-
-fn shard_intact(path: &Path, s: &ManifestShard) -> bool {
-    match std::fs::metadata(path) {
-        Ok(m) if m.len() == s.num_bytes => {}
-        _ => return false,
-    }
-    crate::cache::checksums::xxh64_file(path).is_ok_and(|h| h == s.xxh64)
+    Ok(())
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::cache::build::ResumeLog;
+    use crate::layouts::arrow_shards::format::ShardRecord;
+    use crate::storage::StorageRef;
+    use std::path::PathBuf;
+
+    /// The manifest's appender: one [`ManifestShard`] line per closed shard.
+    type ManifestWriter = ResumeLog<ManifestShard>;
+
+    /// A manifest read back from a killed build and checked against its files.
+    #[derive(Debug, Clone)]
+    struct RecoveredBuild {
+        /// The build's temp dir.
+        #[allow(dead_code)]
+        dir: PathBuf,
+        /// Its header.
+        header: ManifestHeader,
+        /// Committed shards whose files are intact, in order.
+        shards: Vec<ManifestShard>,
+        /// Length of the manifest's valid prefix (header + intact shard lines).
+        valid_bytes: u64,
+    }
+
+    impl RecoveredBuild {
+        /// Rows committed.
+        fn rows(&self) -> u64 {
+            self.shards.iter().map(|s| s.num_rows).sum()
+        }
+
+        /// Cumulative unit ends known at the last commit.
+        fn unit_ends(&self) -> Vec<u64> {
+            self.shards
+                .last()
+                .map(|s| s.unit_ends.clone())
+                .unwrap_or_default()
+        }
+    }
+
+    /// Reads a temp dir's manifest; returns `None` when there is none or its
+    /// header is unreadable. Committed shards are checked (size and xxh64); the
+    /// first damaged one and everything after it are dropped, as is a torn last
+    /// line. Shard files not committed are deleted.
+    fn recover(storage: &StorageRef, dir: &Path) -> Option<RecoveredBuild> {
+        let r = ManifestWriter::read::<ManifestHeader>(
+            storage,
+            &dir.join(MANIFEST_FILE),
+            |s, before| committed_shard_ok(storage.as_ref(), dir, s, before),
+        )?;
+        drop_uncommitted(storage.as_ref(), dir, &r.records).ok()?;
+        Some(RecoveredBuild {
+            dir: dir.to_path_buf(),
+            header: r.header,
+            shards: r.records,
+            valid_bytes: r.valid_bytes,
+        })
+    }
+
+    use std::io::Write;
+
+    fn commit(m: &mut ManifestWriter, r: ShardRecord, unit_ends: Vec<u64>) {
+        m.append(&ManifestShard {
+            filename: r.filename,
+            num_rows: r.num_rows,
+            num_bytes: r.num_bytes,
+            xxh64: r.xxh64,
+            unit_ends,
+        })
+        .unwrap();
+    }
 
     fn header() -> ManifestHeader {
         ManifestHeader {
@@ -254,22 +195,23 @@ mod tests {
     #[test]
     fn recovery_drops_a_torn_tail_and_uncommitted_files_and_keeps_the_rest() {
         let d = tempfile::tempdir().unwrap();
-        let mut m = ManifestWriter::create(d.path(), &header()).unwrap();
-        m.commit(&shard(d.path(), 0, b"zero"), vec![10]).unwrap();
-        m.commit(&shard(d.path(), 1, b"one"), vec![10]).unwrap();
+        let s = crate::storage::local();
+        let mut m = ManifestWriter::create(&s, &d.path().join(MANIFEST_FILE), &header()).unwrap();
+        commit(&mut m, shard(d.path(), 0, b"zero"), vec![10]);
+        commit(&mut m, shard(d.path(), 1, b"one"), vec![10]);
         let good_len = std::fs::metadata(d.path().join(MANIFEST_FILE))
             .unwrap()
             .len();
         // A shard written but killed before its line was complete.
         shard(d.path(), 2, b"two");
-        let mut f = OpenOptions::new()
+        let mut f = std::fs::OpenOptions::new()
             .append(true)
             .open(d.path().join(MANIFEST_FILE))
             .unwrap();
         f.write_all(b"{\"kind\":\"shard\",\"filename\":\"shard-0000")
             .unwrap();
         drop(f);
-        let r = recover(d.path()).unwrap();
+        let r = recover(&s, d.path()).unwrap();
         assert_eq!(r.header, header());
         assert_eq!(r.shards.len(), 2);
         assert_eq!(r.rows(), 20);
@@ -280,22 +222,24 @@ mod tests {
             "uncommitted shard removed"
         );
         // Appending after recovery continues the valid prefix.
-        let mut m = ManifestWriter::reopen(d.path(), r.valid_bytes).unwrap();
-        m.commit(&shard(d.path(), 2, b"two"), vec![]).unwrap();
-        assert_eq!(recover(d.path()).unwrap().shards.len(), 3);
+        let mut m =
+            ManifestWriter::reopen(&s, &d.path().join(MANIFEST_FILE), r.valid_bytes).unwrap();
+        commit(&mut m, shard(d.path(), 2, b"two"), vec![]);
+        assert_eq!(recover(&s, d.path()).unwrap().shards.len(), 3);
     }
 
     #[test]
     fn a_damaged_committed_shard_ends_the_valid_prefix() {
         let d = tempfile::tempdir().unwrap();
-        let mut m = ManifestWriter::create(d.path(), &header()).unwrap();
-        m.commit(&shard(d.path(), 0, b"zero"), vec![]).unwrap();
-        m.commit(&shard(d.path(), 1, b"one"), vec![]).unwrap();
-        m.commit(&shard(d.path(), 2, b"two"), vec![]).unwrap();
+        let s = crate::storage::local();
+        let mut m = ManifestWriter::create(&s, &d.path().join(MANIFEST_FILE), &header()).unwrap();
+        commit(&mut m, shard(d.path(), 0, b"zero"), vec![]);
+        commit(&mut m, shard(d.path(), 1, b"one"), vec![]);
+        commit(&mut m, shard(d.path(), 2, b"two"), vec![]);
         std::fs::write(d.path().join("shard-00001.arrow"), b"ONE").unwrap();
-        let r = recover(d.path()).unwrap();
+        let r = recover(&s, d.path()).unwrap();
         assert_eq!(r.shards.len(), 1);
         assert!(!d.path().join("shard-00002.arrow").exists());
-        assert!(recover(&d.path().join("nothing")).is_none());
+        assert!(recover(&s, &d.path().join("nothing")).is_none());
     }
 }

@@ -30,6 +30,7 @@ use crate::layouts::arrow_shards::ipc::{block_rows, check_schema, map_file, read
 use crate::layouts::backend::{
     normalize_index, shard_order, Backend, BatchIter, IterOptions, RowsCore,
 };
+use crate::storage::{Storage, StorageRef};
 use crate::value::Row;
 
 /// Bytes of decompressed record batches an [`ArrowShards`] keeps by default
@@ -108,6 +109,7 @@ pub struct ArrowShards {
 #[derive(Debug)]
 struct Inner {
     core: RowsCore,
+    storage: StorageRef,
     build_id: Option<String>,
     shards: Vec<ShardSlot>,
     /// Decompressed batches of compressed shards, bounded in bytes.
@@ -150,13 +152,14 @@ impl std::fmt::Debug for ShardData {
 
 impl ShardData {
     fn open(
+        storage: &dyn Storage,
         path: &Path,
         index: usize,
         expected: &SchemaRef,
         rows: u64,
         build_id: Option<&str>,
     ) -> Result<Self> {
-        let buf = map_file(path)?;
+        let buf = map_file(storage, path)?;
         let footer = read_footer(path, &buf)?;
         check_schema(path, &footer.schema, expected)?;
         if let Some(id) = build_id {
@@ -258,10 +261,32 @@ impl ShardData {
 }
 
 impl ArrowShards {
-    /// A backend over shard files in `dir` with their row counts.
+    /// A backend over shard files in `dir` with their row counts, read
+    /// through the storage `dir` lives on.
     ///
     /// `build_id`, when given, must match the footer of every shard.
     pub fn new(
+        dir: &Path,
+        filenames: &[String],
+        row_counts: &[u64],
+        features: Arc<Features>,
+        decoder: RowDecoder,
+        build_id: Option<String>,
+    ) -> Self {
+        Self::new_in(
+            crate::storage::storage_for(dir),
+            dir,
+            filenames,
+            row_counts,
+            features,
+            decoder,
+            build_id,
+        )
+    }
+
+    /// [`ArrowShards::new`] reading through `storage`.
+    pub fn new_in(
+        storage: StorageRef,
         dir: &Path,
         filenames: &[String],
         row_counts: &[u64],
@@ -287,6 +312,7 @@ impl ArrowShards {
                     decoder,
                     row_counts.to_vec(),
                 ),
+                storage,
                 build_id,
                 shards,
                 lru: Mutex::new(BatchLru::new(DEFAULT_DECOMPRESSED_CACHE_BYTES)),
@@ -336,6 +362,7 @@ impl ArrowShards {
             return Ok(d);
         }
         let d = ShardData::open(
+            self.inner.storage.as_ref(),
             &slot.path,
             i,
             &self.inner.core.schema,

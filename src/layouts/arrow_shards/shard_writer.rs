@@ -2,10 +2,8 @@
 //! by the reference's rule (see [`super::write`]), each hashed as it is
 //! written, fsynced and committed to the build manifest when it closes.
 
-use std::fs::File;
 use std::io::{BufWriter, Write};
 use std::path::{Path, PathBuf};
-use std::sync::Arc;
 
 use arrow_array::RecordBatch;
 use arrow_ipc::writer::{FileWriter, IpcWriteOptions};
@@ -13,15 +11,17 @@ use arrow_ipc::CompressionType;
 use arrow_schema::SchemaRef;
 use xxhash_rust::xxh64::Xxh64;
 
+use crate::cache::build::ResumeLog;
 use crate::error::{Error, Result};
 use crate::layouts::arrow_shards::format::{
     pyarrow_nbytes, shard_filename, Compression, ShardRecord, BUILD_ID_FOOTER_KEY,
 };
-use crate::layouts::arrow_shards::manifest::ManifestWriter;
+use crate::layouts::arrow_shards::manifest::ManifestShard;
+use crate::storage::{StorageRef, WriteFile};
 
 /// A writer that hashes (xxh64) and counts what goes to the file.
 struct HashingFile {
-    file: File,
+    file: Box<dyn WriteFile>,
     hasher: Xxh64,
     bytes: u64,
 }
@@ -46,13 +46,11 @@ struct OpenShard {
     nbytes: u64,
 }
 
-/// Cumulative row counts at which work units ended, shared between the
-/// generator side (which learns them) and the shard writer (which commits
-/// them with each shard, so a resume can skip whole units).
-pub type UnitEnds = Arc<std::sync::Mutex<Vec<u64>>>;
+pub use crate::cache::build::UnitEnds;
 
 /// Writes record batches into rotated shards in a directory.
 pub struct ShardWriter {
+    storage: StorageRef,
     dir: PathBuf,
     schema: SchemaRef,
     options: IpcWriteOptions,
@@ -61,18 +59,19 @@ pub struct ShardWriter {
     build_id: String,
     current: Option<OpenShard>,
     done: Vec<ShardRecord>,
-    manifest: Option<ManifestWriter>,
+    manifest: Option<ResumeLog<ManifestShard>>,
     unit_ends: Option<UnitEnds>,
     /// Row checksums of the open shard, when per-record checksums are on.
     row_sums: Option<Vec<u64>>,
 }
 
 impl ShardWriter {
-    /// A writer into `dir` (which must exist).
+    /// A writer into `dir` (which must exist) on `storage`.
     ///
     /// # Errors
     /// [`Error::Arrow`] if the compression codec is unavailable.
     pub fn new(
+        storage: StorageRef,
         dir: &Path,
         schema: SchemaRef,
         batch_size: usize,
@@ -89,6 +88,7 @@ impl ShardWriter {
             .try_with_compression(codec)
             .map_err(|e| Error::arrow(None, e))?;
         Ok(ShardWriter {
+            storage,
             dir: dir.to_path_buf(),
             schema,
             options,
@@ -111,10 +111,10 @@ impl ShardWriter {
 
     /// Continues after shards already written (a resumed build), committing
     /// each new shard to `manifest`.
-    pub fn with_manifest(
+    pub(crate) fn with_manifest(
         mut self,
         done: Vec<ShardRecord>,
-        manifest: ManifestWriter,
+        manifest: ResumeLog<ManifestShard>,
         unit_ends: Option<UnitEnds>,
     ) -> Self {
         self.done = done;
@@ -126,11 +126,7 @@ impl ShardWriter {
     fn open_next(&mut self) -> Result<OpenShard> {
         let filename = shard_filename(self.done.len());
         let path = self.dir.join(&filename);
-        let file = File::options()
-            .write(true)
-            .create_new(true)
-            .open(&path)
-            .map_err(|e| Error::io("create shard", &path, e))?;
+        let file = self.storage.create(&path)?;
         let hf = HashingFile {
             file,
             hasher: Xxh64::new(0),
@@ -195,11 +191,14 @@ impl ShardWriter {
             .into_inner()
             .map_err(|e| Error::io("write shard", &shard.path, e.into_error()))?;
         // The shard's bytes are durable before its manifest line exists.
-        hf.file
-            .sync_all()
-            .map_err(|e| Error::io("fsync shard", &shard.path, e))?;
+        hf.file.finish()?;
         if let Some(sums) = &mut self.row_sums {
-            crate::cache::rowsum::write_sidecar(&self.dir, &shard.filename, sums)?;
+            crate::cache::rowsum::write_sidecar(
+                self.storage.as_ref(),
+                &self.dir,
+                &shard.filename,
+                sums,
+            )?;
             sums.clear();
         }
         let record = ShardRecord {
@@ -214,12 +213,15 @@ impl ShardWriter {
             let ends = self
                 .unit_ends
                 .as_ref()
-                .and_then(|u| u.lock().ok().map(|v| v.clone()))
-                .unwrap_or_default()
-                .into_iter()
-                .filter(|&e| e <= committed)
-                .collect();
-            m.commit(&record, ends)?;
+                .map(|u| crate::cache::build::ends_up_to(u, committed))
+                .unwrap_or_default();
+            m.append(&ManifestShard {
+                filename: record.filename.clone(),
+                num_rows: record.num_rows,
+                num_bytes: record.num_bytes,
+                xxh64: record.xxh64.clone(),
+                unit_ends: ends,
+            })?;
         }
         self.done.push(record);
         Ok(())

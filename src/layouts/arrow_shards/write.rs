@@ -11,22 +11,21 @@ use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
+use crate::cache::build::Build;
 use crate::cache::lock::CacheLock;
 use crate::cache::metadata::{
-    write_json_checksummed, ArrowShardsMetadata, WriterInfo, CACHE_FORMAT_VERSION,
-    LAYOUT_ARROW_SHARDS, METADATA_FILE,
+    ArrowShardsMetadata, WriterInfo, CACHE_FORMAT_VERSION, LAYOUT_ARROW_SHARDS,
 };
 use crate::cache::pipeline::{self, checked_batch_size, PipelineOptions, DEFAULT_BATCH_SIZE};
-use crate::cache::publish::temp_dirs;
-use crate::cache::publish::StagingDir;
 use crate::error::{BoxError, Error, Result};
 use crate::features::describe::features_to_json;
 use crate::features::image::PngCompression;
 use crate::features::Features;
 use crate::layouts::arrow_shards::format::{Compression, ShardRecord};
 use crate::layouts::arrow_shards::manifest::{
-    recover, ManifestHeader, ManifestWriter, MANIFEST_FILE,
+    committed_shard_ok, drop_uncommitted, ManifestHeader, ManifestShard, MANIFEST_FILE,
 };
+use crate::storage::storage_for;
 use crate::value::Example;
 
 pub use crate::layouts::arrow_shards::shard_writer::{ShardWriter, UnitEnds};
@@ -247,7 +246,7 @@ pub fn write_arrow_cache_locked<I, E>(
     features: &Features,
     cache_dir: &Path,
     opts: &ArrowWriteOptions,
-    _lock: &CacheLock,
+    lock: &CacheLock,
 ) -> Result<WrittenCache>
 where
     I: IntoIterator<Item = std::result::Result<Example, E>>,
@@ -255,11 +254,11 @@ where
 {
     // Under the lock nobody else is building this cache: temp or replaced
     // directories beside it are left-overs of a killed process.
-    crate::cache::publish::remove_leftovers(cache_dir);
-    let staging = StagingDir::create(cache_dir)?;
+    let build = Build::fresh(&storage_for(cache_dir), cache_dir, lock)?;
     let build_id = opts.build_id.clone().unwrap_or_else(random_build_id);
     let shards = ShardWriter::new(
-        staging.path(),
+        build.storage().clone(),
+        build.dir(),
         features.arrow_schema(),
         opts.batch_size.get(),
         opts.shard_size_bytes,
@@ -268,9 +267,7 @@ where
     )?
     .with_record_checksums(opts.record_checksums);
     let extra = Extra::default();
-    finish_build(
-        examples, features, staging, opts, shards, build_id, 0, extra,
-    )
+    finish_build(examples, features, build, opts, shards, build_id, 0, extra)
 }
 
 /// A random build id (each direct write is a new generation).
@@ -290,7 +287,7 @@ pub struct Extra {
 /// A build under the lock, ready to take examples: either fresh, or
 /// continuing a killed build of the same cache from its last committed shard.
 pub struct PreparedBuild {
-    staging: StagingDir,
+    build: Build,
     shards: ShardWriter,
     build_id: String,
     skip: u64,
@@ -333,16 +330,15 @@ impl PreparedBuild {
         E: Into<BoxError>,
     {
         let PreparedBuild {
-            mut staging,
+            build,
             shards,
             build_id,
             skip,
             ..
         } = self;
-        // Keep committed work if this attempt fails; the next build resumes it.
-        staging.keep_on_drop();
+        // A failed attempt keeps its committed work; the next build resumes it.
         finish_build(
-            examples, features, staging, opts, shards, build_id, skip, extra,
+            examples, features, build, opts, shards, build_id, skip, extra,
         )
     }
 }
@@ -358,44 +354,37 @@ pub fn prepare_resumable(
     features: &Features,
     cache_dir: &Path,
     opts: &ArrowWriteOptions,
-    _lock: &CacheLock,
+    lock: &CacheLock,
     header: ManifestHeader,
 ) -> Result<PreparedBuild> {
-    let mut found = None;
-    for dir in temp_dirs(cache_dir) {
-        match recover(&dir) {
-            Some(r) if found.is_none() && r.header == header => found = Some(r),
-            _ => {
-                let _ = std::fs::remove_dir_all(&dir);
-            }
-        }
-    }
-    crate::cache::publish::remove_leftovers_old(cache_dir);
-    let (staging, manifest, done, skip, ends) = match found {
-        Some(r) => {
-            let staging = StagingDir::adopt(&r.dir, cache_dir);
-            let manifest = ManifestWriter::reopen(&r.dir, r.valid_bytes)?;
-            let done = r
-                .shards
-                .iter()
-                .map(|s| ShardRecord {
-                    filename: s.filename.clone(),
-                    num_rows: s.num_rows,
-                    num_bytes: s.num_bytes,
-                    xxh64: s.xxh64.clone(),
-                })
-                .collect();
-            (staging, manifest, done, r.rows(), r.unit_ends())
-        }
-        None => {
-            let staging = StagingDir::create(cache_dir)?;
-            let manifest = ManifestWriter::create(staging.path(), &header)?;
-            (staging, manifest, Vec::new(), 0, Vec::new())
-        }
-    };
+    let storage = storage_for(cache_dir);
+    let (build, manifest, committed) = Build::resume(
+        &storage,
+        cache_dir,
+        lock,
+        MANIFEST_FILE,
+        &header,
+        |dir, s: &ManifestShard, before| committed_shard_ok(storage.as_ref(), dir, s, before),
+        |dir, committed| drop_uncommitted(storage.as_ref(), dir, committed),
+    )?;
+    let skip = committed.iter().map(|s| s.num_rows).sum();
+    let ends = committed
+        .last()
+        .map(|s| s.unit_ends.clone())
+        .unwrap_or_default();
+    let done = committed
+        .into_iter()
+        .map(|s| ShardRecord {
+            filename: s.filename,
+            num_rows: s.num_rows,
+            num_bytes: s.num_bytes,
+            xxh64: s.xxh64,
+        })
+        .collect();
     let sink: UnitEnds = Arc::new(std::sync::Mutex::new(Vec::new()));
     let shards = ShardWriter::new(
-        staging.path(),
+        storage.clone(),
+        build.dir(),
         features.arrow_schema(),
         opts.batch_size.get(),
         opts.shard_size_bytes,
@@ -405,7 +394,7 @@ pub fn prepare_resumable(
     .with_record_checksums(opts.record_checksums)
     .with_manifest(done, manifest, Some(sink.clone()));
     Ok(PreparedBuild {
-        staging,
+        build,
         shards,
         build_id: header.build_id,
         skip,
@@ -418,7 +407,7 @@ pub fn prepare_resumable(
 fn finish_build<I, E>(
     examples: I,
     features: &Features,
-    staging: StagingDir,
+    build: Build,
     opts: &ArrowWriteOptions,
     mut shards: ShardWriter,
     build_id: String,
@@ -429,7 +418,6 @@ where
     I: IntoIterator<Item = std::result::Result<Example, E>>,
     E: Into<BoxError>,
 {
-    let cache_dir = staging.target().to_path_buf();
     let progress = opts.progress.as_deref();
     if let Some(p) = progress {
         p.fetch_add(skip, Ordering::Relaxed);
@@ -437,7 +425,7 @@ where
     pipeline::run(
         examples,
         Arc::new(features.clone()),
-        staging.path(),
+        build.dir(),
         PipelineOptions {
             batch_size: opts.batch_size,
             threads: opts.encode_threads,
@@ -477,13 +465,10 @@ where
         row_checksums: opts.record_checksums.then_some(true),
         metadata_xxh64: None,
     };
-    write_json_checksummed(&staging.path().join(METADATA_FILE), &metadata)?;
-    staging.publish()?;
-    // The manifest is build-time state: it stays until publication (a build
-    // killed while publishing resumes with every shard committed), then goes.
-    let _ = std::fs::remove_file(cache_dir.join(MANIFEST_FILE));
+    // The manifest is build-time state; it goes just before publication.
+    let dir = build.publish(&metadata, &[MANIFEST_FILE])?;
     Ok(WrittenCache {
-        dir: cache_dir,
+        dir,
         metadata,
         resumed_rows: skip,
     })

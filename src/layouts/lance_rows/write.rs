@@ -1,6 +1,11 @@
 //! The `lance-rows` writer: the same encode pipeline as the Arrow writer,
-//! streamed into one `lance::Dataset::write` through a bounded channel, so
-//! peak memory is a few batches whatever the row count.
+//! streamed into Lance through a bounded channel, so peak memory is a few
+//! batches whatever the row count. Rows are committed one data file at a
+//! time (`max_rows_per_file` rows, a Lance version each), so the fragments
+//! are those of a single write, and a build can resume after its last
+//! committed file: the resume log (`_lance_progress.jsonl`, see
+//! [`crate::cache::build`]) records each commit's version, rows and the
+//! work units finished.
 
 use std::num::NonZeroUsize;
 use std::path::{Path, PathBuf};
@@ -9,23 +14,19 @@ use std::sync::Arc;
 
 use serde::{Deserialize, Serialize};
 
-use arrow_array::RecordBatch;
-use crossbeam_channel::bounded;
-use lance::dataset::{Dataset, WriteMode, WriteParams};
-
+use crate::cache::build::{ends_up_to, Build, LogLine, ResumeLog, UnitEnds};
 use crate::cache::checksums::write_file_checksums;
 use crate::cache::lock::CacheLock;
 use crate::cache::metadata::{
-    write_json_checksummed, LanceRowsMetadata, WriterInfo, CACHE_FORMAT_VERSION, LAYOUT_LANCE_ROWS,
-    METADATA_FILE,
+    LanceRowsMetadata, WriterInfo, CACHE_FORMAT_VERSION, LAYOUT_LANCE_ROWS,
 };
 use crate::cache::pipeline::{self, checked_batch_size, PipelineOptions, DEFAULT_BATCH_SIZE};
-use crate::cache::publish::{remove_leftovers, StagingDir};
 use crate::error::{BoxError, Error, Result};
 use crate::features::describe::features_to_json;
 use crate::features::image::PngCompression;
 use crate::features::Features;
-use crate::lance::{block_on, fragment_rows, fsync_tree, lance_err, ChannelReader};
+use crate::lance::{fragment_rows, lance_err, rewind_dataset, LanceSegments};
+use crate::storage::storage_for;
 use crate::value::Example;
 
 /// The Lance file format version of the data files (`data_storage_version`).
@@ -104,6 +105,11 @@ impl std::str::FromStr for LanceStorageVersion {
 }
 
 /// Options of [`write_lance_cache`]: private fields, validated when set.
+///
+/// Rows go to Lance one data file's worth (`max_rows_per_file`) at a time,
+/// each committed as a Lance version; a build through
+/// [`crate::load`] records each commit in its resume log, so a killed build
+/// continues after its last committed file (see [`prepare_resumable`]).
 #[derive(Debug, Clone)]
 pub struct LanceWriteOptions {
     batch_size: NonZeroUsize,
@@ -201,6 +207,11 @@ impl LanceWriteOptions {
     pub fn encode_threads(&self) -> usize {
         self.encode_threads
     }
+
+    /// How PNG images given as pixels are deflated.
+    pub fn png_compression(&self) -> PngCompression {
+        self.png
+    }
 }
 
 /// What a finished Lance write produced.
@@ -210,6 +221,8 @@ pub struct WrittenLance {
     pub dir: PathBuf,
     /// Its metadata.
     pub metadata: LanceRowsMetadata,
+    /// Rows taken over from a killed build of the same cache (0 for a fresh build).
+    pub resumed_rows: u64,
 }
 
 /// Writes examples into a `lance-rows` cache at `cache_dir` (replacing one there atomically).
@@ -260,33 +273,214 @@ pub fn write_lance_cache_locked<I, E>(
     features: &Features,
     cache_dir: &Path,
     opts: &LanceWriteOptions,
-    _lock: &CacheLock,
+    lock: &CacheLock,
 ) -> Result<WrittenLance>
 where
     I: IntoIterator<Item = std::result::Result<Example, E>>,
     E: Into<BoxError>,
 {
-    let version = opts.data_storage_version.map(LanceStorageVersion::to_lance);
-    remove_leftovers(cache_dir);
-    let staging = StagingDir::create(cache_dir)?;
-    let data_dir = staging.path().to_path_buf();
-    let uri = crate::lance::dir_uri(&data_dir)?;
-    let schema = features.arrow_schema();
-    let params = WriteParams {
-        max_rows_per_file: opts.max_rows_per_file.get(),
-        max_rows_per_group: opts.batch_size.get().min(1024),
-        mode: WriteMode::Create,
-        data_storage_version: version,
-        ..Default::default()
+    let build = Build::fresh(&storage_for(cache_dir), cache_dir, lock)?;
+    let prepared = PreparedLance {
+        build,
+        log: None,
+        skip: 0,
+        version: 0,
+        ends: Vec::new(),
+        sink: UnitEnds::default(),
     };
-    let (tx, rx) = bounded::<RecordBatch>(4);
-    let reader = ChannelReader::new(schema.clone(), rx);
-    // A data dir that lance creates itself, inside the temp dir.
-    let (rows, written) = std::thread::scope(|s| {
-        let lance_thread = s.spawn(move || {
-            block_on(async move { Dataset::write(reader, uri.as_str(), Some(params)).await })
-        });
-        let rows = pipeline::run(
+    prepared.run(examples, features, opts)
+}
+
+/// The resume log of a `lance-rows` build, in its temp dir.
+pub(crate) const PROGRESS_FILE: &str = "_lance_progress.jsonl";
+
+/// What a `lance-rows` build is; a resumed build must match it exactly.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct LanceBuildHeader {
+    /// The cache directory's name.
+    pub cache_name: String,
+    /// Schema fingerprint of the features.
+    pub schema_fingerprint: String,
+    /// Rows per record batch.
+    pub batch_size: u64,
+    /// Rows per data file (and per commit).
+    pub max_rows_per_file: u64,
+    /// The Lance data storage version asked for.
+    pub data_storage_version: Option<LanceStorageVersion>,
+    /// How PNG pixels are deflated.
+    pub png: String,
+    /// Stamp of the declared sources and the config.
+    pub sources_digest: String,
+    /// The writing crate's version.
+    pub writer: String,
+}
+
+impl LanceBuildHeader {
+    /// The header of a build of `cache_dir` with these options and inputs.
+    pub fn new(
+        cache_dir: &Path,
+        features: &Features,
+        opts: &LanceWriteOptions,
+        sources_digest: String,
+    ) -> Self {
+        LanceBuildHeader {
+            cache_name: cache_dir
+                .file_name()
+                .map(|n| n.to_string_lossy().into_owned())
+                .unwrap_or_default(),
+            schema_fingerprint: features.fingerprint(),
+            batch_size: opts.batch_size.get() as u64,
+            max_rows_per_file: opts.max_rows_per_file.get() as u64,
+            data_storage_version: opts.data_storage_version,
+            png: format!("{:?}", opts.png),
+            sources_digest,
+            writer: WriterInfo::current().version,
+        }
+    }
+}
+
+/// One committed Lance version.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub(crate) struct LanceCommit {
+    /// The Lance version.
+    version: u64,
+    /// Rows committed so far.
+    rows: u64,
+    /// Cumulative row counts at which work units ended, up to `rows`.
+    unit_ends: Vec<u64>,
+}
+
+impl LogLine for LanceBuildHeader {
+    const KIND: &'static str = "header";
+}
+
+impl LogLine for LanceCommit {
+    const KIND: &'static str = "commit";
+}
+
+/// A `lance-rows` build under the lock, ready to take examples: fresh, or
+/// continuing a killed build of the same cache after its last commit.
+pub struct PreparedLance {
+    build: Build,
+    log: Option<ResumeLog<LanceCommit>>,
+    skip: u64,
+    version: u64,
+    ends: Vec<u64>,
+    sink: UnitEnds,
+}
+
+/// Prepares a resumable `lance-rows` build under the lock. A left-over temp
+/// dir whose resume log's header equals `header` is continued: its Lance
+/// dataset goes back to the last recorded commit (a commit the log does not
+/// record is undone, its files deleted). Every other left-over is removed.
+///
+/// # Errors
+/// [`Error::Io`] naming the directory or log.
+pub fn prepare_resumable(
+    cache_dir: &Path,
+    lock: &CacheLock,
+    header: &LanceBuildHeader,
+) -> Result<PreparedLance> {
+    let storage = storage_for(cache_dir);
+    let (build, log, commits) = Build::resume(
+        &storage,
+        cache_dir,
+        lock,
+        PROGRESS_FILE,
+        header,
+        |_, c: &LanceCommit, before| {
+            c.version > 0
+                && before
+                    .last()
+                    .is_none_or(|p| c.version > p.version && c.rows > p.rows)
+        },
+        |dir, commits| {
+            let version = commits.last().map_or(0, |c| c.version);
+            rewind_dataset(&storage, dir, version, &[PROGRESS_FILE])
+        },
+    )?;
+    let last = commits.last();
+    Ok(PreparedLance {
+        skip: last.map_or(0, |c| c.rows),
+        version: last.map_or(0, |c| c.version),
+        ends: last.map(|c| c.unit_ends.clone()).unwrap_or_default(),
+        build,
+        log: Some(log),
+        sink: UnitEnds::default(),
+    })
+}
+
+impl PreparedLance {
+    /// Rows already committed: the examples to give [`PreparedLance::run`]
+    /// start after these.
+    pub fn skip(&self) -> u64 {
+        self.skip
+    }
+
+    /// Cumulative ends of work units known from the killed build.
+    pub fn unit_ends(&self) -> &[u64] {
+        &self.ends
+    }
+
+    /// Where the generator side records unit ends as it learns them.
+    pub fn unit_ends_sink(&self) -> UnitEnds {
+        self.sink.clone()
+    }
+
+    /// Encodes and writes `examples` (those after [`PreparedLance::skip`]),
+    /// committing one data file at a time, then publishes. On error a
+    /// resumable build keeps its temp dir and commits for the next build.
+    ///
+    /// # Errors
+    /// As [`write_lance_cache`].
+    pub fn run<I, E>(
+        self,
+        examples: I,
+        features: &Features,
+        opts: &LanceWriteOptions,
+    ) -> Result<WrittenLance>
+    where
+        I: IntoIterator<Item = std::result::Result<Example, E>>,
+        E: Into<BoxError>,
+    {
+        let PreparedLance {
+            build,
+            mut log,
+            skip,
+            version,
+            sink,
+            ..
+        } = self;
+        let storage = build.storage().clone();
+        let data_dir = build.dir().to_path_buf();
+        let per_file = opts.max_rows_per_file.get() as u64;
+        let mut lance = LanceSegments::new(
+            &data_dir,
+            features.arrow_schema(),
+            opts.max_rows_per_file.get(),
+            version > 0,
+        )?
+        .with_rows_per_group(opts.batch_size.get().min(1024))
+        .with_storage_version(opts.data_storage_version.map(LanceStorageVersion::to_lance));
+        if let Some(p) = &opts.progress {
+            p.fetch_add(skip, Ordering::Relaxed);
+        }
+        // Rows sent to the open segment, and in all.
+        let (mut in_segment, mut sent) = (0u64, skip);
+        let mut commit = |lance: &mut LanceSegments, sent: u64| -> Result<()> {
+            if let Some(ds) = lance.commit()? {
+                if let Some(log) = &mut log {
+                    crate::lance::fsync_tree(&data_dir)?;
+                    log.append(&LanceCommit {
+                        version: ds.version().version,
+                        rows: sent,
+                        unit_ends: ends_up_to(&sink, sent),
+                    })?;
+                }
+            }
+            Ok(())
+        };
+        pipeline::run(
             examples,
             Arc::new(features.clone()),
             &data_dir,
@@ -294,55 +488,71 @@ where
                 batch_size: opts.batch_size,
                 threads: opts.encode_threads,
                 png: opts.png,
-                row_offset: 0,
+                row_offset: skip,
             },
             |batch| {
                 let n = batch.num_rows() as u64;
-                tx.send(batch)
-                    .map_err(|_| lance_err(&data_dir, "the Lance writer stopped early"))?;
+                let mut at = 0u64;
+                // A data file's worth of rows per commit: the batch is cut
+                // where a file fills up.
+                while at < n {
+                    let take = (n - at).min(per_file - in_segment);
+                    lance.send(batch.slice(at as usize, take as usize))?;
+                    (at, in_segment, sent) = (at + take, in_segment + take, sent + take);
+                    if in_segment == per_file {
+                        commit(&mut lance, sent)?;
+                        in_segment = 0;
+                    }
+                }
                 if let Some(p) = &opts.progress {
                     p.fetch_add(n, Ordering::Relaxed);
                 }
                 Ok(())
             },
-        );
-        drop(tx);
-        let written = lance_thread
-            .join()
-            .map_err(|p| Error::from_panic("lance writer", p))
-            .and_then(|r| r);
-        (rows, written)
-    });
-    let ds = match (rows, written) {
-        (Ok(_), Ok(Ok(ds))) => ds,
-        // The encode side's error is the cause when both failed.
-        (Err(e), _) => return Err(e),
-        (Ok(_), Ok(Err(e))) => return Err(lance_err(&data_dir, e)),
-        (Ok(_), Err(e)) => return Err(e),
-    };
-    let fragment_rows = fragment_rows(&ds, &data_dir)?;
-    let num_rows: u64 = fragment_rows.iter().sum();
-    fsync_tree(&data_dir)?;
-    // Every data file's xxh64, so `verify` checks a Lance cache's bytes as
-    // it does an Arrow cache's.
-    write_file_checksums(&data_dir, &[])?;
-    let metadata = LanceRowsMetadata {
-        cache_format_version: CACHE_FORMAT_VERSION,
-        format: "lance".into(),
-        layout: LAYOUT_LANCE_ROWS.into(),
-        schema_fingerprint: features.fingerprint(),
-        num_rows,
-        lineage: opts.lineage.clone(),
-        fragment_row_counts: Some(fragment_rows),
-        data_storage_version: opts.data_storage_version.map(|v| v.name().to_string()),
-        features: Some(features_to_json(features)),
-        writer: Some(WriterInfo::current()),
-        metadata_xxh64: None,
-    };
-    write_json_checksummed(&staging.path().join(METADATA_FILE), &metadata)?;
-    staging.publish()?;
-    Ok(WrittenLance {
-        dir: cache_dir.to_path_buf(),
-        metadata,
-    })
+        )?;
+        commit(&mut lance, sent)?;
+        let ds = match lance.finish()? {
+            Some(ds) => ds,
+            // No row at all: an empty dataset, as a single write makes.
+            None => LanceSegments::new(
+                &data_dir,
+                features.arrow_schema(),
+                opts.max_rows_per_file.get(),
+                false,
+            )?
+            .with_storage_version(opts.data_storage_version.map(LanceStorageVersion::to_lance))
+            .create_empty()?,
+        };
+        let fragment_rows = fragment_rows(&ds, &data_dir)?;
+        let num_rows: u64 = fragment_rows.iter().sum();
+        if num_rows != sent {
+            return Err(lance_err(
+                &data_dir,
+                format!("Lance holds {num_rows} rows, {sent} were written"),
+            ));
+        }
+        storage.sync_tree(&data_dir)?;
+        // Every data file's xxh64, so `verify` checks a Lance cache's bytes as
+        // it does an Arrow cache's.
+        write_file_checksums(storage.as_ref(), &data_dir, &[PROGRESS_FILE])?;
+        let metadata = LanceRowsMetadata {
+            cache_format_version: CACHE_FORMAT_VERSION,
+            format: "lance".into(),
+            layout: LAYOUT_LANCE_ROWS.into(),
+            schema_fingerprint: features.fingerprint(),
+            num_rows,
+            lineage: opts.lineage.clone(),
+            fragment_row_counts: Some(fragment_rows),
+            data_storage_version: opts.data_storage_version.map(|v| v.name().to_string()),
+            features: Some(features_to_json(features)),
+            writer: Some(WriterInfo::current()),
+            metadata_xxh64: None,
+        };
+        let dir = build.publish(&metadata, &[PROGRESS_FILE])?;
+        Ok(WrittenLance {
+            dir,
+            metadata,
+            resumed_rows: skip,
+        })
+    }
 }

@@ -12,22 +12,17 @@
 //! files deleted), the recorded examples are checked and skipped, and
 //! encoding continues with the next video.
 
-use std::fs::{File, OpenOptions};
-use std::io::Write;
-use std::path::{Path, PathBuf};
-use std::thread::JoinHandle;
+use std::path::Path;
 
-use arrow_array::RecordBatch;
-use arrow_schema::SchemaRef;
-use crossbeam_channel::{bounded, Sender};
-use lance::dataset::{Dataset, WriteMode, WriteParams};
 use serde::{Deserialize, Serialize};
 use serde_json::Value as J;
 
-use crate::cache::metadata::{write_bytes_durable, VideoEntry};
-use crate::cache::publish::{remove_leftovers, remove_leftovers_old, temp_dirs, StagingDir};
-use crate::error::{Error, Result};
-use crate::lance::{block_on, dir_uri, lance_err, ChannelReader};
+use crate::cache::build::{Build, LogLine, ResumeLog};
+use crate::cache::lock::CacheLock;
+use crate::cache::metadata::VideoEntry;
+use crate::error::Result;
+use crate::layouts::video_frames::format::INPUTS_DIR;
+use crate::storage::StorageRef;
 
 /// The progress file inside a frames build's temp dir.
 pub(crate) const PROGRESS_FILE: &str = "_frames_progress.jsonl";
@@ -66,11 +61,12 @@ pub(crate) struct Checkpoint {
     pub skipped: Vec<J>,
 }
 
-#[derive(Debug, Serialize, Deserialize)]
-#[serde(tag = "kind", rename_all = "snake_case")]
-enum Line {
-    Header(ProgressHeader),
-    Checkpoint(Checkpoint),
+impl LogLine for ProgressHeader {
+    const KIND: &'static str = "header";
+}
+
+impl LogLine for Checkpoint {
+    const KIND: &'static str = "checkpoint";
 }
 
 /// The work recovered from an interrupted build (all checkpoints folded
@@ -78,269 +74,60 @@ enum Line {
 pub(crate) type Resumed = Checkpoint;
 
 /// Appends checkpoints to the progress file.
-pub(crate) struct ProgressFile {
-    file: File,
-    path: PathBuf,
+pub(crate) type ProgressFile = ResumeLog<Checkpoint>;
+
+/// A checkpoint follows the ones before it: a later Lance version, no fewer
+/// examples done.
+fn follows(c: &Checkpoint, before: &[Checkpoint]) -> bool {
+    before
+        .last()
+        .is_none_or(|p| c.version > p.version && c.tasks >= p.tasks)
+        && c.version > 0
 }
 
-impl ProgressFile {
-    /// Writes a new progress file holding `header` and, when something was
-    /// committed, `done` as one checkpoint (temp file, fsync, rename).
-    fn create(dir: &Path, header: &ProgressHeader, done: &Resumed) -> Result<Self> {
-        let path = dir.join(PROGRESS_FILE);
-        let tmp = dir.join(format!("{PROGRESS_FILE}.tmp"));
-        let mut text = line(&path, &Line::Header(header.clone()))?;
-        if done.version > 0 {
-            text.extend(line(&path, &Line::Checkpoint(done.clone()))?);
-        }
-        write_bytes_durable(&tmp, &text)?;
-        std::fs::rename(&tmp, &path).map_err(|e| Error::io("rename", &tmp, e))?;
-        crate::util::fsync_dir(dir)?;
-        let file = OpenOptions::new()
-            .append(true)
-            .open(&path)
-            .map_err(|e| Error::io("open", &path, e))?;
-        Ok(ProgressFile { file, path })
-    }
-
-    /// Records a committed segment.
-    pub(crate) fn append(&mut self, c: Checkpoint) -> Result<()> {
-        let text = line(&self.path, &Line::Checkpoint(c))?;
-        self.file
-            .write_all(&text)
-            .map_err(|e| Error::io("write", &self.path, e))?;
-        self.file
-            .sync_data()
-            .map_err(|e| Error::io("fsync", &self.path, e))
-    }
-}
-
-fn line(path: &Path, l: &Line) -> Result<Vec<u8>> {
-    let mut v = serde_json::to_vec(l)
-        .map_err(|e| Error::metadata(path, format!("cannot serialise a progress line: {e}")))?;
-    v.push(b'\n');
-    Ok(v)
-}
-
-/// The checkpoints of `dir` folded into one, if its header equals `header`
-/// (a torn or unreadable line ends the file).
-fn recover(dir: &Path, header: &ProgressHeader) -> Option<Resumed> {
-    let text = std::fs::read(dir.join(PROGRESS_FILE)).ok()?;
-    let mut lines = text.split(|&b| b == b'\n');
-    match serde_json::from_slice::<Line>(lines.next()?) {
-        Ok(Line::Header(h)) if &h == header => {}
-        _ => return None,
-    }
+/// The checkpoints folded into one.
+fn fold(checkpoints: Vec<Checkpoint>) -> Resumed {
     let mut done = Resumed::default();
-    for l in lines {
-        match serde_json::from_slice::<Line>(l) {
-            Ok(Line::Checkpoint(c)) if c.version > done.version && c.tasks >= done.tasks => {
-                done.version = c.version;
-                done.tasks = c.tasks;
-                done.videos.extend(c.videos);
-                done.skipped.extend(c.skipped);
-            }
-            _ => break,
-        }
+    for c in checkpoints {
+        done.version = c.version;
+        done.tasks = c.tasks;
+        done.videos.extend(c.videos);
+        done.skipped.extend(c.skipped);
     }
-    Some(done)
+    done
 }
 
-/// Sets up the temp dir of a frames build: a left-over one with an equal
+/// Sets up the build of a frames cache: a left-over temp dir with an equal
 /// header is taken over (when `resumable`) and brought back to its last
-/// checkpoint; every other left-over is removed.
+/// checkpoint (its Lance dataset rewound, the inputs of unfinished videos
+/// removed); every other left-over is removed. A resumable build keeps its
+/// temp dir when it fails.
 pub(crate) fn prepare(
+    storage: &StorageRef,
     cache_dir: &Path,
+    lock: &CacheLock,
     header: &ProgressHeader,
     resumable: bool,
-) -> Result<(StagingDir, ProgressFile, Resumed)> {
-    if resumable {
-        let mut found = None;
-        for d in temp_dirs(cache_dir) {
-            if found.is_none() {
-                if let Some(done) = recover(&d, header) {
-                    // A dataset that cannot be rewound is started over.
-                    if rewind(&d, done.version).is_ok() {
-                        found = Some((d, done));
-                        continue;
-                    }
-                }
-            }
-            let _ = std::fs::remove_dir_all(&d);
-        }
-        remove_leftovers_old(cache_dir);
-        if let Some((d, done)) = found {
-            let staging = StagingDir::adopt(&d, cache_dir);
-            let file = ProgressFile::create(&d, header, &done)?;
-            return Ok((staging, file, done));
-        }
-    } else {
-        remove_leftovers(cache_dir);
+) -> Result<(Build, ProgressFile, Resumed)> {
+    if !resumable {
+        let build = Build::fresh(storage, cache_dir, lock)?;
+        let file = ProgressFile::create(storage, &build.dir().join(PROGRESS_FILE), header)?;
+        return Ok((build, file, Resumed::default()));
     }
-    let staging = StagingDir::create(cache_dir)?;
-    let file = ProgressFile::create(staging.path(), header, &Resumed::default())?;
-    Ok((staging, file, Resumed::default()))
-}
-
-/// Brings the Lance dataset in `dir` back to `version` (0: no dataset):
-/// later commits are undone and files no fragment of that version uses are
-/// deleted.
-fn rewind(dir: &Path, version: u64) -> Result<()> {
-    let keep = |name: &str| name == PROGRESS_FILE;
-    if version == 0 {
-        for e in std::fs::read_dir(dir).map_err(|e| Error::io("read directory", dir, e))? {
-            let e = e.map_err(|e| Error::io("read directory", dir, e))?;
-            if !keep(&e.file_name().to_string_lossy()) {
-                let p = e.path();
-                let r = if p.is_dir() {
-                    std::fs::remove_dir_all(&p)
-                } else {
-                    std::fs::remove_file(&p)
-                };
-                r.map_err(|e| Error::io("remove", &p, e))?;
-            }
-        }
-        return Ok(());
-    }
-    let uri = dir_uri(dir)?;
-    let used: Vec<String> = block_on(async move {
-        let ds = Dataset::open(&uri).await?;
-        let ds = if ds.version().version == version {
-            ds
-        } else {
-            let mut old = ds.checkout_version(version).await?;
-            old.restore().await?;
-            old
-        };
-        Ok::<_, lance::Error>(
-            ds.fragments()
-                .iter()
-                .flat_map(|f| f.files.iter().map(|d| d.path.clone()))
-                .collect(),
-        )
-    })?
-    .map_err(|e| lance_err(dir, e))?;
-    let data = dir.join("data");
-    if let Ok(entries) = std::fs::read_dir(&data) {
-        for e in entries.flatten() {
-            let name = e.file_name().to_string_lossy().to_string();
-            if !used.iter().any(|u| u == &name) {
-                let _ = std::fs::remove_file(e.path());
-            }
-        }
-    }
-    let _ = std::fs::remove_dir_all(dir.join(crate::layouts::video_frames::format::INPUTS_DIR));
-    Ok(())
-}
-
-type WriterThread = JoinHandle<Result<lance::Result<Dataset>>>;
-
-/// The Lance side of a frames build: batches stream into one
-/// `Dataset::write` per segment (create, then append).
-pub(crate) struct LanceSegments {
-    uri: String,
-    dir: PathBuf,
-    schema: SchemaRef,
-    max_rows_per_file: usize,
-    exists: bool,
-    current: Option<(Sender<RecordBatch>, WriterThread)>,
-}
-
-impl LanceSegments {
-    pub(crate) fn new(
-        dir: &Path,
-        schema: SchemaRef,
-        max_rows_per_file: usize,
-        exists: bool,
-    ) -> Result<Self> {
-        Ok(LanceSegments {
-            uri: dir_uri(dir)?,
-            dir: dir.to_path_buf(),
-            schema,
-            max_rows_per_file,
-            exists,
-            current: None,
-        })
-    }
-
-    /// Sends a batch to the current segment (starting one if needed).
-    pub(crate) fn send(&mut self, batch: RecordBatch) -> Result<()> {
-        if self.current.is_none() {
-            let (tx, rx) = bounded::<RecordBatch>(4);
-            let reader = ChannelReader::new(self.schema.clone(), rx);
-            let uri = self.uri.clone();
-            let params = WriteParams {
-                max_rows_per_file: self.max_rows_per_file,
-                mode: if self.exists {
-                    WriteMode::Append
-                } else {
-                    WriteMode::Create
-                },
-                ..Default::default()
-            };
-            let h = std::thread::Builder::new()
-                .name("shardset-lance".into())
-                .spawn(move || {
-                    block_on(
-                        async move { Dataset::write(reader, uri.as_str(), Some(params)).await },
-                    )
-                })
-                .map_err(|e| Error::io("start the Lance writer for", &self.dir, e))?;
-            self.current = Some((tx, h));
-        }
-        let (tx, _) = self.current.as_ref().expect("a segment");
-        if tx.send(batch).is_err() {
-            // The writer stopped early: its own error says why.
-            return Err(match self.commit() {
-                Err(e) => e,
-                Ok(_) => lance_err(&self.dir, "the Lance writer stopped early"),
-            });
-        }
-        Ok(())
-    }
-
-    /// Ends the current segment and returns its commit (None when nothing
-    /// was sent since the last one).
-    pub(crate) fn commit(&mut self) -> Result<Option<Dataset>> {
-        let Some((tx, h)) = self.current.take() else {
-            return Ok(None);
-        };
-        drop(tx);
-        let ds = h
-            .join()
-            .map_err(|p| Error::from_panic("lance writer", p))??
-            .map_err(|e| lance_err(&self.dir, e))?;
-        self.exists = true;
-        Ok(Some(ds))
-    }
-}
-
-impl LanceSegments {
-    /// Ends the build's last segment and returns the dataset (None when
-    /// nothing was ever committed).
-    pub(crate) fn finish(&mut self) -> Result<Option<Dataset>> {
-        if let Some(ds) = self.commit()? {
-            return Ok(Some(ds));
-        }
-        if !self.exists {
-            return Ok(None);
-        }
-        let uri = self.uri.clone();
-        block_on(async move { Dataset::open(&uri).await })?
-            .map(Some)
-            .map_err(|e| lance_err(&self.dir, e))
-    }
-}
-
-impl Drop for LanceSegments {
-    fn drop(&mut self) {
-        // An abandoned segment still commits; a resumed build undoes it.
-        // Waiting here keeps the writer from racing the temp dir's removal.
-        if let Some((tx, h)) = self.current.take() {
-            drop(tx);
-            let _ = h.join();
-        }
-    }
+    let (build, file, checkpoints) = Build::resume(
+        storage,
+        cache_dir,
+        lock,
+        PROGRESS_FILE,
+        header,
+        |_, c: &Checkpoint, before| follows(c, before),
+        |dir, checkpoints| {
+            let version = checkpoints.last().map_or(0, |c| c.version);
+            crate::lance::rewind_dataset(storage, dir, version, &[PROGRESS_FILE])?;
+            storage.remove_dir_all(&dir.join(INPUTS_DIR))
+        },
+    )?;
+    Ok((build, file, fold(checkpoints)))
 }
 
 fn yuv() -> crate::video::WebpInput {

@@ -27,17 +27,18 @@ use serde_json::Value as J;
 use crate::cache::checksums::write_file_checksums;
 use crate::cache::lock::CacheLock;
 use crate::cache::metadata::{
-    write_json_checksummed, VideoEntry, VideoFramesMetadata, WriterInfo, CACHE_FORMAT_VERSION,
-    LAYOUT_LANCE_VIDEO_FRAMES, METADATA_FILE,
+    VideoEntry, VideoFramesMetadata, WriterInfo, CACHE_FORMAT_VERSION, LAYOUT_LANCE_VIDEO_FRAMES,
 };
 use crate::error::{BoxError, Error, Result};
 use crate::features::describe::features_to_json;
 use crate::features::{Feature, Features, VideoStorage};
+use crate::lance::LanceSegments;
 use crate::lance::{fragment_rows, fsync_tree, lance_err};
 use crate::layouts::video_frames::format::{frames_schema, INPUTS_DIR};
 use crate::layouts::video_frames::resume::{
-    Checkpoint, LanceSegments, ProgressFile, ProgressHeader, Resumed, PROGRESS_FILE,
+    Checkpoint, ProgressFile, ProgressHeader, Resumed, PROGRESS_FILE,
 };
+use crate::storage::storage_for;
 use crate::value::Example;
 use crate::video::webp::WebpEncoder;
 
@@ -299,7 +300,7 @@ where
         {
             if let Some(ds) = lance.commit()? {
                 fsync_tree(lance_dir)?;
-                progress.append(Checkpoint {
+                progress.append(&Checkpoint {
                     version: ds.version().version,
                     tasks: done_tasks,
                     videos: videos[videos_from..].to_vec(),
@@ -375,7 +376,7 @@ fn write_locked<I, E>(
     column: &str,
     cache_dir: &Path,
     opts: &VideoFramesOptions,
-    _lock: &CacheLock,
+    lock: &CacheLock,
 ) -> Result<WrittenVideoFrames>
 where
     I: IntoIterator<Item = std::result::Result<(J, Example), E>>,
@@ -411,20 +412,19 @@ where
     };
     // Only a build that knows its inputs (a sources stamp) can be resumed.
     let resumable = opts.sources.is_some();
-    let (mut staging, mut progress, resumed) =
-        crate::layouts::video_frames::resume::prepare(cache_dir, &header, resumable)?;
-    if resumable {
-        // A failed or killed build leaves its checkpoints for the next one.
-        staging.keep_on_drop();
-    }
-    let data_dir = staging.path().to_path_buf();
+    // A failed or killed resumable build leaves its checkpoints for the next one.
+    let storage = storage_for(cache_dir);
+    let (build, mut progress, resumed) = crate::layouts::video_frames::resume::prepare(
+        &storage, cache_dir, lock, &header, resumable,
+    )?;
+    let data_dir = build.dir().to_path_buf();
     let inputs_dir = data_dir.join(INPUTS_DIR);
     let resumed_videos = resumed.tasks;
     let mut items = items.into_iter();
     if let Some(why) = skip_resumed(&mut items, &resumed, column, &allowed, &inputs_dir)? {
         // The inputs changed under the checkpoints: they are no use any more.
-        drop(staging);
-        let _ = std::fs::remove_dir_all(&data_dir);
+        drop(build);
+        let _ = storage.remove_dir_all(&data_dir);
         return Err(Error::InvalidArgument(format!(
             "the examples differ from those of the interrupted build being resumed, {why}; its checkpoints were dropped, build again to start over"
         )));
@@ -468,7 +468,7 @@ where
             });
         }
     };
-    let _ = std::fs::remove_dir_all(&inputs_dir);
+    let _ = storage.remove_dir_all(&inputs_dir);
     let fragment_rows = fragment_rows(&ds, &data_dir)?;
     let num_rows: u64 = videos.iter().map(|v| v.t).sum();
     if fragment_rows.iter().sum::<u64>() != num_rows {
@@ -480,7 +480,7 @@ where
     fsync_tree(&data_dir)?;
     // Every data file's xxh64, so `verify` checks a frames cache's bytes as
     // it does an Arrow cache's (the progress file goes at publication).
-    write_file_checksums(&data_dir, &[PROGRESS_FILE, INPUTS_DIR])?;
+    write_file_checksums(storage.as_ref(), &data_dir, &[PROGRESS_FILE, INPUTS_DIR])?;
     let quality = if opts.webp.quality.fract() == 0.0 {
         J::from(opts.webp.quality as i64)
     } else {
@@ -511,12 +511,9 @@ where
         writer: Some(WriterInfo::current()),
         metadata_xxh64: None,
     };
-    write_json_checksummed(&staging.path().join(METADATA_FILE), &metadata)?;
     drop(progress);
-    staging.publish()?;
-    // The progress file is build-time state: it stays until publication (a
-    // build killed while publishing resumes with everything committed).
-    let _ = std::fs::remove_file(cache_dir.join(PROGRESS_FILE));
+    // The progress file is build-time state; it goes just before publication.
+    build.publish(&metadata, &[PROGRESS_FILE])?;
     Ok(WrittenVideoFrames {
         dir: cache_dir.to_path_buf(),
         metadata,
