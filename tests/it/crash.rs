@@ -290,3 +290,107 @@ fn a_reader_polling_during_rebuilds_never_sees_the_cache_missing() {
         Some(rebuilds * 1000)
     );
 }
+
+/// The same kill -9 test for a `lance-rows` build through `load`: rows go
+/// to Lance one data file (100 rows) per commit, each commit recorded in the
+/// build's resume log; a killed build is taken over from its last commit.
+#[test]
+fn kill_9_during_a_lance_build_then_resume_gives_the_uninterrupted_rows() {
+    let lance = |root: &Path| {
+        let mut c = demo(root);
+        c.args(["--format", "lance", "--max-rows-per-file", "100"]);
+        c
+    };
+    let finish = |root: &Path| -> serde_json::Value {
+        let out = lance(root).output().unwrap();
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        serde_json::from_slice(&out.stdout).unwrap()
+    };
+    let clean_root = tempfile::tempdir().unwrap();
+    let t = Instant::now();
+    let clean = finish(clean_root.path());
+    let full = t.elapsed();
+    let clean_dir = PathBuf::from(clean["dir"].as_str().unwrap());
+    assert_eq!(meta(&clean_dir)["layout"], "lance-rows");
+    assert_eq!(
+        meta(&clean_dir)["fragment_row_counts"],
+        serde_json::json!([100, 100, 100, 100, 100, 100, 100, 100, 100, 100]),
+        "one fragment per commit, as one write with 100 rows per file makes"
+    );
+
+    let root = tempfile::tempdir().unwrap();
+    let target = root
+        .path()
+        .join("processed")
+        .join(clean_dir.file_name().unwrap());
+    let mut rng = SplitMix64::new(20261123);
+    let (mut resumed_runs, mut logged_commits) = (0, 0);
+    for _ in 0..20 {
+        let mut child = lance(root.path()).spawn().unwrap();
+        let wait = Duration::from_micros(rng.below(full.as_micros() as u64 * 12 / 10 + 1));
+        std::thread::sleep(wait);
+        let _ = child.kill(); // SIGKILL
+        let out = child.wait_with_output().unwrap();
+        for e in std::fs::read_dir(root.path().join("processed"))
+            .into_iter()
+            .flatten()
+        {
+            let p = e.unwrap().path();
+            let log = p.join("_lance_progress.jsonl");
+            if p.to_string_lossy().contains("_tmp_") && log.exists() {
+                let lines = std::fs::read_to_string(&log).unwrap_or_default();
+                if lines.lines().count() > 1 {
+                    logged_commits += 1;
+                }
+            }
+        }
+        if out.status.success() {
+            let j: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+            if j["resumed_rows"].as_u64().unwrap_or(0) > 0 {
+                resumed_runs += 1;
+            }
+            std::fs::remove_dir_all(&target).unwrap();
+        }
+    }
+    let last = finish(root.path());
+    if last["resumed_rows"].as_u64().unwrap_or(0) > 0 {
+        resumed_runs += 1;
+    }
+    assert!(
+        logged_commits > 0,
+        "at least one kill left committed data files in the resume log"
+    );
+    assert!(
+        resumed_runs > 0,
+        "at least one run took over a killed build's commits"
+    );
+    let (a, b) = (meta(&target), meta(&clean_dir));
+    for k in ["num_rows", "fragment_row_counts", "schema_fingerprint"] {
+        assert_eq!(a[k], b[k], "{k}");
+    }
+    // Row for row the same examples, in the same order.
+    let (got, want) = (
+        shardset::open_cache(&target).unwrap(),
+        shardset::open_cache(&clean_dir).unwrap(),
+    );
+    assert_eq!(got.len(), 1000);
+    for i in 0..1000i64 {
+        assert_eq!(
+            got.backend.get(i).unwrap(),
+            want.backend.get(i).unwrap(),
+            "row {i}"
+        );
+    }
+    let report = shardset::verify_cache(&target).unwrap();
+    assert!(report.damage.is_empty(), "{:?}", report.damage);
+    let leftovers: Vec<_> = std::fs::read_dir(root.path().join("processed"))
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .filter(|n| n.starts_with('.'))
+        .collect();
+    assert!(leftovers.is_empty(), "{leftovers:?}");
+}

@@ -125,6 +125,8 @@ pub struct DemoArgs {
     pub threads: usize,
     pub rebuild: bool,
     pub json: bool,
+    pub format: shardset::StorageFormat,
+    pub max_rows_per_file: Option<usize>,
 }
 
 pub fn demo(a: DemoArgs) -> Result<(), String> {
@@ -148,7 +150,19 @@ pub fn demo(a: DemoArgs) -> Result<(), String> {
                 .map_err(|e| e.to_string())?
                 .with_compression(a.compression)
                 .with_encode_threads(a.threads),
-        );
+        )
+        .with_format(a.format);
+    #[cfg(feature = "lance")]
+    let opts = {
+        let mut w = shardset::LanceWriteOptions::default()
+            .try_with_batch_size(a.batch_size)
+            .map_err(|e| e.to_string())?
+            .with_encode_threads(a.threads);
+        if let Some(n) = a.max_rows_per_file {
+            w = w.try_with_max_rows_per_file(n).map_err(|e| e.to_string())?;
+        }
+        opts.with_lance_write_options(w)
+    };
     let builder = SyntheticImages { rows: a.rows };
     let mut result = run_demo(&builder, &opts, &a);
     #[cfg(feature = "video")]
@@ -186,11 +200,7 @@ fn run_demo(builder: &SyntheticImages, opts: &LoadOptions, a: &DemoArgs) -> Resu
         );
         return Ok(());
     }
-    let total: u64 = meta
-        .as_ref()
-        .and_then(|m| m.as_arrow_shards())
-        .and_then(|m| m.shard_num_bytes.as_ref())
-        .map_or(0, |v| v.iter().sum());
+    let total = shardset::layouts::stats::dir_size(&report.dir).map_err(|e| e.to_string())?;
     println!(
         "shardset demo: {} synthetic 32x32 RGB images, 10 classes",
         ds.len()

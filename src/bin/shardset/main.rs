@@ -57,6 +57,12 @@ enum Cmd {
         /// Print one JSON line instead of the summary.
         #[arg(long)]
         json: bool,
+        /// arrow (Arrow IPC shards) or lance (a Lance dataset).
+        #[arg(long, value_enum, default_value_t = shardset::StorageFormat::Arrow)]
+        format: shardset::StorageFormat,
+        /// lance: rows per data file, each committed on its own (default 1,048,576).
+        #[arg(long)]
+        max_rows_per_file: Option<usize>,
     },
     /// Build a cache from an image folder, a JSON lines file or a CSV file.
     Build {
@@ -202,7 +208,11 @@ fn main() -> ExitCode {
             batch_size,
             rebuild,
             json,
+            format,
+            max_rows_per_file,
         } => demo::demo(demo::DemoArgs {
+            format,
+            max_rows_per_file,
             root,
             rows,
             batch_size,
