@@ -430,7 +430,13 @@ pub fn load_with_report(
             skip,
             &known,
             sink,
-            |stream| prepared.run(stream, &p.info.features, &opts.lance_write),
+            |stream| {
+                let extra = Extra {
+                    sources: p.stamp.clone(),
+                    config: Some(p.config_json.clone()),
+                };
+                prepared.run(stream, &p.info.features, &opts.lance_write, extra)
+            },
         )?;
         drop(lock);
         let c = open_cache_with(&p.dir, &p.open_opts)?;

@@ -29,6 +29,15 @@ use crate::cache::publish::{remove_leftovers, remove_leftovers_old, temp_dirs, S
 use crate::error::{Error, Result};
 use crate::storage::{StorageRef, WriteFile};
 
+/// Extra metadata a builder records (declared sources, config parameters).
+#[derive(Debug, Clone, Default)]
+pub struct Extra {
+    /// Source stamps (`sources` key).
+    pub sources: Option<serde_json::Value>,
+    /// Config name and parameters (`config` key).
+    pub config: Option<serde_json::Value>,
+}
+
 /// Cumulative row counts at which work units ended, shared between the
 /// generator side (which learns them) and a writer (which records them with
 /// each commit, so a resume can skip whole units).

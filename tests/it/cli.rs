@@ -204,6 +204,32 @@ fn imagefolder_is_warm_then_rebuilt_when_a_file_or_a_class_appears() {
     assert_eq!(published(&root).len(), 1);
 }
 
+/// A Lance build records its sources and config like an Arrow one, so the
+/// next build of unchanged inputs is warm, and a changed file rebuilds it.
+#[test]
+fn a_lance_imagefolder_build_is_warm_then_rebuilt_when_a_file_appears() {
+    let t = tempfile::tempdir().unwrap();
+    let (root, dir) = (t.path().join("root"), t.path().join("flat"));
+    for class in ["a", "b"] {
+        write(&dir.join(class).join("0.png"), &png(2, 2, 3));
+    }
+    let d = dir.to_str().unwrap();
+    let args = ["build", "imagefolder", d, "--format", "lance", "--json"];
+    let first = json_out(&root, &args);
+    assert_eq!(first["caches"][0]["built"], true);
+    let c = open_cache(cache_dir(&first, "train")).unwrap();
+    assert_eq!(c.layout, "lance-rows");
+    assert!(c.metadata.sources().is_some() && c.metadata.config().is_some());
+    let warm = json_out(&root, &args);
+    assert_eq!(warm["caches"][0]["built"], false, "{warm}");
+    write(&dir.join("a/1.png"), &png(2, 2, 5));
+    let more = json_out(&root, &args);
+    assert_eq!(more["caches"][0]["built"], true);
+    assert_eq!(more["caches"][0]["rows"], 3);
+    let reasons = more["caches"][0]["reasons"].to_string();
+    assert!(reasons.contains("a/1.png"), "{reasons}");
+}
+
 #[test]
 fn build_jsonl_infers_features_null_tolerant() {
     let t = tempfile::tempdir().unwrap();

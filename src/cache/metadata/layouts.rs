@@ -37,6 +37,12 @@ pub struct LanceRowsMetadata {
     /// Ours: self-describing features.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub features: Option<J>,
+    /// Ours: stamps of the sources a builder declared.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sources: Option<J>,
+    /// Ours: the builder config (name and parameters).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub config: Option<J>,
     /// Ours: the writer.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub writer: Option<WriterInfo>,

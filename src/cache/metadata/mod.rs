@@ -253,7 +253,7 @@ impl CacheMetadata {
     pub fn sources(&self) -> Option<&J> {
         match self {
             CacheMetadata::ArrowShards(m) => m.sources.as_ref(),
-            CacheMetadata::LanceRows(_) => None,
+            CacheMetadata::LanceRows(m) => m.sources.as_ref(),
             CacheMetadata::VideoFrames(m) => m.sources.as_ref(),
         }
     }
@@ -262,7 +262,8 @@ impl CacheMetadata {
     pub fn config(&self) -> Option<&J> {
         match self {
             CacheMetadata::ArrowShards(m) => m.config.as_ref(),
-            _ => None,
+            CacheMetadata::LanceRows(m) => m.config.as_ref(),
+            CacheMetadata::VideoFrames(_) => None,
         }
     }
 

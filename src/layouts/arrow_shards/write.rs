@@ -275,14 +275,7 @@ pub fn random_build_id() -> String {
     crate::util::random_suffix() + &crate::util::random_suffix()
 }
 
-/// Extra metadata a builder records (declared sources, config parameters).
-#[derive(Debug, Clone, Default)]
-pub struct Extra {
-    /// Source stamps (`sources` key).
-    pub sources: Option<serde_json::Value>,
-    /// Config name and parameters (`config` key).
-    pub config: Option<serde_json::Value>,
-}
+pub use crate::cache::build::Extra;
 
 /// A build under the lock, ready to take examples: either fresh, or
 /// continuing a killed build of the same cache from its last committed shard.

@@ -14,7 +14,7 @@ use std::sync::Arc;
 
 use serde::{Deserialize, Serialize};
 
-use crate::cache::build::{ends_up_to, Build, LogLine, ResumeLog, UnitEnds};
+use crate::cache::build::{ends_up_to, Build, Extra, LogLine, ResumeLog, UnitEnds};
 use crate::cache::checksums::write_file_checksums;
 use crate::cache::lock::CacheLock;
 use crate::cache::metadata::{
@@ -288,7 +288,7 @@ where
         ends: Vec::new(),
         sink: UnitEnds::default(),
     };
-    prepared.run(examples, features, opts)
+    prepared.run(examples, features, opts, Extra::default())
 }
 
 /// The resume log of a `lance-rows` build, in its temp dir.
@@ -438,6 +438,7 @@ impl PreparedLance {
         examples: I,
         features: &Features,
         opts: &LanceWriteOptions,
+        extra: Extra,
     ) -> Result<WrittenLance>
     where
         I: IntoIterator<Item = std::result::Result<Example, E>>,
@@ -545,6 +546,8 @@ impl PreparedLance {
             fragment_row_counts: Some(fragment_rows),
             data_storage_version: opts.data_storage_version.map(|v| v.name().to_string()),
             features: Some(features_to_json(features)),
+            sources: extra.sources,
+            config: extra.config,
             writer: Some(WriterInfo::current()),
             metadata_xxh64: None,
         };
