@@ -285,14 +285,13 @@ fn main() {
             let t = Instant::now();
             let loader = Loader::new(
                 ds.clone(),
-                LoaderOptions {
-                    order,
-                    seed: 1,
-                    partition: Partition::single(),
-                    batch_size: 256,
-                },
-            )
-            .unwrap();
+                LoaderOptions::default()
+                    .with_order(order)
+                    .with_seed(1)
+                    .with_partition(Partition::single())
+                    .try_with_batch_size(256)
+                    .unwrap(),
+            );
             let mut rows = 0u64;
             for b in loader {
                 rows += black_box(b.unwrap()).len() as u64;

@@ -480,6 +480,11 @@ fn bad_options_are_refused() {
     let e = "gzip".parse::<shardset::Compression>().unwrap_err();
     assert!(matches!(e, Error::InvalidArgument(_)), "{e:?}");
     mentions(&e, "gzip");
+    let e = shardset::LoaderOptions::default()
+        .try_with_batch_size(0)
+        .unwrap_err();
+    assert!(matches!(e, Error::InvalidArgument(_)), "{e:?}");
+    mentions(&e, "batch_size");
     assert!(dot_entries(tmp.path()).is_empty());
 }
 

@@ -803,14 +803,13 @@ fn the_loader_reads_windows_shard_shuffled() {
     for worker in 0..3 {
         let loader = Loader::new(
             ds.clone(),
-            LoaderOptions {
-                order: Order::ShardShuffle(WithinShard::Random),
-                seed: 3,
-                partition: Partition::new(0, 1, worker, 3, Remainder::DropLast).unwrap(),
-                batch_size: 2,
-            },
-        )
-        .unwrap();
+            LoaderOptions::default()
+                .with_order(Order::ShardShuffle(WithinShard::Random))
+                .with_seed(3)
+                .with_partition(Partition::new(0, 1, worker, 3, Remainder::DropLast).unwrap())
+                .try_with_batch_size(2)
+                .unwrap(),
+        );
         for batch in loader {
             for row in batch.unwrap() {
                 let Value::Tensor(t) = row.get("video").unwrap() else {

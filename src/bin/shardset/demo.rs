@@ -241,14 +241,13 @@ fn run_demo(builder: &SyntheticImages, opts: &LoadOptions, a: &DemoArgs) -> Resu
     let t = Instant::now();
     let loader = Loader::new(
         train,
-        LoaderOptions {
-            order: Order::ShardShuffle(WithinShard::Random),
-            seed: 0,
-            partition: Partition::single(),
-            batch_size: 256,
-        },
-    )
-    .map_err(|e| e.to_string())?;
+        LoaderOptions::default()
+            .with_order(Order::ShardShuffle(WithinShard::Random))
+            .with_seed(0)
+            .with_partition(Partition::single())
+            .try_with_batch_size(256)
+            .map_err(|e| e.to_string())?,
+    );
     let mut counts = [0u64; 10];
     let mut n = 0u64;
     for batch in loader {
