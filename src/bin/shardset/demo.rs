@@ -328,10 +328,7 @@ fn video_demo(root: &std::path::Path, rebuild: bool, threads: usize) -> Result<(
             .examples("train")
             .into_iter()
             .map(|(k, e)| Ok::<_, std::convert::Infallible>((serde_json::Value::from(k), e)));
-        let opts = shardset::VideoFramesOptions {
-            threads,
-            ..Default::default()
-        };
+        let opts = shardset::VideoFramesOptions::default().with_threads(threads);
         let w = shardset::try_write_video_frames_cache(items, &folder.features(), &dir, &opts)
             .map_err(|e| e.to_string())?;
         let secs = t.elapsed().as_secs_f64();
