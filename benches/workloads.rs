@@ -285,14 +285,13 @@ fn main() {
             let t = Instant::now();
             let loader = Loader::new(
                 ds.clone(),
-                LoaderOptions {
-                    order,
-                    seed: 1,
-                    partition: Partition::single(),
-                    batch_size: 256,
-                },
-            )
-            .unwrap();
+                LoaderOptions::default()
+                    .with_order(order)
+                    .with_seed(1)
+                    .with_partition(Partition::single())
+                    .try_with_batch_size(256)
+                    .unwrap(),
+            );
             let mut rows = 0u64;
             for b in loader {
                 rows += black_box(b.unwrap()).len() as u64;
@@ -404,11 +403,9 @@ fn build_frames(
             .with("video", Value::Path(p.clone()))
             .with("label", i as i64)
     });
-    let opts = shardset::VideoFramesOptions {
-        webp: shardset::WebpSettings::new(65.0, method),
-        threads: 2,
-        ..Default::default()
-    };
+    let opts = shardset::VideoFramesOptions::default()
+        .with_webp(shardset::WebpSettings::try_new(65.0, method).unwrap())
+        .with_threads(2);
     shardset::write_video_frames_cache(ex, &f, dir, &opts).unwrap()
 }
 
@@ -710,11 +707,9 @@ fn versus_frames_build(args: &[String]) {
     let ex = files
         .iter()
         .map(|p| Example::new().with("video", Value::Path(p.clone())));
-    let opts = shardset::VideoFramesOptions {
-        webp: shardset::WebpSettings::new(65.0, method),
-        threads,
-        ..Default::default()
-    };
+    let opts = shardset::VideoFramesOptions::default()
+        .with_webp(shardset::WebpSettings::try_new(65.0, method).unwrap())
+        .with_threads(threads);
     let t = Instant::now();
     let w = shardset::write_video_frames_cache(ex, &f, dir, &opts).unwrap();
     println!(

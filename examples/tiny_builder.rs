@@ -140,13 +140,12 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     let part = Partition::new(0, 2, 1, 2, shardset::Remainder::DropLast)?;
     let mut loader = Loader::new(
         fit,
-        LoaderOptions {
-            order: Order::ShardShuffle(WithinShard::Random),
-            seed: 7,
-            partition: part,
-            batch_size: 64,
-        },
-    )?;
+        LoaderOptions::default()
+            .with_order(Order::ShardShuffle(WithinShard::Random))
+            .with_seed(7)
+            .with_partition(part)
+            .try_with_batch_size(64)?,
+    );
     let first = loader.next_batch().transpose()?.map_or(0, |b| b.len());
     let saved = serde_json::to_string(&loader.state())?;
     println!("first batch: {first} rows; loader state to checkpoint: {saved}");

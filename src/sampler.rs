@@ -8,6 +8,8 @@
 //! far a consumer got. Resuming from a state yields exactly the rest of the
 //! epoch: nothing twice, nothing lost.
 
+use std::num::NonZeroUsize;
+
 use serde::{Deserialize, Serialize};
 
 use crate::dataset::{Dataset, View};
@@ -253,17 +255,14 @@ pub struct LoaderState {
     pub partition: Partition,
 }
 
-/// Options of a [`Loader`].
+/// Options of a [`Loader`]: private fields, validated when set (the same
+/// pattern as the write options).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct LoaderOptions {
-    /// Epoch order.
-    pub order: Order,
-    /// Seed.
-    pub seed: u64,
-    /// This consumer's partition.
-    pub partition: Partition,
-    /// Rows per batch.
-    pub batch_size: usize,
+    order: Order,
+    seed: u64,
+    partition: Partition,
+    batch_size: NonZeroUsize,
 }
 
 impl Default for LoaderOptions {
@@ -272,8 +271,58 @@ impl Default for LoaderOptions {
             order: Order::ShardShuffle(WithinShard::Random),
             seed: 0,
             partition: Partition::single(),
-            batch_size: 256,
+            batch_size: NonZeroUsize::new(256).expect("positive"),
         }
+    }
+}
+
+impl LoaderOptions {
+    /// The epoch order (default shard-aware, rows shuffled within shards).
+    pub fn with_order(mut self, order: Order) -> Self {
+        self.order = order;
+        self
+    }
+
+    /// The seed of the epoch orders (default 0).
+    pub fn with_seed(mut self, seed: u64) -> Self {
+        self.seed = seed;
+        self
+    }
+
+    /// This consumer's partition (default [`Partition::single`]).
+    pub fn with_partition(mut self, partition: Partition) -> Self {
+        self.partition = partition;
+        self
+    }
+
+    /// Rows per batch (default 256).
+    ///
+    /// # Errors
+    /// [`Error::InvalidArgument`] for 0.
+    pub fn try_with_batch_size(mut self, n: usize) -> Result<Self> {
+        self.batch_size = NonZeroUsize::new(n)
+            .ok_or_else(|| Error::InvalidArgument("batch_size must be at least 1".into()))?;
+        Ok(self)
+    }
+
+    /// The epoch order.
+    pub fn order(&self) -> Order {
+        self.order
+    }
+
+    /// The seed.
+    pub fn seed(&self) -> u64 {
+        self.seed
+    }
+
+    /// This consumer's partition.
+    pub fn partition(&self) -> Partition {
+        self.partition
+    }
+
+    /// Rows per batch.
+    pub fn batch_size(&self) -> usize {
+        self.batch_size.get()
     }
 }
 
@@ -289,15 +338,7 @@ pub struct Loader {
 
 impl Loader {
     /// A loader at the start of epoch 0.
-    ///
-    /// # Errors
-    /// [`Error::InvalidArgument`] for a zero batch size.
-    pub fn new(ds: Dataset, opts: LoaderOptions) -> Result<Self> {
-        if opts.batch_size == 0 {
-            return Err(Error::InvalidArgument(
-                "batch_size must be at least 1".into(),
-            ));
-        }
+    pub fn new(ds: Dataset, opts: LoaderOptions) -> Self {
         let sampler = Sampler::new(&ds, opts.order, opts.seed);
         let state = LoaderState {
             seed: opts.seed,
@@ -307,13 +348,13 @@ impl Loader {
             order: opts.order,
             partition: opts.partition,
         };
-        Ok(Loader {
+        Loader {
             ds,
             opts,
             sampler,
             state,
             cached: None,
-        })
+        }
     }
 
     /// A loader continuing from a saved state.
@@ -322,7 +363,7 @@ impl Loader {
     /// [`Error::InvalidArgument`] when the state belongs to another dataset
     /// size, order, seed or partition, or points past the epoch's end.
     pub fn resume(ds: Dataset, opts: LoaderOptions, state: LoaderState) -> Result<Self> {
-        let mut l = Loader::new(ds, opts)?;
+        let mut l = Loader::new(ds, opts);
         let mismatch = |what: &str| {
             Error::InvalidArgument(format!(
                 "loader state is for a different {what}; start a fresh loader"
@@ -392,7 +433,7 @@ impl Loader {
         if from >= len {
             return None;
         }
-        let to = (from + self.opts.batch_size as u64).min(len);
+        let to = (from + self.opts.batch_size.get() as u64).min(len);
         let pos = self.positions(self.state.epoch, from, to);
         self.state.position = to;
         Some(pos)

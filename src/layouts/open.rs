@@ -1,5 +1,6 @@
 //! `open_cache`: read `_metadata.json`, validate it, pick the backend by layout.
 
+use std::num::NonZeroU64;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
@@ -16,84 +17,126 @@ use crate::features::describe::{feature_to_json, features_from_json};
 use crate::features::Features;
 use crate::layouts::arrow_shards::integrity::verify_shards;
 use crate::layouts::arrow_shards::ipc::read_footer;
+use crate::layouts::arrow_shards::read::DEFAULT_DECOMPRESSED_CACHE_BYTES;
 use crate::layouts::{ArrowShards, Backend};
 #[cfg(feature = "lance")]
 use crate::layouts::{LanceReadOptions, LanceRows};
 use crate::storage::{storage_for, Storage, StorageRef};
 
-/// Options of [`open_cache_with`].
-#[derive(Debug, Clone, Default)]
+/// Options of [`open_cache_with`]: private fields, validated when set
+/// (the same pattern as the write options).
+#[derive(Debug, Clone)]
 pub struct OpenOptions {
-    /// The features the caller expects: checked against the cache's
-    /// fingerprint, and used to decode (needed for reference caches, which do
-    /// not store class names or array shapes).
-    pub features: Option<Features>,
-    /// Recompute every shard's xxh64 on open (reads every byte).
-    pub verify_checksums: bool,
-    /// Decode images to pixels in `get` (default true).
-    pub decode_images: Option<bool>,
-    /// How a `lance-video-frames` cache is cut into windows (default: one frame per window).
+    features: Option<Features>,
+    verify_checksums: bool,
+    decode_images: bool,
     #[cfg(feature = "video")]
-    pub windows: Option<crate::video::WindowSpec>,
-    /// Bytes of decoded data the backend keeps for reuse: decompressed
-    /// record batches of compressed Arrow shards, decoded Lance chunks.
-    /// Default 256 MiB ([`crate::layouts::arrow_shards::read::DEFAULT_DECOMPRESSED_CACHE_BYTES`]);
-    /// memory for reading stays within it plus what one read needs.
-    pub cache_bytes: Option<usize>,
-    /// Rows a Lance cache reads together on a random access (default 64;
-    /// 1 reads only the row asked for).
-    pub lance_chunk_rows: Option<u64>,
+    windows: crate::video::WindowSpec,
+    cache_bytes: usize,
+    lance_chunk_rows: Option<NonZeroU64>,
+}
+
+impl Default for OpenOptions {
+    fn default() -> Self {
+        OpenOptions {
+            features: None,
+            verify_checksums: false,
+            decode_images: true,
+            #[cfg(feature = "video")]
+            windows: crate::video::WindowSpec::default(),
+            cache_bytes: DEFAULT_DECOMPRESSED_CACHE_BYTES,
+            lance_chunk_rows: None,
+        }
+    }
 }
 
 impl OpenOptions {
-    /// Sets the expected features.
+    /// The features the caller expects: checked against the cache's
+    /// fingerprint, and used to decode (needed for reference caches, which
+    /// do not store class names or array shapes).
     pub fn with_features(mut self, f: Features) -> Self {
         self.features = Some(f);
         self
     }
-    /// Turns on checksum verification.
+
+    /// Recompute every shard's xxh64 on open (reads every byte; default off).
     pub fn with_verify_checksums(mut self, yes: bool) -> Self {
         self.verify_checksums = yes;
         self
     }
-    /// Sets the windows of a `lance-video-frames` cache.
+
+    /// How a `lance-video-frames` cache is cut into windows (default: one
+    /// frame per window).
     #[cfg(feature = "video")]
     pub fn with_windows(mut self, spec: crate::video::WindowSpec) -> Self {
-        self.windows = Some(spec);
+        self.windows = spec;
         self
     }
-    /// Sets whether `get` decodes images.
+
+    /// Whether `get` decodes images to pixels (default true).
     pub fn with_decode_images(mut self, yes: bool) -> Self {
-        self.decode_images = Some(yes);
+        self.decode_images = yes;
         self
     }
-    /// Sets the byte budget of decoded data kept for reuse (see [`Self::cache_bytes`]).
+
+    /// Bytes of decoded data the backend keeps for reuse: decompressed
+    /// record batches of compressed Arrow shards, decoded Lance chunks
+    /// (default [`DEFAULT_DECOMPRESSED_CACHE_BYTES`], 256 MiB; 0 keeps
+    /// nothing). Memory for reading stays within it plus what one read needs.
     pub fn with_cache_bytes(mut self, bytes: usize) -> Self {
-        self.cache_bytes = Some(bytes);
+        self.cache_bytes = bytes;
         self
     }
-    /// Sets the rows a Lance cache reads together on a random access.
+
+    /// Rows a Lance cache reads together on a random access (default 64;
+    /// 1 reads only the row asked for).
     ///
     /// # Errors
     /// [`Error::InvalidArgument`] for 0.
     pub fn try_with_lance_chunk_rows(mut self, rows: u64) -> Result<Self> {
-        if rows == 0 {
-            return Err(Error::InvalidArgument(
-                "lance_chunk_rows must be at least 1".into(),
-            ));
-        }
+        let rows = NonZeroU64::new(rows)
+            .ok_or_else(|| Error::InvalidArgument("lance_chunk_rows must be at least 1".into()))?;
         self.lance_chunk_rows = Some(rows);
         Ok(self)
     }
-    fn cache_budget(&self) -> usize {
-        self.cache_bytes
-            .unwrap_or(crate::layouts::arrow_shards::read::DEFAULT_DECOMPRESSED_CACHE_BYTES)
+
+    /// The expected features, if set.
+    pub fn features(&self) -> Option<&Features> {
+        self.features.as_ref()
     }
+
+    /// Whether shard checksums are recomputed on open.
+    pub fn verify_checksums(&self) -> bool {
+        self.verify_checksums
+    }
+
+    /// Whether `get` decodes images.
+    pub fn decode_images(&self) -> bool {
+        self.decode_images
+    }
+
+    /// The windows of a `lance-video-frames` cache.
+    #[cfg(feature = "video")]
+    pub fn windows(&self) -> crate::video::WindowSpec {
+        self.windows
+    }
+
+    /// The byte budget of decoded data kept for reuse.
+    pub fn cache_bytes(&self) -> usize {
+        self.cache_bytes
+    }
+
+    /// The rows a Lance cache reads together, if set (`None`: the Lance
+    /// backend's default, 64).
+    pub fn lance_chunk_rows(&self) -> Option<u64> {
+        self.lance_chunk_rows.map(NonZeroU64::get)
+    }
+
     #[cfg(feature = "lance")]
     fn lance_read_options(&self) -> LanceReadOptions {
         let d = LanceReadOptions::default();
         LanceReadOptions {
-            cache_bytes: self.cache_budget(),
+            cache_bytes: self.cache_bytes,
             chunk_rows: self.lance_chunk_rows.unwrap_or(d.chunk_rows),
             ..d
         }
@@ -185,7 +228,7 @@ fn decoder(dir: &Path, features: &Arc<Features>, opts: &OpenOptions) -> RowDecod
     RowDecoder::new(
         features.clone(),
         DecodeOptions::default()
-            .with_decode_images(opts.decode_images.unwrap_or(true))
+            .with_decode_images(opts.decode_images)
             .with_cache_dir(dir),
     )
 }
@@ -212,7 +255,7 @@ fn open_arrow_shards(
         decoder,
         meta.build_id.clone(),
     )
-    .with_cache_bytes(opts.cache_budget());
+    .with_cache_bytes(opts.cache_bytes);
     Ok((Arc::new(backend), source))
 }
 
@@ -339,7 +382,7 @@ fn open_video_frames(
         dir,
         meta.clone(),
         &counts,
-        opts.windows.unwrap_or_default(),
+        opts.windows,
         opts.lance_read_options(),
     )?;
     Ok((Arc::new(backend), source))

@@ -6,16 +6,13 @@ use std::os::raw::c_int;
 
 use libwebp_sys as sys;
 
-/// Lossy WebP settings.
+/// Lossy WebP settings: private fields, checked when set, so an encoder
+/// never checks them again.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct WebpSettings {
-    /// Quality 0..=100 (the reference's default is 65).
-    pub quality: f32,
-    /// Effort 0 (fastest) ..= 6 (smallest); libwebp's and OpenCV's default is 4.
-    pub method: u8,
-    /// What the encoder is given: RGB as the reference gives it (the
-    /// default), or the decoder's YUV planes.
-    pub input: WebpInput,
+    quality: f32,
+    method: u8,
+    input: WebpInput,
 }
 
 impl Default for WebpSettings {
@@ -30,18 +27,63 @@ impl Default for WebpSettings {
 
 impl WebpSettings {
     /// Settings with this quality and method, the other fields default.
-    pub fn new(quality: f32, method: u8) -> Self {
-        WebpSettings {
-            quality,
-            method,
-            ..WebpSettings::default()
-        }
+    ///
+    /// # Errors
+    /// As [`Self::try_with_quality`] and [`Self::try_with_method`].
+    pub fn try_new(quality: f32, method: u8) -> crate::error::Result<Self> {
+        WebpSettings::default()
+            .try_with_quality(quality)?
+            .try_with_method(method)
     }
 
-    /// The same settings with another encoder input.
+    /// Quality 0..=100 (the reference's default is 65).
+    ///
+    /// # Errors
+    /// [`Error::InvalidArgument`](crate::Error::InvalidArgument) for a quality outside 0..=100 (or NaN).
+    pub fn try_with_quality(mut self, quality: f32) -> crate::error::Result<Self> {
+        if !(0.0..=100.0).contains(&quality) {
+            return Err(crate::error::Error::InvalidArgument(format!(
+                "WebP quality must be 0..=100, got {quality}"
+            )));
+        }
+        self.quality = quality;
+        Ok(self)
+    }
+
+    /// Effort 0 (fastest) ..= 6 (smallest); libwebp's and OpenCV's default is 4.
+    ///
+    /// # Errors
+    /// [`Error::InvalidArgument`](crate::Error::InvalidArgument) for a method above 6.
+    pub fn try_with_method(mut self, method: u8) -> crate::error::Result<Self> {
+        if method > 6 {
+            return Err(crate::error::Error::InvalidArgument(format!(
+                "WebP method must be 0..=6, got {method}"
+            )));
+        }
+        self.method = method;
+        Ok(self)
+    }
+
+    /// What the encoder is given: RGB as the reference gives it (the
+    /// default), or the decoder's YUV planes.
     pub fn with_input(mut self, input: WebpInput) -> Self {
         self.input = input;
         self
+    }
+
+    /// The quality.
+    pub fn quality(&self) -> f32 {
+        self.quality
+    }
+
+    /// The method.
+    pub fn method(&self) -> u8 {
+        self.method
+    }
+
+    /// The encoder input.
+    pub fn input(&self) -> WebpInput {
+        self.input
     }
 }
 
@@ -162,17 +204,11 @@ pub struct WebpEncoder {
 }
 
 impl WebpEncoder {
-    /// An encoder with these settings.
+    /// An encoder with these settings (checked when they were set).
     ///
     /// # Errors
-    /// A message for a quality outside 0..=100 or a method above 6.
+    /// A message when libwebp refuses its default configuration.
     pub fn new(settings: WebpSettings) -> Result<Self, String> {
-        if !(0.0..=100.0).contains(&settings.quality) || settings.method > 6 {
-            return Err(format!(
-                "WebP quality must be 0..=100 and method 0..=6, got {} and {}",
-                settings.quality, settings.method
-            ));
-        }
         let mut config = sys::WebPConfig::new_with_preset(
             sys::WebPPreset::WEBP_PRESET_DEFAULT,
             settings.quality,
@@ -434,7 +470,7 @@ mod tests {
             v: &v,
             uv_stride: cw,
         };
-        let bytes = encode_yuv420(&f, WebpSettings::new(90.0, 4)).unwrap();
+        let bytes = encode_yuv420(&f, WebpSettings::try_new(90.0, 4).unwrap()).unwrap();
         assert_eq!(&bytes[..4], b"RIFF");
         let (rgb, dw, dh) = decode_rgb(&bytes).unwrap();
         assert_eq!((dw, dh), (w, h));
@@ -454,7 +490,7 @@ mod tests {
         let small = Yuv420 { y: &y[..10], ..f };
         assert!(encode_yuv420(&small, WebpSettings::default()).is_err());
         // The RGB input of the reference's encoder: the decoded ramp back in.
-        let enc = WebpEncoder::new(WebpSettings::new(90.0, 4)).unwrap();
+        let enc = WebpEncoder::new(WebpSettings::try_new(90.0, 4).unwrap()).unwrap();
         let again = enc.encode_rgb(&rgb, w, h, w * 3).unwrap();
         let (rgb2, dw2, dh2) = decode_rgb(&again).unwrap();
         assert_eq!((dw2, dh2), (w, h));

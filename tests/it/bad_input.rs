@@ -480,6 +480,35 @@ fn bad_options_are_refused() {
     let e = "gzip".parse::<shardset::Compression>().unwrap_err();
     assert!(matches!(e, Error::InvalidArgument(_)), "{e:?}");
     mentions(&e, "gzip");
+    let e = shardset::LoaderOptions::default()
+        .try_with_batch_size(0)
+        .unwrap_err();
+    assert!(matches!(e, Error::InvalidArgument(_)), "{e:?}");
+    mentions(&e, "batch_size");
+    #[cfg(feature = "video")]
+    {
+        use shardset::{VideoFramesOptions, WebpSettings};
+        for q in [-1.0, 100.5, f32::NAN] {
+            let e = WebpSettings::try_new(q, 4).unwrap_err();
+            assert!(matches!(e, Error::InvalidArgument(_)), "{e:?}");
+            mentions(&e, "quality");
+        }
+        let e = WebpSettings::default().try_with_method(7).unwrap_err();
+        assert!(matches!(e, Error::InvalidArgument(_)), "{e:?}");
+        mentions(&e, "method");
+        let ok = WebpSettings::try_new(100.0, 6).unwrap();
+        assert_eq!((ok.quality(), ok.method()), (100.0, 6));
+        let e = VideoFramesOptions::default()
+            .try_with_resize(Some(0))
+            .unwrap_err();
+        assert!(matches!(e, Error::InvalidArgument(_)), "{e:?}");
+        mentions(&e, "resize");
+        let e = VideoFramesOptions::default()
+            .try_with_max_rows_per_file(0)
+            .unwrap_err();
+        assert!(matches!(e, Error::InvalidArgument(_)), "{e:?}");
+        mentions(&e, "max_rows_per_file");
+    }
     assert!(dot_entries(tmp.path()).is_empty());
 }
 

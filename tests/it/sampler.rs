@@ -133,12 +133,12 @@ fn drain(l: &mut Loader) -> Vec<u64> {
 }
 
 fn opts(order: Order, seed: u64, p: Partition, batch: usize) -> LoaderOptions {
-    LoaderOptions {
-        order,
-        seed,
-        partition: p,
-        batch_size: batch,
-    }
+    LoaderOptions::default()
+        .with_order(order)
+        .with_seed(seed)
+        .with_partition(p)
+        .try_with_batch_size(batch)
+        .unwrap()
 }
 
 #[test]
@@ -152,8 +152,7 @@ fn fewer_shards_than_workers_loses_and_duplicates_nothing() {
         let mut l = Loader::new(
             d.clone(),
             opts(Order::ShardShuffle(WithinShard::Random), 3, p, 3),
-        )
-        .unwrap();
+        );
         let got = drain(&mut l);
         assert_eq!(got.len(), 4);
         all.extend(got);
@@ -166,7 +165,7 @@ fn fewer_shards_than_workers_loses_and_duplicates_nothing() {
 fn loader_reads_views_and_decodes_rows() {
     let (_t, d) = ds_with(100, 10, 100);
     let v = d.select(&[5, 50, 95, 7]).unwrap();
-    let l = Loader::new(v, opts(Order::Sequential, 0, Partition::single(), 3)).unwrap();
+    let l = Loader::new(v, opts(Order::Sequential, 0, Partition::single(), 3));
     let xs: Vec<i64> = l
         .flat_map(|b| b.unwrap())
         .map(|r| r.get("x").unwrap().as_i64().unwrap())
@@ -178,7 +177,7 @@ fn loader_reads_views_and_decodes_rows() {
 fn resume_refuses_a_foreign_state() {
     let (_t, d) = ds_with(100, 10, 100);
     let o = opts(Order::Random, 1, Partition::single(), 8);
-    let mut l = Loader::new(d.clone(), o).unwrap();
+    let mut l = Loader::new(d.clone(), o);
     l.next_batch().unwrap().unwrap();
     let st = l.state();
     let other = Partition::new(0, 2, 0, 1, Remainder::DropLast).unwrap();
@@ -228,11 +227,11 @@ proptest! {
             for w in 0..workers {
                 let p = Partition::new(rank, world, w, workers, rem).unwrap();
                 let o = opts(order, seed, p, batch);
-                let mut full = Loader::new(d.clone(), o).unwrap();
+                let mut full = Loader::new(d.clone(), o);
                 full.set_epoch(epoch);
                 let want = drain(&mut full);
                 // Stop after some batches, save the state as JSON, resume in a fresh loader.
-                let mut l = Loader::new(d.clone(), o).unwrap();
+                let mut l = Loader::new(d.clone(), o);
                 l.set_epoch(epoch);
                 let stop = ((want.len() as f64 * stop_frac) as usize).div_ceil(batch);
                 let mut got = Vec::new();

@@ -149,11 +149,9 @@ fn reference_frames_cache_reproduces_the_expected_windows() {
 fn frames_cache_of_the_reference_sources() {
     let tmp = tempfile::tempdir().unwrap();
     let dir = tmp.path().join("frames");
-    let opts = VideoFramesOptions {
-        webp: shardset::WebpSettings::new(80.0, 4),
-        threads: 2,
-        ..Default::default()
-    };
+    let opts = VideoFramesOptions::default()
+        .with_webp(shardset::WebpSettings::try_new(80.0, 4).unwrap())
+        .with_threads(2);
     let w = write_video_frames_cache(golden_examples(), &frames_features(), &dir, &opts).unwrap();
     let m = &w.metadata;
     let gold: J = serde_json::from_slice(
@@ -262,10 +260,7 @@ fn frames_cache_of_the_reference_sources() {
 fn unreadable_videos_are_skipped_or_fail_the_build_naming_the_file() {
     let tmp = tempfile::tempdir().unwrap();
     let dir = tmp.path().join("frames");
-    let strict = VideoFramesOptions {
-        skip_corrupt: false,
-        ..Default::default()
-    };
+    let strict = VideoFramesOptions::default().with_skip_corrupt(false);
     let e =
         write_video_frames_cache(golden_examples(), &frames_features(), &dir, &strict).unwrap_err();
     assert!(
@@ -409,16 +404,8 @@ fn containers_decode_and_reads_are_frame_exact() {
     let ex = videos
         .iter()
         .map(|p| Example::new().with("video", Value::Path(p.clone())));
-    let w = write_video_frames_cache(
-        ex,
-        &f,
-        &dir,
-        &VideoFramesOptions {
-            threads: 3,
-            ..Default::default()
-        },
-    )
-    .unwrap();
+    let w = write_video_frames_cache(ex, &f, &dir, &VideoFramesOptions::default().with_threads(3))
+        .unwrap();
     assert_eq!(
         w.metadata.videos.iter().map(|v| v.t).collect::<Vec<_>>(),
         vec![30; 4]
@@ -444,11 +431,10 @@ fn resize_rules() {
         (ResizeMode::ShorterSide, (43, 32)),
     ] {
         let dir = tmp.path().join(format!("{mode:?}"));
-        let o = VideoFramesOptions {
-            resize: Some(32),
-            resize_mode: mode,
-            ..Default::default()
-        };
+        let o = VideoFramesOptions::default()
+            .try_with_resize(Some(32))
+            .unwrap()
+            .with_resize_mode(mode);
         let w = write_video_frames_cache(
             vec![Example::new().with("video", Value::Path(v.clone()))],
             &f,
@@ -803,14 +789,13 @@ fn the_loader_reads_windows_shard_shuffled() {
     for worker in 0..3 {
         let loader = Loader::new(
             ds.clone(),
-            LoaderOptions {
-                order: Order::ShardShuffle(WithinShard::Random),
-                seed: 3,
-                partition: Partition::new(0, 1, worker, 3, Remainder::DropLast).unwrap(),
-                batch_size: 2,
-            },
-        )
-        .unwrap();
+            LoaderOptions::default()
+                .with_order(Order::ShardShuffle(WithinShard::Random))
+                .with_seed(3)
+                .with_partition(Partition::new(0, 1, worker, 3, Remainder::DropLast).unwrap())
+                .try_with_batch_size(2)
+                .unwrap(),
+        );
         for batch in loader {
             for row in batch.unwrap() {
                 let Value::Tensor(t) = row.get("video").unwrap() else {
@@ -875,11 +860,9 @@ fn videos_of_mixed_lengths_are_written_in_order_whatever_the_buffer() {
         ("many_threads", 5, 1),
     ] {
         let dir = tmp.path().join(name);
-        let o = VideoFramesOptions {
-            threads,
-            buffer_bytes,
-            ..Default::default()
-        };
+        let o = VideoFramesOptions::default()
+            .with_threads(threads)
+            .with_buffer_bytes(buffer_bytes);
         let w = write_video_frames_cache(examples(), &f, &dir, &o).unwrap();
         let m = &w.metadata;
         assert_eq!(m.n_videos, 7, "{name}");
@@ -1072,13 +1055,11 @@ fn an_interrupted_frames_build_resumes_from_its_last_checkpoint() {
             })
             .collect::<Vec<_>>()
     };
-    let strict = VideoFramesOptions {
-        threads: 2,
-        skip_corrupt: false,
-        checkpoint_frames: 1,
-        sources: Some(serde_json::json!({"stamp": "inputs-1"})),
-        ..Default::default()
-    };
+    let strict = VideoFramesOptions::default()
+        .with_threads(2)
+        .with_skip_corrupt(false)
+        .with_checkpoint_frames(1)
+        .with_sources(Some(serde_json::json!({"stamp": "inputs-1"})));
     let temp_dirs = |root: &Path| -> Vec<PathBuf> {
         crate::common::dot_entries(root)
             .into_iter()
@@ -1091,11 +1072,10 @@ fn an_interrupted_frames_build_resumes_from_its_last_checkpoint() {
         items(&files, None),
         &f,
         &fresh,
-        &VideoFramesOptions {
-            sources: None,
-            checkpoint_frames: 1 << 16,
-            ..strict.clone()
-        },
+        &strict
+            .clone()
+            .with_sources(None)
+            .with_checkpoint_frames(1 << 16),
     )
     .unwrap();
     let want = frames_and_videos(&fresh);
@@ -1152,19 +1132,13 @@ fn an_interrupted_frames_build_resumes_from_its_last_checkpoint() {
     // stops: the resumed cache equals a build in one go, skip record included.
     let mut with_broken = files.clone();
     with_broken.insert(2, broken.clone());
-    let lenient = VideoFramesOptions {
-        skip_corrupt: true,
-        ..strict.clone()
-    };
+    let lenient = strict.clone().with_skip_corrupt(true);
     let fresh_b = tmp.path().join("fresh_b");
     shardset::try_write_video_frames_cache(
         items(&with_broken, None),
         &f,
         &fresh_b,
-        &VideoFramesOptions {
-            sources: None,
-            ..lenient.clone()
-        },
+        &lenient.clone().with_sources(None),
     )
     .unwrap();
     let root = tmp.path().join("b");
@@ -1216,10 +1190,9 @@ fn an_interrupted_frames_build_resumes_from_its_last_checkpoint() {
     std::fs::copy(&broken, &files[4]).unwrap();
     shardset::try_write_video_frames_cache(items(&files, None), &f, &dir, &strict).unwrap_err();
     std::fs::write(&files[4], &good4).unwrap();
-    let other = VideoFramesOptions {
-        sources: Some(serde_json::json!({"stamp": "inputs-2"})),
-        ..strict.clone()
-    };
+    let other = strict
+        .clone()
+        .with_sources(Some(serde_json::json!({"stamp": "inputs-2"})));
     let w = shardset::try_write_video_frames_cache(items(&files, None), &f, &dir, &other).unwrap();
     assert_eq!(w.resumed_videos, 0, "another stamp is another build");
     let got = frames_and_videos(&dir);

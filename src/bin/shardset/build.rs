@@ -281,15 +281,13 @@ pub fn run(source: BuildSource) -> CliResult {
                 .map_err(|e| CliError::Usage(format!("--buffer: {e}")))?
                 .try_into()
                 .map_err(|_| CliError::Usage(format!("--buffer {buffer} is too large")))?;
-            let vopts = shardset::VideoFramesOptions {
-                webp: shardset::WebpSettings::new(quality, method).with_input(webp_input),
-                resize,
-                resize_mode,
-                threads: opts.threads,
-                skip_corrupt: !strict,
-                buffer_bytes,
-                ..Default::default()
-            };
+            let vopts = shardset::VideoFramesOptions::default()
+                .with_webp(shardset::WebpSettings::try_new(quality, method)?.with_input(webp_input))
+                .try_with_resize(resize)?
+                .with_resize_mode(resize_mode)
+                .with_threads(opts.threads)
+                .with_skip_corrupt(!strict)
+                .with_buffer_bytes(buffer_bytes);
             build_frames(&folder, &splits, &opts, vopts)
         }
     }
@@ -334,9 +332,10 @@ fn build_frames(
             let counter = Arc::new(AtomicU64::new(0));
             let bar = progress::wanted(o.quiet)
                 .then(|| Progress::start(format!("{split} (frames)"), None, counter.clone()));
-            let mut v = vopts.clone();
-            v.progress = Some(counter);
-            v.sources = stamp.clone();
+            let v = vopts
+                .clone()
+                .with_progress(counter)
+                .with_sources(stamp.clone());
             let items = folder
                 .examples(split)
                 .into_iter()

@@ -251,14 +251,13 @@ fn run_demo(builder: &SyntheticImages, opts: &LoadOptions, a: &DemoArgs) -> Resu
     let t = Instant::now();
     let loader = Loader::new(
         train,
-        LoaderOptions {
-            order: Order::ShardShuffle(WithinShard::Random),
-            seed: 0,
-            partition: Partition::single(),
-            batch_size: 256,
-        },
-    )
-    .map_err(|e| e.to_string())?;
+        LoaderOptions::default()
+            .with_order(Order::ShardShuffle(WithinShard::Random))
+            .with_seed(0)
+            .with_partition(Partition::single())
+            .try_with_batch_size(256)
+            .map_err(|e| e.to_string())?,
+    );
     let mut counts = [0u64; 10];
     let mut n = 0u64;
     for batch in loader {
@@ -339,10 +338,7 @@ fn video_demo(root: &std::path::Path, rebuild: bool, threads: usize) -> Result<(
             .examples("train")
             .into_iter()
             .map(|(k, e)| Ok::<_, std::convert::Infallible>((serde_json::Value::from(k), e)));
-        let opts = shardset::VideoFramesOptions {
-            threads,
-            ..Default::default()
-        };
+        let opts = shardset::VideoFramesOptions::default().with_threads(threads);
         let w = shardset::try_write_video_frames_cache(items, &folder.features(), &dir, &opts)
             .map_err(|e| e.to_string())?;
         let secs = t.elapsed().as_secs_f64();

@@ -13,6 +13,7 @@
 //! the child opens its own.
 
 use std::collections::{HashMap, VecDeque};
+use std::num::NonZeroU64;
 use std::path::Path;
 use std::sync::{Arc, Mutex};
 
@@ -34,7 +35,7 @@ use crate::value::Row;
 
 /// Rows per cached chunk unless set: small enough that a cold random get
 /// reads little, large enough that neighbours come with it.
-pub const DEFAULT_CHUNK_ROWS: u64 = 64;
+pub const DEFAULT_CHUNK_ROWS: NonZeroU64 = NonZeroU64::new(64).unwrap();
 
 /// Options of the Lance backend.
 #[derive(Debug, Clone, Copy)]
@@ -44,8 +45,9 @@ pub struct LanceReadOptions {
     /// Rows per batch when iterating.
     pub batch_size: usize,
     /// Rows read (and kept decoded) together on a random access (default
-    /// 64; 1 reads only the row asked for).
-    pub chunk_rows: u64,
+    /// 64; 1 reads only the row asked for). Non-zero by type: an
+    /// [`OpenOptions`](crate::OpenOptions) setter checks it when it is set.
+    pub chunk_rows: NonZeroU64,
 }
 
 impl Default for LanceReadOptions {
@@ -304,7 +306,7 @@ impl LanceRows {
     }
 
     fn chunk_rows(&self) -> u64 {
-        self.inner.opts.chunk_rows.max(1)
+        self.inner.opts.chunk_rows.get()
     }
 
     fn locate(&self, row: u64) -> (usize, u64) {

@@ -151,10 +151,10 @@ pub(super) fn encode_video(
     tx: &Sender<Msg>,
     budget: &Budget,
 ) -> std::result::Result<u64, String> {
-    let encoder = WebpEncoder::new(opts.webp)?;
+    let encoder = WebpEncoder::new(opts.webp())?;
     let mut v = VideoFile::open(file)?;
     let (w0, h0) = (v.info().width, v.info().height);
-    let (w, h) = opts.resize_mode.apply(opts.resize, w0, h0);
+    let (w, h) = opts.resize_mode().apply(opts.resize(), w0, h0);
     let mut batch: Vec<Vec<u8>> = Vec::with_capacity(FRAMES_PER_BATCH);
     let mut sent_size = false;
     let gone = || "the build stopped".to_string();
@@ -164,7 +164,7 @@ pub(super) fn encode_video(
             .map_err(|()| gone())?;
         tx.send(Msg::Frames(frames)).map_err(|_| gone())
     };
-    let target = match opts.webp.input {
+    let target = match opts.webp().input() {
         WebpInput::Rgb => PixelTarget::Rgb,
         WebpInput::Yuv => PixelTarget::Yuv420,
     };
@@ -173,7 +173,7 @@ pub(super) fn encode_video(
             tx.send(Msg::Size(w, h)).map_err(|_| gone())?;
             sent_size = true;
         }
-        let bytes = match opts.webp.input {
+        let bytes = match opts.webp().input() {
             WebpInput::Rgb => encoder.encode_rgb(f.data(0), w, h, f.stride(0)),
             WebpInput::Yuv => encoder.encode(&Yuv420 {
                 width: w,
@@ -231,7 +231,7 @@ pub(super) fn chunk_bytes(frames: &[Vec<u8>]) -> u64 {
 }
 
 /// The memory budget of encoded frames sent but not yet written (see
-/// [`VideoFramesOptions::buffer_bytes`]). The job of the video being written
+/// [`VideoFramesOptions::with_buffer_bytes`]). The job of the video being written
 /// (the head) never waits, so the writer always makes progress; other jobs
 /// wait while the budget is spent, except that one chunk always fits.
 pub(super) struct Budget {

@@ -8,7 +8,7 @@
 //! writer. A video that finishes before the ones ahead of it (a short clip
 //! behind a long one) waits in memory, so the other cores keep working
 //! instead of idling behind the long video; what waits counts against
-//! [`VideoFramesOptions::buffer_bytes`], and a job whose video is not the one
+//! [`VideoFramesOptions::with_buffer_bytes`], and a job whose video is not the one
 //! being written pauses when that is spent. Memory is therefore bounded by
 //! that budget plus a few chunks per running job, whatever the number or
 //! length of the videos. Decoded frames go to WebP as YUV 4:2:0 planes, as
@@ -104,7 +104,7 @@ where
     I: IntoIterator<Item = std::result::Result<(J, Example), E>>,
     E: Into<BoxError>,
 {
-    let column = video_column(features, opts.video_column.as_deref())?;
+    let column = video_column(features, opts.video_column())?;
     let lock = CacheLock::acquire(cache_dir)?;
     write_locked(items, features, &column, cache_dir, opts, &lock)
 }
@@ -155,8 +155,8 @@ where
     I: IntoIterator<Item = std::result::Result<(J, Example), E>>,
     E: Into<BoxError>,
 {
-    let (pool, threads) = crate::cache::pipeline::thread_pool(opts.threads, "video")?;
-    let budget = Arc::new(Budget::new(opts.buffer_bytes));
+    let (pool, threads) = crate::cache::pipeline::thread_pool(opts.threads(), "video")?;
+    let budget = Arc::new(Budget::new(opts.buffer_bytes()));
     let _close = CloseOnDrop(budget.clone());
     // Each job says here when it ends, so a new one starts while the writer
     // still waits on an earlier, longer video.
@@ -243,7 +243,7 @@ where
                 frames += f.len() as u64;
                 lance.send(b)?;
                 budget.release(chunk_bytes(&f));
-                if let Some(p) = &opts.progress {
+                if let Some(p) = opts.progress() {
                     p.fetch_add(f.len() as u64, std::sync::atomic::Ordering::Relaxed);
                 }
                 continue;
@@ -282,7 +282,7 @@ where
                     reason: format!("failed after {written} frames were written: {reason}"),
                 })
             }
-            Err(reason) if opts.skip_corrupt => {
+            Err(reason) if opts.skip_corrupt() => {
                 skipped.push(
                     serde_json::json!({"id": task.id, "path": task.recorded, "reason": reason}),
                 );
@@ -295,8 +295,8 @@ where
             }
         }
         if since_checkpoint > 0
-            && (since_checkpoint >= opts.checkpoint_frames
-                || last_checkpoint.elapsed() >= opts.checkpoint_interval)
+            && (since_checkpoint >= opts.checkpoint_frames()
+                || last_checkpoint.elapsed() >= opts.checkpoint_interval())
         {
             if let Some(ds) = lance.commit()? {
                 fsync_tree(lance_dir)?;
@@ -382,12 +382,10 @@ where
     I: IntoIterator<Item = std::result::Result<(J, Example), E>>,
     E: Into<BoxError>,
 {
-    if opts.max_rows_per_file == 0 || opts.resize == Some(0) {
-        return Err(Error::InvalidArgument(
-            "max_rows_per_file and resize must be at least 1".into(),
-        ));
-    }
-    WebpEncoder::new(opts.webp).map_err(Error::InvalidArgument)?;
+    // libwebp's configuration, made once before any video so that a
+    // refusal fails the build instead of every video (the settings
+    // themselves were checked when they were set).
+    WebpEncoder::new(opts.webp()).map_err(Error::InvalidArgument)?;
     let allowed = match features.get(column) {
         Some(Feature::Video(v)) => v.allowed_extensions.clone(),
         _ => unreachable!("checked by video_column"),
@@ -400,18 +398,18 @@ where
             .unwrap_or_default(),
         schema_fingerprint: features.fingerprint(),
         column: column.to_string(),
-        quality: f64::from(opts.webp.quality),
-        method: opts.webp.method,
-        webp_input: opts.webp.input,
-        resize: opts.resize,
-        resize_mode: opts.resize_mode,
-        max_rows_per_file: opts.max_rows_per_file,
-        skip_corrupt: opts.skip_corrupt,
-        sources: opts.sources.clone().unwrap_or(J::Null),
+        quality: f64::from(opts.webp().quality()),
+        method: opts.webp().method(),
+        webp_input: opts.webp().input(),
+        resize: opts.resize(),
+        resize_mode: opts.resize_mode(),
+        max_rows_per_file: opts.max_rows_per_file(),
+        skip_corrupt: opts.skip_corrupt(),
+        sources: opts.sources().cloned().unwrap_or(J::Null),
         writer: WriterInfo::current().version,
     };
     // Only a build that knows its inputs (a sources stamp) can be resumed.
-    let resumable = opts.sources.is_some();
+    let resumable = opts.sources().is_some();
     // A failed or killed resumable build leaves its checkpoints for the next one.
     let storage = storage_for(cache_dir);
     let (build, mut progress, resumed) = crate::layouts::video_frames::resume::prepare(
@@ -429,7 +427,7 @@ where
             "the examples differ from those of the interrupted build being resumed, {why}; its checkpoints were dropped, build again to start over"
         )));
     }
-    if let Some(p) = &opts.progress {
+    if let Some(p) = opts.progress() {
         let frames: u64 = resumed.videos.iter().map(|v| v.t).sum();
         p.fetch_add(frames, std::sync::atomic::Ordering::Relaxed);
     }
@@ -437,7 +435,7 @@ where
     let mut lance = LanceSegments::new(
         &data_dir,
         schema.clone(),
-        opts.max_rows_per_file,
+        opts.max_rows_per_file(),
         resumed.version > 0,
     )?;
     let (videos, skipped, tasks) = collect(
@@ -481,10 +479,10 @@ where
     // Every data file's xxh64, so `verify` checks a frames cache's bytes as
     // it does an Arrow cache's (the progress file goes at publication).
     write_file_checksums(storage.as_ref(), &data_dir, &[PROGRESS_FILE, INPUTS_DIR])?;
-    let quality = if opts.webp.quality.fract() == 0.0 {
-        J::from(opts.webp.quality as i64)
+    let quality = if opts.webp().quality().fract() == 0.0 {
+        J::from(opts.webp().quality() as i64)
     } else {
-        J::from(f64::from(opts.webp.quality))
+        J::from(f64::from(opts.webp().quality()))
     };
     let metadata = VideoFramesMetadata {
         cache_format_version: CACHE_FORMAT_VERSION,
@@ -497,15 +495,15 @@ where
         n_skipped: tasks - videos.len() as u64,
         encoding: "webp".into(),
         quality,
-        resize: opts.resize.map(u64::from),
+        resize: opts.resize().map(u64::from),
         video_column: column.to_string(),
         videos,
-        lineage: opts.lineage.clone(),
-        resize_mode: opts.resize.map(|_| opts.resize_mode),
-        webp_method: Some(opts.webp.method),
-        webp_input: Some(opts.webp.input),
+        lineage: opts.lineage().cloned(),
+        resize_mode: opts.resize().map(|_| opts.resize_mode()),
+        webp_method: Some(opts.webp().method()),
+        webp_input: Some(opts.webp().input()),
         skipped: (!skipped.is_empty()).then_some(skipped),
-        sources: opts.sources.clone(),
+        sources: opts.sources().cloned(),
         fragment_row_counts: Some(fragment_rows),
         features: Some(features_to_json(features)),
         writer: Some(WriterInfo::current()),
