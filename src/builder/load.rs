@@ -34,16 +34,24 @@ pub enum StorageFormat {
     /// Arrow IPC shards (default).
     #[default]
     Arrow,
-    /// A Lance dataset.
+    /// A Lance dataset of rows.
     Lance,
+    /// A `lance-video-frames` cache: every frame of the one
+    /// `Video(storage='frames')` column as a WebP image
+    /// ([`LoadOptions::with_video_frames_options`]).
+    #[serde(rename = "video-frames")]
+    #[value(name = "video-frames")]
+    VideoFrames,
 }
 
 impl StorageFormat {
-    /// The reference's spelling (part of the cache key).
+    /// The spelling in the cache key (the reference's `arrow` and `lance`;
+    /// `lance-video-frames` for frames caches).
     pub fn as_str(self) -> &'static str {
         match self {
             StorageFormat::Arrow => "arrow",
             StorageFormat::Lance => "lance",
+            StorageFormat::VideoFrames => "lance-video-frames",
         }
     }
 }
@@ -51,13 +59,14 @@ impl StorageFormat {
 impl std::str::FromStr for StorageFormat {
     type Err = Error;
 
-    /// Parses `arrow` or `lance`.
+    /// Parses `arrow`, `lance` or `video-frames` (also `lance-video-frames`).
     fn from_str(s: &str) -> Result<Self> {
         match s.to_ascii_lowercase().as_str() {
             "arrow" => Ok(StorageFormat::Arrow),
             "lance" => Ok(StorageFormat::Lance),
+            "video-frames" | "lance-video-frames" => Ok(StorageFormat::VideoFrames),
             _ => Err(Error::InvalidArgument(format!(
-                "format must be arrow or lance, got '{s}'"
+                "format must be arrow, lance or video-frames, got '{s}'"
             ))),
         }
     }
@@ -82,6 +91,9 @@ pub struct LoadOptions {
     /// Lance writer knobs, for [`StorageFormat::Lance`].
     #[cfg(feature = "lance")]
     pub lance_write: crate::layouts::lance_rows::write::LanceWriteOptions,
+    /// Frames writer knobs, for [`StorageFormat::VideoFrames`].
+    #[cfg(feature = "video")]
+    pub video_frames: crate::layouts::video_frames::options::VideoFramesOptions,
     /// Work units generated at once (0 = one per core).
     pub unit_parallelism: usize,
 }
@@ -126,6 +138,16 @@ impl LoadOptions {
         self.lance_write = w;
         self
     }
+    /// Sets the frames writer options (for [`StorageFormat::VideoFrames`];
+    /// `load` sets their sources to the builder's).
+    #[cfg(feature = "video")]
+    pub fn with_video_frames_options(
+        mut self,
+        v: crate::layouts::video_frames::options::VideoFramesOptions,
+    ) -> Self {
+        self.video_frames = v;
+        self
+    }
     /// Sets how many work units run at once.
     pub fn with_unit_parallelism(mut self, n: usize) -> Self {
         self.unit_parallelism = n;
@@ -143,7 +165,8 @@ pub struct LoadReport {
     pub built: bool,
     /// The config used.
     pub config: String,
-    /// Rows taken over from a killed build (0 when nothing was resumed).
+    /// Rows taken over from a killed build (0 when nothing was resumed;
+    /// for a `lance-video-frames` cache, the examples, one video each).
     pub resumed_rows: u64,
     /// Why the cache was (re)built, when it was.
     pub reasons: Vec<String>,
@@ -397,6 +420,50 @@ pub fn load_with_report(
             hint: "; this build was compiled without the `lance` feature".into(),
         });
     }
+    #[cfg(not(feature = "video"))]
+    if opts.format == StorageFormat::VideoFrames {
+        return Err(Error::UnsupportedLayout {
+            path: p.dir.clone(),
+            layout: "lance-video-frames".into(),
+            hint: "; this build was compiled without the `video` feature".into(),
+        });
+    }
+    #[cfg(feature = "video")]
+    if opts.format == StorageFormat::VideoFrames {
+        // The frames writer takes over a killed build itself (its progress
+        // file knows the videos done), so every example is handed to it.
+        let v = opts.video_frames.clone().with_sources(p.stamp.clone());
+        if opts.rebuild {
+            // A rebuild is a new generation: nothing is taken over.
+            crate::cache::publish::remove_leftovers(&crate::storage::storage_for(&p.dir), &p.dir);
+        }
+        let written = build_units(
+            builder,
+            &p.config,
+            split,
+            &units,
+            opts.unit_parallelism,
+            0,
+            &[],
+            crate::cache::build::UnitEnds::default(),
+            |stream| {
+                let items = stream.map(|r| r.map(|(key, ex)| (serde_json::Value::String(key), ex)));
+                crate::layouts::video_frames::write::write_video_frames_cache_locked(
+                    items,
+                    &p.info.features,
+                    &p.dir,
+                    &v,
+                    &lock,
+                )
+            },
+        )?;
+        drop(lock);
+        let c = open_cache_with(&p.dir, &p.open_opts)?;
+        return Ok((
+            Dataset::new(c),
+            report(true, written.resumed_videos, reasons),
+        ));
+    }
     let sources_digest = p
         .stamp
         .as_ref()
@@ -435,7 +502,8 @@ pub fn load_with_report(
                     sources: p.stamp.clone(),
                     config: Some(p.config_json.clone()),
                 };
-                prepared.run(stream, &p.info.features, &opts.lance_write, extra)
+                let rows = stream.map(|r| r.map(|(_, ex)| ex));
+                prepared.run(rows, &p.info.features, &opts.lance_write, extra)
             },
         )?;
         drop(lock);
@@ -492,7 +560,14 @@ pub fn load_with_report(
         skip,
         &known,
         sink,
-        |stream| prepared.run(stream, &p.info.features, w, extra),
+        |stream| {
+            prepared.run(
+                stream.map(|r| r.map(|(_, ex)| ex)),
+                &p.info.features,
+                w,
+                extra,
+            )
+        },
     )?;
     drop(lock);
     let c = open_cache_with(&p.dir, &p.open_opts)?;

@@ -11,7 +11,8 @@ use crate::error::{BoxError, Error, Result};
 use crate::layouts::arrow_shards::write::UnitEnds;
 use crate::value::Example;
 
-type Item = std::result::Result<Example, BoxError>;
+/// A generated example with its key.
+type Item = std::result::Result<(String, Example), BoxError>;
 
 /// The examples of the units in order, recording where each unit ends.
 struct Merged<'r> {
@@ -104,7 +105,7 @@ where
                 {
                     Ok(stream) => {
                         for item in stream {
-                            let item = item.map(|(_, ex)| ex).map_err(|e| -> BoxError {
+                            let item = item.map_err(|e| -> BoxError {
                                 format!("work unit '{}': {e}", unit.id).into()
                             });
                             let stop = item.is_err();

@@ -168,7 +168,15 @@ pub fn run(source: BuildSource) -> CliResult {
                     (s, Some(n))
                 })
                 .collect();
-            build_splits(&folder, "imagefolder", &splits, &opts, 128, &|| Ok(None))
+            build_splits(
+                &folder,
+                "imagefolder",
+                &splits,
+                &opts,
+                128,
+                &|| Ok(None),
+                None,
+            )
         }
         BuildSource::Jsonl {
             file,
@@ -197,6 +205,7 @@ pub fn run(source: BuildSource) -> CliResult {
                 &opts,
                 1000,
                 &move || Ok(Some(JsonLines::count_rows(&f2)?)),
+                None,
             )
         }
         BuildSource::Csv {
@@ -239,6 +248,7 @@ pub fn run(source: BuildSource) -> CliResult {
                 &opts,
                 1000,
                 &move || Ok(Some(CsvFile::count_rows(&f2, delim)?)),
+                None,
             )
         }
         BuildSource::Videofolder {
@@ -275,7 +285,15 @@ pub fn run(source: BuildSource) -> CliResult {
                 })
                 .collect();
             if storage != shardset::VideoStorage::Frames {
-                return build_splits(&folder, "videofolder", &splits, &opts, 16, &|| Ok(None));
+                return build_splits(
+                    &folder,
+                    "videofolder",
+                    &splits,
+                    &opts,
+                    16,
+                    &|| Ok(None),
+                    None,
+                );
             }
             let buffer_bytes = parse_size(&buffer)
                 .map_err(|e| CliError::Usage(format!("--buffer: {e}")))?
@@ -288,115 +306,21 @@ pub fn run(source: BuildSource) -> CliResult {
                 .with_threads(opts.threads)
                 .with_skip_corrupt(!strict)
                 .with_buffer_bytes(buffer_bytes);
-            build_frames(&folder, &splits, &opts, vopts)
+            // One lance-video-frames cache per split, through `load` like
+            // every layout: reference naming (config `videofolder-frames`,
+            // format `lance-video-frames`) or `--out DIR/<split>`, kept while
+            // its recorded input files are unchanged, resumed when killed.
+            build_splits(
+                &folder,
+                "videofolder",
+                &splits,
+                &opts,
+                16,
+                &|| Ok(None),
+                Some(vopts),
+            )
         }
     }
-}
-
-/// `build videofolder --storage frames`: one lance-video-frames cache per
-/// split, in the cache root (reference naming, format `lance-video-frames`)
-/// or `--out DIR/<split>`. A cache whose recorded input files are unchanged
-/// is kept unless `--rebuild`.
-fn build_frames(
-    folder: &VideoFolder,
-    splits: &[(String, Option<u64>)],
-    o: &BuildOpts,
-    vopts: shardset::VideoFramesOptions,
-) -> CliResult {
-    let mut summaries = Vec::new();
-    for (split, _) in splits {
-        let dir = match &o.out {
-            Some(out) => out.join(split),
-            None => shardset::cache::naming::processed_dir().join(shardset::cache_fingerprint(
-                folder.name(),
-                folder.version(),
-                "videofolder-frames",
-                split,
-                "lance-video-frames",
-            )),
-        };
-        // Up to date: the cache opens and its recorded input files are unchanged.
-        let stamp = folder
-            .sources("videofolder-frames", split)
-            .map_err(|e| CliError::Failed(e.to_string()))?
-            .map(|s| s.stamp())
-            .transpose()?;
-        let fresh = !o.rebuild
-            && open_cache(&dir).is_ok_and(|c| match (c.metadata.sources(), &stamp) {
-                (Some(rec), Some(now)) => source_changes(rec, now).is_empty(),
-                _ => false,
-            });
-        let t = Instant::now();
-        let mut resumed = 0;
-        if !fresh {
-            let counter = Arc::new(AtomicU64::new(0));
-            let bar = progress::wanted(o.quiet)
-                .then(|| Progress::start(format!("{split} (frames)"), None, counter.clone()));
-            let v = vopts
-                .clone()
-                .with_progress(counter)
-                .with_sources(stamp.clone());
-            let items = folder
-                .examples(split)
-                .into_iter()
-                .map(|(k, e)| Ok::<_, std::convert::Infallible>((J::from(k), e)));
-            let res = shardset::try_write_video_frames_cache(items, &folder.features(), &dir, &v);
-            if let Some(bar) = bar {
-                bar.finish();
-            }
-            resumed = res?.resumed_videos;
-        }
-        let secs = t.elapsed().as_secs_f64();
-        let c = open_cache(&dir)?;
-        let frames = c.metadata.num_rows();
-        let (videos, skipped) = c
-            .metadata
-            .as_video_frames()
-            .map_or((0, 0), |m| (m.n_videos, m.n_skipped));
-        let bytes = dir_size(&dir)?;
-        if !o.quiet && !o.json {
-            if fresh {
-                println!(
-                    "{split}: up to date, {videos} videos, {} frames -> {}",
-                    count(frames),
-                    dir.display()
-                );
-            } else {
-                let resumed = if resumed > 0 {
-                    format!(", {resumed} of them taken over from an interrupted build")
-                } else {
-                    String::new()
-                };
-                println!(
-                    "{split}: built {videos} videos ({skipped} skipped{resumed}), {} frames, {}, {:.1} s ({} frames/s) -> {}",
-                    count(frames),
-                    human(bytes),
-                    secs,
-                    count((frames as f64 / secs.max(1e-3)) as u64),
-                    dir.display()
-                );
-            }
-        }
-        summaries.push(json!({
-            "split": split,
-            "dir": dir,
-            "built": !fresh,
-            "videos": videos,
-            "skipped": skipped,
-            "resumed_videos": resumed,
-            "frames": frames,
-            "layout": c.layout,
-            "bytes_on_disk": bytes,
-            "seconds": secs,
-        }));
-    }
-    if o.json {
-        println!(
-            "{}",
-            json!({"source": "videofolder", "name": folder.name(), "caches": summaries})
-        );
-    }
-    Ok(())
 }
 
 /// The features of a jsonl or csv build: the `--features` file, else those
@@ -556,11 +480,18 @@ fn build_splits(
     o: &BuildOpts,
     default_batch: usize,
     count_rows: RowCounter<'_>,
+    frames: Option<shardset::VideoFramesOptions>,
 ) -> CliResult {
     let mut summaries = Vec::new();
     for (split, total) in splits {
         let counter = Arc::new(AtomicU64::new(0));
         let mut opts = load_options(o, counter.clone(), default_batch)?;
+        #[cfg(feature = "video")]
+        if let Some(v) = &frames {
+            opts = opts
+                .with_format(StorageFormat::VideoFrames)
+                .with_video_frames_options(v.clone().with_progress(counter.clone()));
+        }
         if let Some(out) = &o.out {
             opts = opts.with_cache_dir(out.join(split));
         }
@@ -573,11 +504,17 @@ fn build_splits(
         let building = opts.rebuild || !reasons.is_empty();
         let show = progress::wanted(o.quiet) && building;
         let total = match total {
+            // The counter counts frames, whose total is not known ahead.
+            _ if frames.is_some() => None,
             Some(t) => Some(*t),
             None if show => count_rows()?,
             None => None,
         };
-        let bar = show.then(|| Progress::start(split.clone(), total, counter.clone()));
+        let label = match frames {
+            Some(_) => format!("{split} (frames)"),
+            None => split.clone(),
+        };
+        let bar = show.then(|| Progress::start(label, total, counter.clone()));
         let t = Instant::now();
         let res = load_with_report(b, split, &opts);
         if let Some(bar) = bar {
@@ -586,7 +523,7 @@ fn build_splits(
         let (ds, report) = res?;
         let secs = t.elapsed().as_secs_f64();
         let bytes = dir_size(&report.dir)?;
-        let s = json!({
+        let mut s = json!({
             "split": split,
             "dir": report.dir,
             "built": report.built,
@@ -598,8 +535,44 @@ fn build_splits(
             "bytes_on_disk": bytes,
             "seconds": secs,
         });
+        let video = ds.cache().and_then(|c| {
+            c.metadata
+                .as_video_frames()
+                .map(|m| (m.n_videos, m.n_skipped, m.num_rows))
+        });
+        if let Some((videos, skipped, frames)) = video {
+            s["videos"] = json!(videos);
+            s["skipped"] = json!(skipped);
+            s["frames"] = json!(frames);
+            s["resumed_videos"] = json!(report.resumed_rows);
+        }
         if !o.quiet && !o.json {
-            if report.built {
+            if let Some((videos, skipped, frames)) = video {
+                if report.built {
+                    let resumed = if report.resumed_rows > 0 {
+                        format!(
+                            ", {} of them taken over from an interrupted build",
+                            report.resumed_rows
+                        )
+                    } else {
+                        String::new()
+                    };
+                    println!(
+                        "{split}: built {videos} videos ({skipped} skipped{resumed}), {} frames, {}, {:.1} s ({} frames/s) -> {}",
+                        count(frames),
+                        human(bytes),
+                        secs,
+                        count((frames as f64 / secs.max(1e-3)) as u64),
+                        report.dir.display()
+                    );
+                } else {
+                    println!(
+                        "{split}: up to date, {videos} videos, {} frames -> {}",
+                        count(frames),
+                        report.dir.display()
+                    );
+                }
+            } else if report.built {
                 println!(
                     "{split}: built {} rows in {} shard(s), {}, {:.1} s ({} rows/s) -> {}",
                     count(ds.len()),

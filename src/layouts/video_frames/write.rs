@@ -104,9 +104,9 @@ where
     I: IntoIterator<Item = std::result::Result<(J, Example), E>>,
     E: Into<BoxError>,
 {
-    let column = video_column(features, opts.video_column())?;
+    video_column(features, opts.video_column())?;
     let lock = CacheLock::acquire(cache_dir)?;
-    write_locked(items, features, &column, cache_dir, opts, &lock)
+    write_video_frames_cache_locked(items, features, cache_dir, opts, &lock)
 }
 
 fn video_column(features: &Features, asked: Option<&str>) -> Result<String> {
@@ -368,6 +368,25 @@ where
         }
     }
     Ok(None)
+}
+
+/// The writer proper, for callers that hold the cache's lock (`load`).
+///
+/// # Errors
+/// As [`try_write_video_frames_cache`].
+pub fn write_video_frames_cache_locked<I, E>(
+    items: I,
+    features: &Features,
+    cache_dir: &Path,
+    opts: &VideoFramesOptions,
+    lock: &CacheLock,
+) -> Result<WrittenVideoFrames>
+where
+    I: IntoIterator<Item = std::result::Result<(J, Example), E>>,
+    E: Into<BoxError>,
+{
+    let column = video_column(features, opts.video_column())?;
+    write_locked(items, features, &column, cache_dir, opts, lock)
 }
 
 fn write_locked<I, E>(
