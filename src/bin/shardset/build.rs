@@ -331,7 +331,7 @@ fn build_frames(
         if !fresh {
             let counter = Arc::new(AtomicU64::new(0));
             let bar = progress::wanted(o.quiet)
-                .then(|| Progress::start(format!("{split} (frames)"), None, counter.clone()));
+                .then(|| Progress::start(split.clone(), "frames", None, counter.clone()));
             let v = vopts
                 .clone()
                 .with_progress(counter)
@@ -577,7 +577,7 @@ fn build_splits(
             None if show => count_rows()?,
             None => None,
         };
-        let bar = show.then(|| Progress::start(split.clone(), total, counter.clone()));
+        let bar = show.then(|| Progress::start(split.clone(), "rows", total, counter.clone()));
         let t = Instant::now();
         let res = load_with_report(b, split, &opts);
         if let Some(bar) = bar {
