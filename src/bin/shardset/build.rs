@@ -510,11 +510,8 @@ fn build_splits(
             None if show => count_rows()?,
             None => None,
         };
-        let label = match frames {
-            Some(_) => format!("{split} (frames)"),
-            None => split.clone(),
-        };
-        let bar = show.then(|| Progress::start(label, total, counter.clone()));
+        let unit = if frames.is_some() { "frames" } else { "rows" };
+        let bar = show.then(|| Progress::start(split.clone(), unit, total, counter.clone()));
         let t = Instant::now();
         let res = load_with_report(b, split, &opts);
         if let Some(bar) = bar {
