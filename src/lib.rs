@@ -39,7 +39,6 @@ pub mod sources;
 pub mod storage;
 pub(crate) mod util;
 pub mod value;
-#[cfg(feature = "video")]
 pub mod video;
 
 pub use builder::{

@@ -81,6 +81,7 @@ impl RowsCore {
     }
 
     /// The same core with another schema (layouts whose rows are not their features').
+    #[cfg(feature = "lance")]
     pub(crate) fn with_schema(mut self, schema: SchemaRef) -> Self {
         self.schema = schema;
         self

@@ -3,8 +3,6 @@
 //! headers only (IPC footers and record batch messages, Lance's statistics);
 //! never a row, except a small sample to estimate a Lance cache's memory.
 
-use std::path::Path;
-
 use crate::cache::metadata::LAYOUT_ARROW_SHARDS;
 #[cfg(feature = "lance")]
 use crate::cache::metadata::LAYOUT_LANCE_ROWS;
@@ -210,7 +208,7 @@ pub fn cache_stats(cache: &Cache) -> Result<CacheStats> {
                     name: v
                         .path
                         .as_deref()
-                        .and_then(|p| Path::new(p).file_name())
+                        .and_then(|p| std::path::Path::new(p).file_name())
                         .map_or_else(
                             || format!("video-{}", v.id),
                             |n| n.to_string_lossy().into_owned(),

@@ -22,9 +22,11 @@ use std::path::{Path, PathBuf};
 
 use crate::cache::checksums::{read_file_checksums, write_file_checksums, xxh64_file_in};
 use crate::cache::lock::CacheLock;
-use crate::cache::metadata::{
-    LAYOUT_ARROW_SHARDS, LAYOUT_LANCE_ROWS, LAYOUT_LANCE_VIDEO_FRAMES, METADATA_FILE,
-};
+#[cfg(feature = "lance")]
+use crate::cache::metadata::LAYOUT_LANCE_ROWS;
+#[cfg(feature = "video")]
+use crate::cache::metadata::LAYOUT_LANCE_VIDEO_FRAMES;
+use crate::cache::metadata::{LAYOUT_ARROW_SHARDS, METADATA_FILE};
 use crate::error::{Error, Result};
 use crate::layouts::arrow_shards::integrity::locate_corrupt_rows;
 use crate::layouts::open::{open_cache, Cache, FeaturesSource};

@@ -87,60 +87,7 @@ impl WebpSettings {
     }
 }
 
-/// What a frame goes into libwebp as.
-///
-/// The reference encodes with OpenCV's `imencode('.webp')`: the decoder's
-/// YUV 4:2:0 is converted to packed RGB, and libwebp converts that back to
-/// YUV 4:2:0 with its own averaging of each 2x2 block of chroma. That round
-/// trip smooths chroma noise, so on noisy content its frames are smaller (and
-/// a little less faithful) than frames encoded from the decoder's planes at
-/// the same quality.
-#[derive(
-    Debug,
-    Clone,
-    Copy,
-    PartialEq,
-    Eq,
-    Default,
-    serde::Serialize,
-    serde::Deserialize,
-    clap::ValueEnum,
-)]
-#[serde(rename_all = "lowercase")]
-pub enum WebpInput {
-    /// Packed RGB through libwebp's RGB import, as the reference's encoder:
-    /// the same quality gives the same size as the reference's frames.
-    #[default]
-    Rgb,
-    /// The decoder's YUV 4:2:0 planes, no RGB round trip: faster to encode,
-    /// keeps chroma detail, larger on noisy content.
-    Yuv,
-}
-
-impl WebpInput {
-    /// `rgb` or `yuv`.
-    pub fn name(self) -> &'static str {
-        match self {
-            WebpInput::Rgb => "rgb",
-            WebpInput::Yuv => "yuv",
-        }
-    }
-}
-
-impl std::str::FromStr for WebpInput {
-    type Err = crate::error::Error;
-
-    /// Parses `rgb` or `yuv`.
-    fn from_str(s: &str) -> crate::error::Result<Self> {
-        match s {
-            "rgb" => Ok(WebpInput::Rgb),
-            "yuv" => Ok(WebpInput::Yuv),
-            _ => Err(crate::error::Error::InvalidArgument(format!(
-                "WebP input must be rgb or yuv, got '{s}'"
-            ))),
-        }
-    }
-}
+pub use super::WebpInput;
 
 /// A borrowed YUV 4:2:0 picture (planes with their strides).
 #[derive(Debug, Clone, Copy)]
