@@ -431,6 +431,22 @@ def images(ref, binary, tmp, table, scale=1.0):
         Image.open(io.BytesIO(b)).load()
     table.append(("image", "decode limit (PIL PNG decode of the stored images, 1 thread)", "",
                   None, len(blobs) / (time.perf_counter() - t), None, None, None, None))
+    # Our two direct decoders (png, jpeg-decoder) against the `image` crate's
+    # (png, zune-jpeg) on the same photographs, 1 thread: whether the direct
+    # paths earn their place (a table of its own: no reference column).
+    env = dict(os.environ, RAYON_NUM_THREADS="1")
+    out = subprocess.run([binary, "codecs", "--payload", pfile], capture_output=True, text=True,
+                         env=env)
+    if out.returncode != 0:
+        sys.exit(f"workloads codecs failed:\n{out.stderr}")
+    print("| decode, 1 thread | direct (ours) images/s | image crate images/s | ratio | "
+          "max pixel difference |")
+    print("|---|---|---|---|---|")
+    for line in out.stdout.strip().splitlines():
+        j = json.loads(line)
+        print(f"| {j['workload']} ({j['images']} photos) | {j['direct_images_per_s']:.1f} | "
+              f"{j['image_crate_images_per_s']:.1f} | {j['direct_over_image_crate']:.2f}x | "
+              f"{j['max_pixel_diff']} |")
 
 
 # ---------------------------------------------------------------- video ---

@@ -131,6 +131,7 @@ fn main() {
     match args.first().map(String::as_str) {
         Some("versus-write") => return versus_write(&args),
         Some("versus-read") => return versus_read(&args),
+        Some("codecs") => return codecs(&args),
         #[cfg(feature = "video")]
         Some("versus-frames-build") => return versus_frames_build(&args),
         #[cfg(feature = "video")]
@@ -506,6 +507,85 @@ fn read_photos(bytes: &[u8]) -> Vec<shardset::ImageData> {
         at += 8 + n;
     }
     out
+}
+
+/// `codecs --payload FILE [--reps N]`: decode speed of the photographs
+/// (pixels as `versus-write --kind image` reads them), PNG at zlib level 6
+/// and JPEG as our writer encodes them, through the library's direct
+/// decoders (`png`, `jpeg-decoder`: what `features::image::decode` uses for
+/// these two) and through the `image` crate's (its `png` and `zune-jpeg`), on
+/// one thread. Prints one JSON line per format with images/s for each, and
+/// whether the pixels agree.
+fn codecs(args: &[String]) {
+    use shardset::features::image::{decode, encode_with};
+    let photos = read_photos(&std::fs::read(arg(args, "--payload").expect("--payload")).unwrap());
+    let reps: usize = arg(args, "--reps").map_or(5, |r| r.parse().unwrap());
+    let pool = rayon::ThreadPoolBuilder::new()
+        .num_threads(1)
+        .build()
+        .unwrap();
+    for (name, format, png) in [
+        (
+            "png_level6",
+            shardset::ImageFormat::Png,
+            shardset::PngCompression::level(6).unwrap(),
+        ),
+        (
+            "jpeg_q75",
+            shardset::ImageFormat::Jpeg,
+            shardset::PngCompression::Fast,
+        ),
+    ] {
+        let encoded: Vec<Vec<u8>> = photos
+            .iter()
+            .map(|p| encode_with(p, format, png).unwrap())
+            .collect();
+        let image_format = match format {
+            shardset::ImageFormat::Png => image::ImageFormat::Png,
+            shardset::ImageFormat::Jpeg => image::ImageFormat::Jpeg,
+        };
+        let ours = |b: &[u8]| decode(b).unwrap().data;
+        let theirs = |b: &[u8]| {
+            image::load_from_memory_with_format(b, image_format)
+                .unwrap()
+                .into_rgb8()
+                .into_raw()
+        };
+        // Same pixels? (PNG is lossless: must be equal; JPEG decoders may
+        // round the inverse DCT differently.)
+        let max_diff = encoded
+            .iter()
+            .map(|b| {
+                ours(b)
+                    .iter()
+                    .zip(theirs(b))
+                    .map(|(x, y)| x.abs_diff(y))
+                    .max()
+                    .unwrap_or(0)
+            })
+            .max()
+            .unwrap_or(0);
+        let time = |f: &(dyn Fn(&[u8]) -> Vec<u8> + Sync)| {
+            pool.install(|| {
+                let t = Instant::now();
+                for _ in 0..reps {
+                    for b in &encoded {
+                        std::hint::black_box(f(b));
+                    }
+                }
+                (reps * encoded.len()) as f64 / t.elapsed().as_secs_f64()
+            })
+        };
+        // Alternate, so drift on a noisy machine hits both sides alike.
+        let (a1, b1, a2, b2) = (time(&ours), time(&theirs), time(&ours), time(&theirs));
+        let (a, b) = ((a1 + a2) / 2.0, (b1 + b2) / 2.0);
+        let pixels: usize = photos.iter().map(|p| p.data.len()).sum::<usize>() / photos.len();
+        println!(
+            "{{\"workload\": \"decode_{name}\", \"threads\": 1, \"images\": {}, \"mean_pixel_bytes\": {pixels}, \"direct_images_per_s\": {a:.1}, \"image_crate_images_per_s\": {b:.1}, \"direct_over_image_crate\": {:.2}, \"max_pixel_diff\": {max_diff}}}",
+            encoded.len(),
+            a / b
+        );
+    }
 }
 
 /// `versus-write --kind K --rows N --dir D [--payload FILE] [--zstd] [--lance]

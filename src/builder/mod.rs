@@ -11,6 +11,7 @@
 
 pub mod load;
 mod merge;
+pub mod options;
 pub mod sources;
 
 use crate::error::{BoxError, Error, Result};
