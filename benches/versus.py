@@ -35,6 +35,11 @@ Contents, chosen before any figure was seen:
             1280x720 x 132, bikes 640x272 x 250, carphone_pristine 176x144 x
             120), six copies each (3,012 frames). A small build (one clip of
             the content) is a separate row, where start-up counts.
+            The same clips as Video(storage='path') rows (each side's
+            writer stages them), 100 random rows read with a 16-frame
+            uniform clip decoded: the reference through its documented
+            `VideoDecodeConfig(decoder='cv2', output='numpy', layout='THWC',
+            dtype='uint8')`, ours through `VideoDecode::new(16)` (u8 THWC).
 
   image     400 rows {image: Image() (PNG), label: int64}: row i is photograph
             i mod 8 of the color photographs scikit-image ships (astronaut,
@@ -525,6 +530,7 @@ def video(ref, binary, tmp, table, scale=1.0):
             make_synthetic(src, content, n=max(2, round(30 * scale)))
         files = sorted(os.path.join(src, f) for f in os.listdir(src))
         dec, enc, wdec = encode_limit(files)
+        clips(ref, binary, tmp, table, content, files)
         # Builds: the whole set (>= 3,000 frames), then one clip.
         for label, fl in [("build", files), ("small build (1 clip)", files[:1])]:
             sub = os.path.join(tmp, f"in-{content}-{len(fl)}")
@@ -592,7 +598,96 @@ def video(ref, binary, tmp, table, scale=1.0):
                               f"({which}; limit {2 * lim1:.0f}/s; reference time includes "
                               f"its pool start)", "", 400 / r2, 400 / o2["cold"], None,
                               400 / o2["warm"], 100 * 400 / o2["cold"] / (2 * lim1), "pct"))
-        print_table(table[-6:])
+        print_table(table[-10:])
+
+
+def ffmpeg_decode_fps(files):
+    """Frames/s of FFmpeg decoding the clips with one thread and no
+    conversion (`ffmpeg -threads 1 -i F -f null -`, its own `-benchmark`
+    real time, so process start-up is not counted)."""
+    import re
+    frames, secs = 0, 0.0
+    for f in files:
+        out = subprocess.run(["ffmpeg", "-hide_banner", "-nostats", "-benchmark", "-threads", "1",
+                              "-i", f, "-f", "null", "-"], capture_output=True, text=True,
+                             check=True).stderr
+        secs += float(re.search(r"rtime=([0-9.]+)s", out).group(1))
+        frames += frame_count(f)
+    return frames / secs
+
+
+def frame_count(path):
+    out = subprocess.run(["ffprobe", "-v", "error", "-select_streams", "v:0", "-count_frames",
+                          "-show_entries", "stream=nb_read_frames", "-of", "csv=p=0", path],
+                         capture_output=True, text=True, check=True).stdout
+    return int(out.strip().split(",")[0])
+
+
+def min_decode_frames(path, num_frames=16):
+    """Frames a decoder must decode at the least for a uniform `num_frames`
+    clip of `path`: for each sampled frame, from the keyframe before it to
+    it (shared where they overlap). Keyframes from ffprobe, in presentation
+    order."""
+    out = subprocess.run(["ffprobe", "-v", "error", "-select_streams", "v:0", "-show_entries",
+                          "frame=key_frame", "-of", "csv=p=0", path],
+                         capture_output=True, text=True, check=True).stdout
+    keys = [ln.strip().startswith("1") for ln in out.splitlines() if ln.strip()]
+    t = len(keys)
+    idx = np.rint(np.linspace(0, t - 1, num_frames)).astype(int) if t >= num_frames else range(t)
+    need = set()
+    for i in idx:
+        k = int(i)
+        while k > 0 and not keys[k]:
+            k -= 1
+        need.update(range(k, int(i) + 1))
+    return len(need)
+
+
+def clips(ref, binary, tmp, table, content, files):
+    """Video(path) caches of the clips, written by each side; 100 random rows
+    read with a 16-frame uniform clip decoded (the reference through its
+    documented cv2 decoder, numpy uint8 THWC; ours through VideoDecode), cold,
+    on both caches. The limit: FFmpeg's decode rate on these clips (1
+    thread, no conversion) over the least number of frames each sampled clip
+    needs decoded (keyframe to sampled frame)."""
+    s = ref.schema
+    feats = s.Features({"video": s.Video(storage="path"), "label": s.Value("int64")})
+    n = len(files)
+    rd, od = (os.path.join(tmp, f"clips-{content}-{k}") for k in ("ref", "ours"))
+    ref.cache.write_sharded_arrow_cache(
+        ((str(i), {"video": f, "label": i}) for i, f in enumerate(files)), feats, rd)
+    plist = os.path.join(tmp, f"clips-{content}.txt")
+    with open(plist, "w") as f:
+        f.write("\n".join(files) + "\n")
+    ours(binary, ["versus-write", "--kind", "video_path", "--rows", str(n), "--payload", plist,
+                  "--dir", od])
+    idx = np.random.default_rng(17).integers(0, n, 100)
+    need = np.mean([min_decode_frames(files[int(i)]) for i in idx])
+    dec = ffmpeg_decode_fps(sorted(set(files)))
+    limit = dec / need
+    cfg = s.VideoDecodeConfig(num_frames=16, decoder="cv2", output="numpy", layout="THWC",
+                              dtype="uint8", scale="none")
+    for which, d in [("reference-written", rd), ("shardset-written", od)]:
+        ds = ref_open(ref, "video", d, feats).set_video_decode(cfg)
+        t = time.perf_counter()
+        for i in idx:
+            ds[int(i)]
+        r_cold = time.perf_counter() - t
+        t = time.perf_counter()
+        for i in idx:
+            ds[int(i)]
+        r_warm = time.perf_counter() - t
+        ifile = os.path.join(tmp, "cidx.bin")
+        idx.astype("<i8").tofile(ifile)
+        o1 = ours(binary, ["versus-clips", "--dir", d, "--indices", ifile], 1)
+        o2 = ours(binary, ["versus-clips", "--dir", d, "--indices", ifile, "--threads", "2"], 2)
+        r = {"count": len(idx), "cold": r_cold, "warm": r_warm}
+        row = rate_row(f"video {content}", f"16-frame clips of Video(path) rows ({which}; "
+                       f"limit {limit:.1f}/s: FFmpeg decoding {need:.0f} frames a clip at "
+                       f"{dec:.0f} frames/s, 1 core)", r, o1, o2)
+        table.append(row)
+        table.append((f"video {content}", f"clips: ours as % of the limit ({which})", "",
+                      None, row[4], None, None, 100 * row[4] / limit, "pct"))
 
 
 def print_table(rows):

@@ -131,6 +131,8 @@ fn main() {
     match args.first().map(String::as_str) {
         Some("versus-write") => return versus_write(&args),
         Some("versus-read") => return versus_read(&args),
+        #[cfg(feature = "video")]
+        Some("versus-clips") => return versus_clips(&args),
         Some("codecs") => return codecs(&args),
         #[cfg(feature = "video")]
         Some("versus-frames-build") => return versus_frames_build(&args),
@@ -489,6 +491,9 @@ fn versus_features(kind: &str) -> Features {
         "image" => Features::new()
             .with("image", Feature::image())
             .with("label", Feature::value(Dtype::Int64)),
+        "video_path" => Features::new()
+            .with("video", Feature::video(shardset::VideoStorage::Path))
+            .with("label", Feature::value(Dtype::Int64)),
         other => panic!("unknown kind {other}"),
     }
 }
@@ -623,6 +628,21 @@ fn versus_write(args: &[String]) {
                             shardset::Value::Image(Box::new(photos[i % photos.len()].clone())),
                         )
                         .with("label", (i % photos.len()) as i64)
+                })
+                .collect()
+        }
+        "video_path" => {
+            // The payload lists the clips, one path a line; row i is clip i mod count.
+            let text = String::from_utf8(payload.clone().expect("--payload")).unwrap();
+            let clips: Vec<&str> = text.lines().filter(|l| !l.is_empty()).collect();
+            (0..n)
+                .map(|i| {
+                    Example::with_capacity(2)
+                        .with(
+                            "video",
+                            shardset::Value::Path(clips[i % clips.len()].into()),
+                        )
+                        .with("label", (i % clips.len()) as i64)
                 })
                 .collect()
         }
@@ -796,6 +816,44 @@ fn versus_frames_build(args: &[String]) {
         "{{\"op\": \"build\", \"count\": {}, \"seconds\": {:.6}}}",
         w.metadata.num_rows,
         t.elapsed().as_secs_f64()
+    );
+}
+
+/// `versus-clips --dir D --indices FILE [--frames 16] [--threads T]`: opens
+/// a cache with a `Video(path|bytes)` column (fresh backend) and reads each
+/// row of the indices with its clip decoded: `--frames` frames sampled
+/// uniformly (the reference's default sampling), uint8, THWC, at the video's
+/// size; once ("cold": a fresh dataset, nothing decoded yet), then again
+/// ("warm"); with T threads the indices are split into T parts read at once.
+#[cfg(feature = "video")]
+fn versus_clips(args: &[String]) {
+    let dir = arg(args, "--dir").unwrap().clone();
+    let frames: usize = arg(args, "--frames").map_or(16, |t| t.parse().unwrap());
+    let threads: usize = arg(args, "--threads").map_or(1, |t| t.parse().unwrap());
+    let idx = read_indices(arg(args, "--indices").unwrap());
+    let ds = shardset::Dataset::new(shardset::open_cache(&dir).unwrap())
+        .with_video_decode(Some(shardset::video::VideoDecode::new(frames)))
+        .unwrap();
+    let ds = &ds;
+    let run = || {
+        let t = Instant::now();
+        let part = idx.len().div_ceil(threads.max(1)).max(1);
+        std::thread::scope(|s| {
+            for chunk in idx.chunks(part) {
+                s.spawn(move || {
+                    for &i in chunk {
+                        black_box(ds.get(i).unwrap());
+                    }
+                });
+            }
+        });
+        t.elapsed().as_secs_f64()
+    };
+    let cold = run();
+    let warm = run();
+    println!(
+        "{{\"op\": \"clips\", \"count\": {}, \"cold\": {cold:.6}, \"warm\": {warm:.6}, \"frames\": {frames}}}",
+        idx.len()
     );
 }
 

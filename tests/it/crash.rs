@@ -46,6 +46,34 @@ fn meta(dir: &Path) -> serde_json::Value {
     serde_json::from_slice(&std::fs::read(dir.join("_metadata.json")).unwrap()).unwrap()
 }
 
+/// Starts `cmd`, kills it (SIGKILL) at a random moment within 1.2 times a
+/// whole build's duration `full`, and returns what it printed.
+fn kill_at_random(mut cmd: Command, rng: &mut SplitMix64, full: Duration) -> std::process::Output {
+    let mut child = cmd.spawn().unwrap();
+    let wait = Duration::from_micros(rng.below(full.as_micros() as u64 * 12 / 10 + 1));
+    std::thread::sleep(wait);
+    let _ = child.kill();
+    child.wait_with_output().unwrap()
+}
+
+/// Temp dirs under `root/processed` whose resume log `log` records at least
+/// one commit after its header (work a killed build left to resume).
+fn temp_dirs_with_commits(root: &Path, log: &str) -> usize {
+    std::fs::read_dir(root.join("processed"))
+        .into_iter()
+        .flatten()
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.to_string_lossy().contains("_tmp_"))
+        .filter(|p| {
+            std::fs::read_to_string(p.join(log))
+                .unwrap_or_default()
+                .lines()
+                .count()
+                > 1
+        })
+        .count()
+}
+
 #[test]
 fn kill_9_at_random_moments_then_resume_gives_the_uninterrupted_cache() {
     // The reference result and how long a whole build takes.
@@ -84,28 +112,9 @@ fn kill_9_at_random_moments_then_resume_gives_the_uninterrupted_cache() {
     let mut rng = SplitMix64::new(20261121);
     let mut resumed_runs = 0;
     for _ in 0..20 {
-        let mut child = demo(root.path()).spawn().unwrap();
-        let wait = Duration::from_micros(rng.below(full.as_micros() as u64 * 12 / 10 + 1));
-        std::thread::sleep(wait);
-        let _ = child.kill(); // SIGKILL
-        let out = child.wait_with_output().unwrap();
+        let out = kill_at_random(demo(root.path()), &mut rng, full);
         // Committed shards a killed build left for the next one to resume.
-        for e in std::fs::read_dir(root.path().join("processed"))
-            .into_iter()
-            .flatten()
-        {
-            let p = e.unwrap().path();
-            let m = p.join("_manifest.jsonl");
-            if p.to_string_lossy().contains("_tmp_") && m.exists() {
-                let lines = std::fs::read_to_string(&m)
-                    .unwrap_or_default()
-                    .lines()
-                    .count();
-                if lines > 1 {
-                    resumed_runs += 1;
-                }
-            }
-        }
+        resumed_runs += temp_dirs_with_commits(root.path(), "_manifest.jsonl");
         if out.status.success() {
             let j: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
             if j["resumed_rows"].as_u64().unwrap_or(0) > 0 {
@@ -330,24 +339,8 @@ fn kill_9_during_a_lance_build_then_resume_gives_the_uninterrupted_rows() {
     let mut rng = SplitMix64::new(20261123);
     let (mut resumed_runs, mut logged_commits) = (0, 0);
     for _ in 0..20 {
-        let mut child = lance(root.path()).spawn().unwrap();
-        let wait = Duration::from_micros(rng.below(full.as_micros() as u64 * 12 / 10 + 1));
-        std::thread::sleep(wait);
-        let _ = child.kill(); // SIGKILL
-        let out = child.wait_with_output().unwrap();
-        for e in std::fs::read_dir(root.path().join("processed"))
-            .into_iter()
-            .flatten()
-        {
-            let p = e.unwrap().path();
-            let log = p.join("_lance_progress.jsonl");
-            if p.to_string_lossy().contains("_tmp_") && log.exists() {
-                let lines = std::fs::read_to_string(&log).unwrap_or_default();
-                if lines.lines().count() > 1 {
-                    logged_commits += 1;
-                }
-            }
-        }
+        let out = kill_at_random(lance(root.path()), &mut rng, full);
+        logged_commits += temp_dirs_with_commits(root.path(), "_lance_progress.jsonl");
         if out.status.success() {
             let j: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
             if j["resumed_rows"].as_u64().unwrap_or(0) > 0 {
