@@ -439,19 +439,30 @@ def images(ref, binary, tmp, table, scale=1.0):
     # Our two direct decoders (png, jpeg-decoder) against the `image` crate's
     # (png, zune-jpeg) on the same photographs, 1 thread: whether the direct
     # paths earn their place (a table of its own: no reference column).
+    # Pixels: each decoder against PIL, the reference's (libpng, libjpeg-turbo).
     env = dict(os.environ, RAYON_NUM_THREADS="1")
-    out = subprocess.run([binary, "codecs", "--payload", pfile], capture_output=True, text=True,
-                         env=env)
+    dump = os.path.join(tmp, "codecs")
+    out = subprocess.run([binary, "codecs", "--payload", pfile, "--dump", dump],
+                         capture_output=True, text=True, env=env)
     if out.returncode != 0:
         sys.exit(f"workloads codecs failed:\n{out.stderr}")
     print("| decode, 1 thread | direct (ours) images/s | image crate images/s | ratio | "
-          "max pixel difference |")
-    print("|---|---|---|---|---|")
+          "direct vs PIL: max / mean abs diff | image crate vs PIL |")
+    print("|---|---|---|---|---|---|")
     for line in out.stdout.strip().splitlines():
         j = json.loads(line)
+        name = j["workload"][len("decode_"):]
+        diffs = {"direct": [], "image": []}
+        for i in range(j["images"]):
+            b = open(os.path.join(dump, f"{name}-{i}.bin"), "rb").read()
+            pil = np.asarray(Image.open(io.BytesIO(b)).convert("RGB")).astype(int).ravel()
+            for side in diffs:
+                px = np.fromfile(os.path.join(dump, f"{name}-{i}.{side}"), np.uint8).astype(int)
+                diffs[side].append((np.abs(px - pil).max(), np.abs(px - pil).mean()))
+        cell = lambda v: f"{max(m for m, _ in v)} / {np.mean([a for _, a in v]):.3f}"  # noqa: E731
         print(f"| {j['workload']} ({j['images']} photos) | {j['direct_images_per_s']:.1f} | "
               f"{j['image_crate_images_per_s']:.1f} | {j['direct_over_image_crate']:.2f}x | "
-              f"{j['max_pixel_diff']} |")
+              f"{cell(diffs['direct'])} | {cell(diffs['image'])} |")
 
 
 # ---------------------------------------------------------------- video ---

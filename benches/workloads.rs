@@ -520,7 +520,9 @@ fn read_photos(bytes: &[u8]) -> Vec<shardset::ImageData> {
 /// decoders (`png`, `jpeg-decoder`: what `features::image::decode` uses for
 /// these two) and through the `image` crate's (its `png` and `zune-jpeg`), on
 /// one thread. Prints one JSON line per format with images/s for each, and
-/// whether the pixels agree.
+/// whether the pixels agree. `--dump DIR` also writes each encoded image
+/// and both decoders' pixels there (`<format>-<i>.{bin,direct,image}`), to
+/// compare them with another decoder (the reference's PIL).
 fn codecs(args: &[String]) {
     use shardset::features::image::{decode, encode_with};
     let photos = read_photos(&std::fs::read(arg(args, "--payload").expect("--payload")).unwrap());
@@ -556,6 +558,15 @@ fn codecs(args: &[String]) {
                 .into_rgb8()
                 .into_raw()
         };
+        if let Some(dir) = arg(args, "--dump") {
+            let dir = Path::new(dir);
+            std::fs::create_dir_all(dir).unwrap();
+            for (i, b) in encoded.iter().enumerate() {
+                std::fs::write(dir.join(format!("{name}-{i}.bin")), b).unwrap();
+                std::fs::write(dir.join(format!("{name}-{i}.direct")), ours(b)).unwrap();
+                std::fs::write(dir.join(format!("{name}-{i}.image")), theirs(b)).unwrap();
+            }
+        }
         // Same pixels? (PNG is lossless: must be equal; JPEG decoders may
         // round the inverse DCT differently.)
         let max_diff = encoded
