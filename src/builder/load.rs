@@ -289,9 +289,7 @@ pub fn load_with_report(
             split,
             &units,
             opts.unit_parallelism,
-            0,
-            &[],
-            crate::cache::build::UnitEnds::default(),
+            &crate::cache::build::ResumePoint::default(),
             |stream| {
                 let items = stream.map(|r| r.map(|(key, ex)| (serde_json::Value::String(key), ex)));
                 crate::layouts::video_frames::write::write_video_frames_cache_locked(
@@ -329,20 +327,14 @@ pub fn load_with_report(
             crate::cache::publish::remove_leftovers(&crate::storage::storage_for(&p.dir), &p.dir);
         }
         let prepared = prepare_resumable(&p.dir, &lock, &header)?;
-        let (skip, known, sink) = (
-            prepared.skip(),
-            prepared.unit_ends().to_vec(),
-            prepared.unit_ends_sink(),
-        );
+        let resume = prepared.resume_point().clone();
         let written = build_units(
             builder,
             &p.config,
             split,
             &units,
             opts.unit_parallelism,
-            skip,
-            &known,
-            sink,
+            &resume,
             |stream| {
                 let extra = Extra {
                     sources: p.stamp.clone(),
@@ -390,9 +382,7 @@ pub fn load_with_report(
         row_checksums: w.record_checksums(),
     };
     let prepared = prepare_resumable(&p.info.features, &p.dir, w, &lock, header)?;
-    let skip = prepared.skip();
-    let known = prepared.unit_ends().to_vec();
-    let sink = prepared.unit_ends_sink();
+    let resume = prepared.resume_point().clone();
     let extra = Extra {
         sources: p.stamp.clone(),
         config: Some(p.config_json.clone()),
@@ -403,9 +393,7 @@ pub fn load_with_report(
         split,
         &units,
         opts.unit_parallelism,
-        skip,
-        &known,
-        sink,
+        &resume,
         |stream| {
             prepared.run(
                 stream.map(|r| r.map(|(_, ex)| ex)),

@@ -7,8 +7,8 @@ use std::sync::Mutex;
 use crossbeam_channel::{bounded, Receiver, Sender};
 
 use super::{DatasetBuilder, WorkUnit};
+use crate::cache::build::{ResumePoint, UnitEnds};
 use crate::error::{BoxError, Error, Result};
-use crate::layouts::arrow_shards::write::UnitEnds;
 use crate::value::Example;
 
 /// A generated example with its key.
@@ -46,24 +46,22 @@ impl Iterator for Merged<'_> {
 
 /// Runs the units' generators on up to `unit_parallelism` threads (0: one
 /// per core) and hands
-/// `consume` one stream in unit order, then example order, starting at row
-/// `skip` of the whole build: units known to end at or before it are not run
-/// at all.
-#[allow(clippy::too_many_arguments)]
+/// `consume` one stream in unit order, then example order, starting at the
+/// resume point's `skip` row of the whole build: units known to end at or
+/// before it are not run at all; unit ends go to its sink.
 pub(super) fn build_units<F, T>(
     builder: &dyn DatasetBuilder,
     config: &str,
     split: &str,
     all_units: &[WorkUnit],
     unit_parallelism: usize,
-    skip: u64,
-    known_ends: &[u64],
-    sink: UnitEnds,
+    resume: &ResumePoint,
     consume: F,
 ) -> Result<T>
 where
     F: FnOnce(&mut dyn Iterator<Item = Item>) -> Result<T>,
 {
+    let (skip, known_ends, sink) = (resume.skip(), resume.unit_ends(), resume.unit_ends_sink());
     let k = known_ends
         .iter()
         .take_while(|&&e| e <= skip)

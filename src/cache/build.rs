@@ -43,6 +43,43 @@ pub struct Extra {
 /// each commit, so a resume can skip whole units).
 pub type UnitEnds = std::sync::Arc<std::sync::Mutex<Vec<u64>>>;
 
+/// Where a build continues: the rows a killed build committed (0 for a
+/// fresh one), the work units known to end by then, and the sink where the
+/// generator side records unit ends as it learns them: what `load` hands
+/// the parallel merge of work units.
+#[derive(Debug, Clone, Default)]
+pub struct ResumePoint {
+    skip: u64,
+    ends: Vec<u64>,
+    sink: UnitEnds,
+}
+
+impl ResumePoint {
+    /// After `skip` committed rows, with the unit ends known then.
+    pub(crate) fn new(skip: u64, ends: Vec<u64>) -> Self {
+        ResumePoint {
+            skip,
+            ends,
+            sink: UnitEnds::default(),
+        }
+    }
+
+    /// Rows already committed: the examples to write start after these.
+    pub fn skip(&self) -> u64 {
+        self.skip
+    }
+
+    /// Cumulative ends of work units known from the killed build.
+    pub fn unit_ends(&self) -> &[u64] {
+        &self.ends
+    }
+
+    /// Where the generator side records unit ends as it learns them.
+    pub fn unit_ends_sink(&self) -> UnitEnds {
+        self.sink.clone()
+    }
+}
+
 /// The unit ends known so far that fall at or before `committed` rows.
 pub(crate) fn ends_up_to(ends: &UnitEnds, committed: u64) -> Vec<u64> {
     ends.lock()

@@ -11,7 +11,7 @@ use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
-use crate::cache::build::Build;
+use crate::cache::build::{Build, ResumePoint};
 use crate::cache::lock::CacheLock;
 use crate::cache::metadata::{
     ArrowShardsMetadata, WriterInfo, CACHE_FORMAT_VERSION, LAYOUT_ARROW_SHARDS,
@@ -283,29 +283,17 @@ pub struct PreparedBuild {
     build: Build,
     shards: ShardWriter,
     build_id: String,
-    skip: u64,
-    ends: Vec<u64>,
-    sink: UnitEnds,
+    resume: ResumePoint,
 }
 
 impl PreparedBuild {
-    /// Rows already committed: the examples to give [`PreparedBuild::run`]
-    /// start after these.
-    pub fn skip(&self) -> u64 {
-        self.skip
+    /// Where this build continues (the examples to give
+    /// [`PreparedBuild::run`] start after its `skip()` rows).
+    pub fn resume_point(&self) -> &ResumePoint {
+        &self.resume
     }
 
-    /// Cumulative ends of work units known from the killed build.
-    pub fn unit_ends(&self) -> &[u64] {
-        &self.ends
-    }
-
-    /// Where the generator side records unit ends as it learns them.
-    pub fn unit_ends_sink(&self) -> UnitEnds {
-        self.sink.clone()
-    }
-
-    /// Encodes and writes `examples` (those after [`PreparedBuild::skip`]),
+    /// Encodes and writes `examples` (those after [`ResumePoint::skip`]),
     /// then publishes. On error the temp dir and its committed shards stay,
     /// for the next build to resume.
     ///
@@ -326,9 +314,9 @@ impl PreparedBuild {
             build,
             shards,
             build_id,
-            skip,
-            ..
+            resume,
         } = self;
+        let skip = resume.skip();
         // A failed attempt keeps its committed work; the next build resumes it.
         finish_build(
             examples, features, build, opts, shards, build_id, skip, extra,
@@ -360,11 +348,13 @@ pub fn prepare_resumable(
         |dir, s: &ManifestShard, before| committed_shard_ok(storage.as_ref(), dir, s, before),
         |dir, committed| drop_uncommitted(storage.as_ref(), dir, committed),
     )?;
-    let skip = committed.iter().map(|s| s.num_rows).sum();
-    let ends = committed
-        .last()
-        .map(|s| s.unit_ends.clone())
-        .unwrap_or_default();
+    let resume = ResumePoint::new(
+        committed.iter().map(|s| s.num_rows).sum(),
+        committed
+            .last()
+            .map(|s| s.unit_ends.clone())
+            .unwrap_or_default(),
+    );
     let done = committed
         .into_iter()
         .map(|s| ShardRecord {
@@ -374,7 +364,6 @@ pub fn prepare_resumable(
             xxh64: s.xxh64,
         })
         .collect();
-    let sink: UnitEnds = Arc::new(std::sync::Mutex::new(Vec::new()));
     let shards = ShardWriter::new(
         storage.clone(),
         build.dir(),
@@ -385,14 +374,12 @@ pub fn prepare_resumable(
         header.build_id.clone(),
     )?
     .with_record_checksums(opts.record_checksums)
-    .with_manifest(done, manifest, Some(sink.clone()));
+    .with_manifest(done, manifest, Some(resume.unit_ends_sink()));
     Ok(PreparedBuild {
         build,
         shards,
         build_id: header.build_id,
-        skip,
-        ends,
-        sink,
+        resume,
     })
 }
 

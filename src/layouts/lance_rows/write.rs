@@ -14,7 +14,7 @@ use std::sync::Arc;
 
 use serde::{Deserialize, Serialize};
 
-use crate::cache::build::{ends_up_to, Build, Extra, LogLine, ResumeLog, UnitEnds};
+use crate::cache::build::{ends_up_to, Build, Extra, LogLine, ResumeLog, ResumePoint};
 use crate::cache::checksums::write_file_checksums;
 use crate::cache::lock::CacheLock;
 use crate::cache::metadata::{
@@ -283,10 +283,8 @@ where
     let prepared = PreparedLance {
         build,
         log: None,
-        skip: 0,
         version: 0,
-        ends: Vec::new(),
-        sink: UnitEnds::default(),
+        resume: ResumePoint::default(),
     };
     prepared.run(examples, features, opts, Extra::default())
 }
@@ -363,10 +361,8 @@ impl LogLine for LanceCommit {
 pub struct PreparedLance {
     build: Build,
     log: Option<ResumeLog<LanceCommit>>,
-    skip: u64,
     version: u64,
-    ends: Vec<u64>,
-    sink: UnitEnds,
+    resume: ResumePoint,
 }
 
 /// Prepares a resumable `lance-rows` build under the lock. A left-over temp
@@ -401,33 +397,24 @@ pub fn prepare_resumable(
     )?;
     let last = commits.last();
     Ok(PreparedLance {
-        skip: last.map_or(0, |c| c.rows),
         version: last.map_or(0, |c| c.version),
-        ends: last.map(|c| c.unit_ends.clone()).unwrap_or_default(),
+        resume: ResumePoint::new(
+            last.map_or(0, |c| c.rows),
+            last.map(|c| c.unit_ends.clone()).unwrap_or_default(),
+        ),
         build,
         log: Some(log),
-        sink: UnitEnds::default(),
     })
 }
 
 impl PreparedLance {
-    /// Rows already committed: the examples to give [`PreparedLance::run`]
-    /// start after these.
-    pub fn skip(&self) -> u64 {
-        self.skip
+    /// Where this build continues (the examples to give
+    /// [`PreparedLance::run`] start after its `skip()` rows).
+    pub fn resume_point(&self) -> &ResumePoint {
+        &self.resume
     }
 
-    /// Cumulative ends of work units known from the killed build.
-    pub fn unit_ends(&self) -> &[u64] {
-        &self.ends
-    }
-
-    /// Where the generator side records unit ends as it learns them.
-    pub fn unit_ends_sink(&self) -> UnitEnds {
-        self.sink.clone()
-    }
-
-    /// Encodes and writes `examples` (those after [`PreparedLance::skip`]),
+    /// Encodes and writes `examples` (those after [`ResumePoint::skip`]),
     /// committing one data file at a time, then publishes. On error a
     /// resumable build keeps its temp dir and commits for the next build.
     ///
@@ -447,11 +434,10 @@ impl PreparedLance {
         let PreparedLance {
             build,
             mut log,
-            skip,
             version,
-            sink,
-            ..
+            resume,
         } = self;
+        let (skip, sink) = (resume.skip(), resume.unit_ends_sink());
         let storage = build.storage().clone();
         let data_dir = build.dir().to_path_buf();
         let per_file = opts.max_rows_per_file.get() as u64;
