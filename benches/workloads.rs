@@ -830,6 +830,25 @@ fn versus_frames_build(args: &[String]) {
     );
 }
 
+/// Seconds to call `read` on every index, the indices split into `threads`
+/// contiguous parts read at once.
+#[cfg(feature = "video")]
+fn timed_split<R>(idx: &[i64], threads: usize, read: impl Fn(i64) -> R + Sync) -> f64 {
+    let t = Instant::now();
+    let part = idx.len().div_ceil(threads.max(1)).max(1);
+    let read = &read;
+    std::thread::scope(|s| {
+        for chunk in idx.chunks(part) {
+            s.spawn(move || {
+                for &i in chunk {
+                    read(i);
+                }
+            });
+        }
+    });
+    t.elapsed().as_secs_f64()
+}
+
 /// `versus-clips --dir D --indices FILE [--frames 16] [--threads T]`: opens
 /// a cache with a `Video(path|bytes)` column (fresh backend) and reads each
 /// row of the indices with its clip decoded: `--frames` frames sampled
@@ -846,22 +865,8 @@ fn versus_clips(args: &[String]) {
         .with_video_decode(Some(shardset::video::VideoDecode::new(frames)))
         .unwrap();
     let ds = &ds;
-    let run = || {
-        let t = Instant::now();
-        let part = idx.len().div_ceil(threads.max(1)).max(1);
-        std::thread::scope(|s| {
-            for chunk in idx.chunks(part) {
-                s.spawn(move || {
-                    for &i in chunk {
-                        black_box(ds.get(i).unwrap());
-                    }
-                });
-            }
-        });
-        t.elapsed().as_secs_f64()
-    };
-    let cold = run();
-    let warm = run();
+    let cold = timed_split(&idx, threads, |i| black_box(ds.get(i).unwrap()));
+    let warm = timed_split(&idx, threads, |i| black_box(ds.get(i).unwrap()));
     println!(
         "{{\"op\": \"clips\", \"count\": {}, \"cold\": {cold:.6}, \"warm\": {warm:.6}, \"frames\": {frames}}}",
         idx.len()
@@ -890,22 +895,8 @@ fn versus_windows(args: &[String]) {
         .downcast_ref::<LanceVideoFrames>()
         .unwrap();
     use shardset::Backend;
-    let run = || {
-        let t = Instant::now();
-        let part = idx.len().div_ceil(threads.max(1)).max(1);
-        std::thread::scope(|s| {
-            for chunk in idx.chunks(part) {
-                s.spawn(move || {
-                    for &i in chunk {
-                        black_box(be.window(i).unwrap());
-                    }
-                });
-            }
-        });
-        t.elapsed().as_secs_f64()
-    };
-    let cold = run();
-    let warm = run();
+    let cold = timed_split(&idx, threads, |i| black_box(be.window(i).unwrap()));
+    let warm = timed_split(&idx, threads, |i| black_box(be.window(i).unwrap()));
     println!(
         "{{\"op\": \"windows\", \"count\": {}, \"cold\": {cold:.6}, \"warm\": {warm:.6}, \"num_windows\": {}}}",
         idx.len(),

@@ -258,154 +258,133 @@ pub fn load_with_report(
             e,
         )
     })?;
-    #[cfg(not(feature = "lance"))]
-    if opts.format == StorageFormat::Lance {
-        return Err(Error::UnsupportedLayout {
-            path: p.dir.clone(),
-            layout: "lance-rows".into(),
-            hint: "; this build was compiled without the `lance` feature".into(),
-        });
-    }
-    #[cfg(not(feature = "video"))]
-    if opts.format == StorageFormat::VideoFrames {
-        return Err(Error::UnsupportedLayout {
-            path: p.dir.clone(),
-            layout: "lance-video-frames".into(),
-            hint: "; this build was compiled without the `video` feature".into(),
-        });
-    }
-    #[cfg(feature = "video")]
-    if opts.format == StorageFormat::VideoFrames {
-        // The frames writer takes over a killed build itself (its progress
-        // file knows the videos done), so every example is handed to it.
-        let v = opts.video_frames.clone().with_sources(p.stamp.clone());
-        if opts.rebuild {
-            // A rebuild is a new generation: nothing is taken over.
-            crate::cache::publish::remove_leftovers(&crate::storage::storage_for(&p.dir), &p.dir);
-        }
-        let written = build_units(
-            builder,
-            &p.config,
-            split,
-            &units,
-            opts.unit_parallelism,
-            &crate::cache::build::ResumePoint::default(),
-            |stream| {
-                let items = stream.map(|r| r.map(|(key, ex)| (serde_json::Value::String(key), ex)));
-                crate::layouts::video_frames::write::write_video_frames_cache_locked(
-                    items,
-                    &p.info.features,
-                    &p.dir,
-                    &v,
-                    &lock,
-                )
-            },
-        )?;
-        drop(lock);
-        let c = open_cache_with(&p.dir, &p.open_opts)?;
-        return Ok((
-            Dataset::new(c),
-            report(true, written.resumed_videos, reasons),
-        ));
+    if opts.rebuild {
+        // A rebuild is a new generation: no killed build is taken over.
+        crate::cache::publish::remove_leftovers(&crate::storage::storage_for(&p.dir), &p.dir);
     }
     let sources_digest = p
         .stamp
         .as_ref()
         .map(|s| crate::util::sha256_hex(s.to_string().as_bytes()))
         .unwrap_or_default();
-    #[cfg(feature = "lance")]
-    if opts.format == StorageFormat::Lance {
-        use crate::layouts::lance_rows::write::{prepare_resumable, LanceBuildHeader};
-        let header = LanceBuildHeader::new(
-            &p.dir,
-            &p.info.features,
-            &opts.lance_write,
-            crate::util::sha256_hex(format!("{sources_digest}|{}", p.config_json).as_bytes()),
-        );
-        if opts.rebuild {
-            // A rebuild is a new generation: nothing is taken over.
-            crate::cache::publish::remove_leftovers(&crate::storage::storage_for(&p.dir), &p.dir);
-        }
-        let prepared = prepare_resumable(&p.dir, &lock, &header)?;
-        let resume = prepared.resume_point().clone();
-        let written = build_units(
-            builder,
-            &p.config,
-            split,
-            &units,
-            opts.unit_parallelism,
-            &resume,
-            |stream| {
-                let extra = Extra {
-                    sources: p.stamp.clone(),
-                    config: Some(p.config_json.clone()),
-                };
-                let rows = stream.map(|r| r.map(|(_, ex)| ex));
-                prepared.run(rows, &p.info.features, &opts.lance_write, extra)
-            },
-        )?;
-        drop(lock);
-        let c = open_cache_with(&p.dir, &p.open_opts)?;
-        return Ok((Dataset::new(c), report(true, written.resumed_rows, reasons)));
-    }
-    let w = &opts.write;
-    let name = p
-        .dir
-        .file_name()
-        .map(|n| n.to_string_lossy().into_owned())
-        .unwrap_or_default();
-    let fingerprint = p.info.features.fingerprint();
-    // Same inputs, same build id: a resumed build is byte-identical to an
-    // uninterrupted one. An explicit rebuild is a new generation.
-    let build_id = if opts.rebuild {
-        crate::layouts::arrow_shards::write::random_build_id()
-    } else {
-        let key = format!(
-            "{name}|{fingerprint}|{sources_digest}|{}|{}|{:?}|{:?}",
-            p.config_json,
-            w.batch_size(),
-            w.shard_size_bytes(),
-            w.compression()
-        );
-        crate::util::sha256_hex(key.as_bytes())[..16].to_string()
-    };
-    let header = ManifestHeader {
-        cache_name: name,
-        schema_fingerprint: fingerprint,
-        build_id,
-        batch_size: w.batch_size() as u64,
-        shard_size_bytes: w.shard_size_bytes(),
-        compression: w.compression(),
-        sources_digest: crate::util::sha256_hex(
-            format!("{sources_digest}|{}", p.config_json).as_bytes(),
-        ),
-        row_checksums: w.record_checksums(),
-    };
-    let prepared = prepare_resumable(&p.info.features, &p.dir, w, &lock, header)?;
-    let resume = prepared.resume_point().clone();
+    // What a resumed build's inputs must equal: the sources and the config.
+    let inputs_digest =
+        crate::util::sha256_hex(format!("{sources_digest}|{}", p.config_json).as_bytes());
     let extra = Extra {
         sources: p.stamp.clone(),
         config: Some(p.config_json.clone()),
     };
-    let written = build_units(
-        builder,
-        &p.config,
-        split,
-        &units,
-        opts.unit_parallelism,
-        &resume,
-        |stream| {
-            prepared.run(
-                stream.map(|r| r.map(|(_, ex)| ex)),
-                &p.info.features,
-                w,
-                extra,
-            )
-        },
-    )?;
+    #[cfg(any(not(feature = "lance"), not(feature = "video")))]
+    let compiled_without = |layout: &str, feature: &str| Error::UnsupportedLayout {
+        path: p.dir.clone(),
+        layout: layout.into(),
+        hint: format!("; this build was compiled without the `{feature}` feature"),
+    };
+    let resumed_rows = match opts.format {
+        #[cfg(feature = "video")]
+        StorageFormat::VideoFrames => {
+            // The frames writer takes over a killed build itself (its
+            // progress file knows the videos done), so every example is
+            // handed to it.
+            let v = opts.video_frames.clone().with_sources(p.stamp.clone());
+            build_units(
+                builder,
+                &p.config,
+                split,
+                &units,
+                opts.unit_parallelism,
+                &crate::cache::build::ResumePoint::default(),
+                |stream| {
+                    let items =
+                        stream.map(|r| r.map(|(key, ex)| (serde_json::Value::String(key), ex)));
+                    crate::layouts::video_frames::write::write_video_frames_cache_locked(
+                        items,
+                        &p.info.features,
+                        &p.dir,
+                        &v,
+                        &lock,
+                    )
+                },
+            )?
+            .resumed_videos
+        }
+        #[cfg(not(feature = "video"))]
+        StorageFormat::VideoFrames => return Err(compiled_without("lance-video-frames", "video")),
+        #[cfg(feature = "lance")]
+        StorageFormat::Lance => {
+            use crate::layouts::lance_rows::write::{prepare_resumable, LanceBuildHeader};
+            let header =
+                LanceBuildHeader::new(&p.dir, &p.info.features, &opts.lance_write, inputs_digest);
+            let prepared = prepare_resumable(&p.dir, &lock, &header)?;
+            let resume = prepared.resume_point().clone();
+            build_units(
+                builder,
+                &p.config,
+                split,
+                &units,
+                opts.unit_parallelism,
+                &resume,
+                |stream| {
+                    let rows = stream.map(|r| r.map(|(_, ex)| ex));
+                    prepared.run(rows, &p.info.features, &opts.lance_write, extra)
+                },
+            )?
+            .resumed_rows
+        }
+        #[cfg(not(feature = "lance"))]
+        StorageFormat::Lance => return Err(compiled_without("lance-rows", "lance")),
+        StorageFormat::Arrow => {
+            let w = &opts.write;
+            let name = p
+                .dir
+                .file_name()
+                .map(|n| n.to_string_lossy().into_owned())
+                .unwrap_or_default();
+            let fingerprint = p.info.features.fingerprint();
+            // Same inputs, same build id: a resumed build is byte-identical
+            // to an uninterrupted one. An explicit rebuild is a new generation.
+            let build_id = if opts.rebuild {
+                crate::layouts::arrow_shards::write::random_build_id()
+            } else {
+                let key = format!(
+                    "{name}|{fingerprint}|{sources_digest}|{}|{}|{:?}|{:?}",
+                    p.config_json,
+                    w.batch_size(),
+                    w.shard_size_bytes(),
+                    w.compression()
+                );
+                crate::util::sha256_hex(key.as_bytes())[..16].to_string()
+            };
+            let header = ManifestHeader {
+                cache_name: name,
+                schema_fingerprint: fingerprint,
+                build_id,
+                batch_size: w.batch_size() as u64,
+                shard_size_bytes: w.shard_size_bytes(),
+                compression: w.compression(),
+                sources_digest: inputs_digest,
+                row_checksums: w.record_checksums(),
+            };
+            let prepared = prepare_resumable(&p.info.features, &p.dir, w, &lock, header)?;
+            let resume = prepared.resume_point().clone();
+            build_units(
+                builder,
+                &p.config,
+                split,
+                &units,
+                opts.unit_parallelism,
+                &resume,
+                |stream| {
+                    let rows = stream.map(|r| r.map(|(_, ex)| ex));
+                    prepared.run(rows, &p.info.features, w, extra)
+                },
+            )?
+            .resumed_rows
+        }
+    };
     drop(lock);
     let c = open_cache_with(&p.dir, &p.open_opts)?;
-    Ok((Dataset::new(c), report(true, written.resumed_rows, reasons)))
+    Ok((Dataset::new(c), report(true, resumed_rows, reasons)))
 }
 
 /// A builder's cache directory and whether a cache is published there, without building.

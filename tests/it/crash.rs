@@ -33,7 +33,12 @@ fn demo(root: &Path) -> Command {
 }
 
 fn run_to_end(root: &Path) -> serde_json::Value {
-    let out = demo(root).output().unwrap();
+    finish(demo(root))
+}
+
+/// Runs a demo command to its end and returns its JSON summary.
+fn finish(mut cmd: Command) -> serde_json::Value {
+    let out = cmd.output().unwrap();
     assert!(
         out.status.success(),
         "{}",
@@ -310,18 +315,9 @@ fn kill_9_during_a_lance_build_then_resume_gives_the_uninterrupted_rows() {
         c.args(["--format", "lance", "--max-rows-per-file", "100"]);
         c
     };
-    let finish = |root: &Path| -> serde_json::Value {
-        let out = lance(root).output().unwrap();
-        assert!(
-            out.status.success(),
-            "{}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-        serde_json::from_slice(&out.stdout).unwrap()
-    };
     let clean_root = tempfile::tempdir().unwrap();
     let t = Instant::now();
-    let clean = finish(clean_root.path());
+    let clean = finish(lance(clean_root.path()));
     let full = t.elapsed();
     let clean_dir = PathBuf::from(clean["dir"].as_str().unwrap());
     assert_eq!(meta(&clean_dir)["layout"], "lance-rows");
@@ -349,7 +345,7 @@ fn kill_9_during_a_lance_build_then_resume_gives_the_uninterrupted_rows() {
             std::fs::remove_dir_all(&target).unwrap();
         }
     }
-    let last = finish(root.path());
+    let last = finish(lance(root.path()));
     if last["resumed_rows"].as_u64().unwrap_or(0) > 0 {
         resumed_runs += 1;
     }

@@ -539,3 +539,25 @@ fn a_forked_child_reopens_lance_and_reads_the_same_rows() {
     );
     assert!(text.contains("1 passed"), "the scenario ran: {text}");
 }
+
+/// A write of no rows publishes an empty Lance dataset (no commit of rows
+/// ever happens, so the writer creates the dataset itself) that opens,
+/// reads as empty and verifies clean.
+#[test]
+fn an_empty_lance_write_publishes_an_empty_cache() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("empty");
+    let w = write_lance_cache(
+        f2_rows(0),
+        &features_f2(),
+        &dir,
+        &LanceWriteOptions::default(),
+    )
+    .unwrap();
+    assert_eq!(w.metadata.num_rows, 0);
+    let c = open_cache(&dir).unwrap();
+    assert_eq!(c.len(), 0);
+    assert_eq!(c.layout, "lance-rows");
+    let report = shardset::verify_cache(&dir).unwrap();
+    assert!(report.damage.is_empty(), "{:?}", report.damage);
+}

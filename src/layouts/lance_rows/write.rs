@@ -457,7 +457,7 @@ impl PreparedLance {
         let mut commit = |lance: &mut LanceSegments, sent: u64| -> Result<()> {
             if let Some(ds) = lance.commit()? {
                 if let Some(log) = &mut log {
-                    crate::lance::fsync_tree(&data_dir)?;
+                    storage.sync_tree(&data_dir)?;
                     log.append(&LanceCommit {
                         version: ds.version().version,
                         rows: sent,
@@ -501,14 +501,7 @@ impl PreparedLance {
         let ds = match lance.finish()? {
             Some(ds) => ds,
             // No row at all: an empty dataset, as a single write makes.
-            None => LanceSegments::new(
-                &data_dir,
-                features.arrow_schema(),
-                opts.max_rows_per_file.get(),
-                false,
-            )?
-            .with_storage_version(opts.data_storage_version.map(LanceStorageVersion::to_lance))
-            .create_empty()?,
+            None => lance.create_empty()?,
         };
         let fragment_rows = fragment_rows(&ds, &data_dir)?;
         let num_rows: u64 = fragment_rows.iter().sum();
