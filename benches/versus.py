@@ -231,6 +231,55 @@ def page_cache_limit(files):
     return total / (time.perf_counter() - t), total
 
 
+def lance_limits(kind, d, label, ops, table):
+    """The limits of the Lance reads on the files in `d`, as rows beside
+    ours: the page cache (1 KiB preads at random offsets of the data files
+    for random rows, one thread, Python's loop included, so a floor of the
+    limit; the data files' bandwidth for iteration), and the Lance engine's
+    own calls from pylance on a dataset opened once (`take([i])` per row,
+    `take` of 128 rows, `to_batches()`), the engine the reference calls."""
+    import lance as pylance
+    files = [os.path.join(r, f) for r, _, fs in os.walk(os.path.join(d, "data"))
+             for f in fs if f.endswith(".lance")]
+    sizes = [os.path.getsize(f) for f in files]
+    fds = [os.open(f, os.O_RDONLY) for f in files]
+    rng = np.random.default_rng(17)
+    picks = rng.integers(0, len(fds), 20_000)
+    offs = [int(rng.integers(0, max(1, sizes[k] - 1024))) for k in picks]
+    t = time.perf_counter()
+    for k, o in zip(picks, offs):
+        os.pread(fds[k], 1024, o)
+    pread_rate = len(offs) / (time.perf_counter() - t)
+    for fd in fds:
+        os.close(fd)
+    bw, total = page_cache_limit(files)
+    ds = pylance.dataset(d)
+    n = ds.count_rows()
+    for op, idx in ops:
+        t = time.perf_counter()
+        if op == "get":
+            for i in idx:
+                ds.take([int(i)])
+            count = len(idx)
+        elif op == "take128":
+            for k in range(0, len(idx), 128):
+                ds.take(idx[k:k + 128].tolist())
+            count = len(idx)
+        else:
+            count = sum(b.num_rows for b in ds.to_batches())
+        engine = count / (time.perf_counter() - t)
+        ours = next(r[4] for r in reversed(table) if r[1] == f"{op} ({label})")
+        physical = pread_rate if op != "iterate" else n / (total / bw)
+        what = ("random 1 KiB preads from the page cache" if op != "iterate"
+                else f"page cache {bw / 1e9:.1f} GB/s over {total / 1e6:.0f} MB")
+        table.append((kind, f"{op}: ours 1T as % of the limit ({label}; limit "
+                      f"{fmt_rate(physical)} rows/s: {what}, 1 thread)", "", None, ours,
+                      None, None, 100 * ours / physical, "pct"))
+        table.append((kind, f"{op}: the Lance engine's own call from pylance on a dataset "
+                      f"opened once vs ours 1T ({label})", "", engine, ours, None, None,
+                      None, None))
+
+
 def zstd_limit(files):
     """Rows/s of pyarrow reading every batch of the zstd shards at one
     thread (decompress + copy, no formatting): the decompression limit."""
@@ -350,6 +399,9 @@ def main():
                               f"decompressed with a {budget / 2**20:.0f} MiB budget: heap grew "
                               f"{grow / 2**20:.1f} MiB ({grow / budget * 100:.0f}% of the budget)",
                               "", None, None, None, None, None, None))
+            if lance:
+                for label, d in [("reference-written", rd), ("shardset-written", od)]:
+                    lance_limits(kind, d, label, ops, table)
             if not lance:
                 shards = [os.path.join(od, f) for f in sorted(os.listdir(od)) if f.endswith(".arrow")]
                 bw, total = page_cache_limit(shards)
@@ -360,7 +412,7 @@ def main():
                     note = "pyarrow decompress+copy, 1 thread"
                 table.append((kind, f"iterate limit ({note})", "", None, limit, None, None, None,
                               None))
-            print_table(table[-(len(ops) * 2 + (6 if lance else 2)):])
+            print_table(table[-(len(ops) * 2 + (16 if lance else 2)):])
         if "image" in only:
             images(ref, binary, tmp, table, a.scale)
             print_table(table[-9:])
@@ -590,6 +642,15 @@ def video(ref, binary, tmp, table, scale=1.0):
                 for b in blobs:
                     cv2.imdecode(np.frombuffer(b, np.uint8), cv2.IMREAD_COLOR)
                 lim1 = len(idx) / (time.perf_counter() - t)
+                # The same frames through libwebp alone, as the library builds
+                # it (no OpenCV conversion): the limit of our own decoder.
+                ffile = os.path.join(tmp, "frames.bin")
+                with open(ffile, "wb") as f:
+                    for b in blobs:
+                        f.write(len(b).to_bytes(4, "little"))
+                        f.write(b)
+                wd = ours(binary, ["webp-decode", "--frames", ffile], 1)
+                own1 = len(idx) / (wd["seconds"] * len(blobs) / wd["count"])
                 r1 = ref_windows_worker((os.environ["STABLE_DATASETS_REPO"], d, idx))
                 with mp.get_context("spawn").Pool(2) as pool:
                     t = time.perf_counter()
@@ -609,7 +670,15 @@ def video(ref, binary, tmp, table, scale=1.0):
                               f"({which}; limit {2 * lim1:.0f}/s; reference time includes "
                               f"its pool start)", "", 400 / r2, 400 / o2["cold"], None,
                               400 / o2["warm"], 100 * 400 / o2["cold"] / (2 * lim1), "pct"))
-        print_table(table[-10:])
+                table.append((f"video {content}", f"windows/s 1 thread, cold, as % of libwebp "
+                              f"alone as the library builds it ({which}; limit {own1:.0f}/s, "
+                              f"1 core)", "", None, 400 / o1["cold"], None, None,
+                              100 * 400 / o1["cold"] / own1, "pct"))
+                table.append((f"video {content}", f"windows/s 2 threads, cold, as % of libwebp "
+                              f"alone as the library builds it ({which}; limit {2 * own1:.0f}/s, "
+                              f"2 cores)", "", None, 400 / o2["cold"], None, None,
+                              100 * 400 / o2["cold"] / (2 * own1), "pct"))
+        print_table(table[-14:])
 
 
 def ffmpeg_decode_fps(files):

@@ -138,6 +138,8 @@ fn main() {
         Some("versus-frames-build") => return versus_frames_build(&args),
         #[cfg(feature = "video")]
         Some("versus-windows") => return versus_windows(&args),
+        #[cfg(feature = "video")]
+        Some("webp-decode") => return webp_decode(&args),
         _ => {}
     }
     let tmp = tempfile::tempdir().unwrap();
@@ -901,5 +903,35 @@ fn versus_windows(args: &[String]) {
         "{{\"op\": \"windows\", \"count\": {}, \"cold\": {cold:.6}, \"warm\": {warm:.6}, \"num_windows\": {}}}",
         idx.len(),
         be.len()
+    );
+}
+
+/// libwebp alone, as the library builds it: frames/s decoding the WebP
+/// frames in `--frames` (each a little-endian u32 length, then the bytes)
+/// to packed RGB on one thread, once each, into one reused buffer.
+#[cfg(feature = "video")]
+fn webp_decode(args: &[String]) {
+    use shardset::video::webp::{decode_rgb_into, dimensions};
+    let raw = std::fs::read(arg(args, "--frames").expect("--frames")).unwrap();
+    let mut frames: Vec<&[u8]> = Vec::new();
+    let mut at = 0;
+    while at < raw.len() {
+        let n = u32::from_le_bytes(raw[at..at + 4].try_into().unwrap()) as usize;
+        frames.push(&raw[at + 4..at + 4 + n]);
+        at += 4 + n;
+    }
+    let mut out = Vec::new();
+    let t = std::time::Instant::now();
+    for f in &frames {
+        // The frame's own size (a content may mix resolutions).
+        let (w, h) = dimensions(f).unwrap();
+        out.resize(w * h * 3, 0);
+        decode_rgb_into(f, w, h, &mut out).unwrap();
+        black_box(&out);
+    }
+    let secs = t.elapsed().as_secs_f64();
+    println!(
+        "{{\"op\": \"webp-decode\", \"count\": {}, \"seconds\": {secs:.6}}}",
+        frames.len()
     );
 }

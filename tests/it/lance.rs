@@ -153,6 +153,39 @@ fn suite_lance_rows() {
     backend_suite(lance_backend);
 }
 
+/// Random takes over several fragments, with repeats, mixing rows of chunks
+/// a `get` cached before with rows read directly, return exactly the rows
+/// asked for, in order, at every chunk size.
+#[test]
+fn lance_takes_mixing_cached_and_read_rows_are_exact() {
+    let (tmp, _) = lance_backend(100);
+    for chunk in [1u64, 4, 64] {
+        let b = open_cache_with(
+            tmp.path().join("l"),
+            &OpenOptions::default()
+                .try_with_lance_chunk_rows(chunk)
+                .unwrap(),
+        )
+        .unwrap()
+        .backend;
+        let mut rng = shardset::SplitMix64::new(chunk);
+        for round in 0..60 {
+            let k = 1 + rng.below(40);
+            let idx: Vec<i64> = (0..k).map(|_| rng.below(100) as i64).collect();
+            let want: Vec<i32> = idx.iter().map(|&i| i as i32).collect();
+            assert_eq!(
+                x_col(&b.take(&idx).unwrap()),
+                want,
+                "chunk {chunk} take {idx:?}"
+            );
+            if round % 3 == 0 {
+                let r = idx[0];
+                assert_eq!(b.get(r).unwrap().get("x").unwrap().as_i64(), Some(r));
+            }
+        }
+    }
+}
+
 /// Reading one row at a time (no neighbours) passes the same suite, and a
 /// chunk size of 0 is refused.
 #[test]
