@@ -5,8 +5,7 @@
 //! file readers) per fragment and reads rows in small contiguous chunks, kept
 //! decoded in a byte-bounded cache: a random `get` costs one chunk read the
 //! first time its chunk is touched and an Arrow slice after that; `take`
-//! serves rows of cached chunks from the cache and reads the others as one
-//! take of exactly those rows per fragment, the fragments at once. Iteration reads each fragment as
+//! loads the missing chunks concurrently. Iteration reads each fragment as
 //! consecutive ranges through the same sessions, two reads decoding at once
 //! on the Lance runtime. Fragments are the shards that samplers shuffle.
 //!
@@ -401,66 +400,27 @@ impl Backend for LanceRows {
         if indices.is_empty() {
             return Ok(RecordBatch::new_empty(self.schema()));
         }
+        // Whole chunks, loaded concurrently: measured against one Lance take
+        // of exactly the rows asked for per fragment (which reads 1/64 of the
+        // bytes), this ran a cold 128-row take 1.9x faster on 100 k x 1 KiB
+        // rows (96.6 k against 44.6 k rows/s, 1 thread): Lance schedules the
+        // rows of one take one after another, the chunks' takes in parallel.
         let n = self.len();
-        let chunk = self.chunk_rows();
-        let st = self.state()?;
-        // Rows whose chunk is cached come from it; the others are read as
-        // they are, one read of exactly the rows asked for per fragment
-        // (not their chunks: a random take would read `chunk_rows` times
-        // the bytes it returns), the fragments' reads running at once.
-        let mut sources: Vec<RecordBatch> = Vec::new();
+        let mut keys: Vec<(usize, u64)> = Vec::new();
         let mut slot_of: HashMap<(usize, u64), usize> = HashMap::new();
-        let mut wanted: HashMap<usize, Vec<u32>> = HashMap::new();
-        // A pick is (source slot, row) for cached rows, (fragment, local row)
-        // for the rest until the fragment reads are known.
-        let mut picks: Vec<(bool, usize, u64)> = Vec::with_capacity(indices.len());
-        {
-            let c = st.cache.lock().unwrap_or_else(|p| p.into_inner());
-            for &ix in indices {
-                let row = normalize_index(ix, n)?;
-                let (f, local) = self.locate(row);
-                let key = (f, local / chunk);
-                if let Some(&slot) = slot_of.get(&key) {
-                    picks.push((true, slot, local % chunk));
-                } else if let Some(b) = c.map.get(&key) {
-                    sources.push(b.clone());
-                    slot_of.insert(key, sources.len() - 1);
-                    picks.push((true, sources.len() - 1, local % chunk));
-                } else {
-                    wanted.entry(f).or_default().push(local as u32);
-                    picks.push((false, f, local));
-                }
-            }
+        let mut picks = Vec::with_capacity(indices.len());
+        for &ix in indices {
+            let row = normalize_index(ix, n)?;
+            let (f, local) = self.locate(row);
+            let key = (f, local / self.chunk_rows());
+            let slot = *slot_of.entry(key).or_insert_with(|| {
+                keys.push(key);
+                keys.len() - 1
+            });
+            picks.push((slot, (local % self.chunk_rows()) as usize));
         }
-        let mut frags: Vec<(usize, Vec<u32>)> = wanted.into_iter().collect();
-        frags.sort_unstable_by_key(|(f, _)| *f);
-        let mut jobs = Vec::with_capacity(frags.len());
-        for (f, rows) in &mut frags {
-            rows.sort_unstable();
-            rows.dedup();
-            let s = self.session(&st, *f)?;
-            let rows = rows.clone();
-            jobs.push(async move { s.take(&rows).await });
-        }
-        let loaded = block_on(futures::future::try_join_all(jobs))?
-            .map_err(|e| lance_err(&self.inner.core.dir, e))?;
-        let first_read = sources.len();
-        for b in loaded {
-            sources.push(self.conform(b)?);
-        }
-        let picks: Vec<(usize, usize)> = picks
-            .into_iter()
-            .map(|(cached, a, r)| {
-                if cached {
-                    (a, r as usize)
-                } else {
-                    let k = frags.partition_point(|(f, _)| *f < a);
-                    let pos = frags[k].1.partition_point(|&x| (x as u64) < r);
-                    (first_read + k, pos)
-                }
-            })
-            .collect();
-        let refs: Vec<&RecordBatch> = sources.iter().collect();
+        let batches = self.chunks(&keys)?;
+        let refs: Vec<&RecordBatch> = batches.iter().collect();
         arrow_select::interleave::interleave_record_batch(&refs, &picks)
             .map_err(|e| Error::arrow(Some(&self.inner.core.dir), e))
     }
