@@ -1,0 +1,148 @@
+"""shardset: typed, sharded, crash-safe dataset caches, read fast.
+
+    import shardset
+    ds = shardset.open_cache("/path/to/cache")      # any layout, ours or the reference's
+    row = ds[0]                                     # a dict, as the reference returns it
+    rows = ds.__getitems__([3, 1, 4])               # PyTorch's batched fetch
+    for batch in ds.iter_batches():                 # pyarrow.RecordBatch, no copy
+        ...
+
+    shardset.write_cache(examples, features, "/path/to/cache", format="arrow")
+
+Reads and decodes run in the Rust library with the GIL released.
+"""
+
+import pyarrow as _pa
+
+from . import _shardset
+from ._shardset import (  # noqa: F401
+    BadInputError,
+    CacheNotFoundError,
+    CorruptCacheError,
+    SchemaMismatchError,
+    ShardsetError,
+)
+from .features import (  # noqa: F401
+    Array3D,
+    Array4D,
+    ClassLabel,
+    Features,
+    Image,
+    Sequence,
+    Value,
+    Video,
+)
+
+__all__ = ["open_cache", "write_cache", "Dataset", "Features", "Value", "ClassLabel",
+           "Sequence", "Image", "Array3D", "Array4D", "Video", "ShardsetError",
+           "CacheNotFoundError", "CorruptCacheError", "SchemaMismatchError", "BadInputError"]
+
+
+class Dataset:
+    """A cache opened for reading (see `open_cache`)."""
+
+    __slots__ = ("_ds",)
+
+    def __init__(self, inner):
+        self._ds = inner
+
+    def __len__(self):
+        return len(self._ds)
+
+    def __getitem__(self, key):
+        out = self._ds[key]
+        return Dataset(out) if isinstance(out, _shardset.Dataset) else out
+
+    def __getitems__(self, indices):
+        return self._ds.__getitems__(indices)
+
+    def __iter__(self):
+        """Rows in view order, decoded by the library 256 at a time."""
+        n = len(self._ds)
+        for s in range(0, n, 256):
+            yield from self._ds.__getitems__(list(range(s, min(n, s + 256))))
+
+    def iter_batches(self, batch_size=1024):
+        """`pyarrow.RecordBatch`es of the view in order, imported through the
+        Arrow C Data interface without a copy."""
+        for b in self._ds.iter_batches(batch_size):
+            yield _pa.record_batch(b)
+
+    def windows(self, indices):
+        """Windows of a frames cache, stacked `[B, T, H, W, 3]` uint8."""
+        return self._ds.windows(indices)
+
+    def select_columns(self, columns):
+        return Dataset(self._ds.select_columns(list(columns)))
+
+    def select(self, indices):
+        return Dataset(self._ds.select(indices))
+
+    def shuffle(self, seed=0):
+        return Dataset(self._ds.shuffle(seed))
+
+    def train_test_split(self, test_size, seed=0, stratify_by_column=None):
+        a, b = self._ds.train_test_split(test_size, seed, stratify_by_column)
+        return {"train": Dataset(a), "test": Dataset(b)}
+
+    @property
+    def features(self):
+        return Features.from_json(self._ds.features_json)
+
+    @property
+    def column_names(self):
+        return self._ds.column_names
+
+    @property
+    def path(self):
+        return self._ds.path
+
+    @property
+    def layout(self):
+        return self._ds.layout
+
+    @property
+    def shard_row_counts(self):
+        return self._ds.shard_row_counts
+
+    def __reduce__(self):
+        return (Dataset, (self._ds,))
+
+    def __repr__(self):
+        return repr(self._ds)
+
+
+def open_cache(path, columns=None, decode_images=True, window=None, lance_chunk_rows=None,
+               features=None):
+    """Opens a cache of any layout (`arrow-shards`, `lance-rows`,
+    `lance-video-frames`), written by shardset or by stable-datasets.
+
+    columns: read only these. decode_images: images as HxWxC uint8 arrays
+    (else their stored bytes). window: for frames caches, the window spec
+    as `length` or `(length, frame_skip, hop_size)`; rows are then windows,
+    returned as the reference's samples (`video` a `[T, H, W, 3]` uint8
+    array). lance_chunk_rows: rows a Lance random read brings in together
+    (default 64). features: the features (ours, the reference's, or JSON)
+    for a cache that does not describe its own, as the reference's caches
+    do not; checked against the cache's schema fingerprint."""
+    if isinstance(window, int):
+        window = (window, 0, 1)
+    fjson = None if features is None else Features.coerce(features).to_json()
+    return Dataset(_shardset.open_cache(str(path), None if columns is None else list(columns),
+                                        decode_images, window, lance_chunk_rows, fjson))
+
+
+def write_cache(examples, features, path, format="arrow", shard_size=None, compression=None,
+                threads=None, png_level=None, max_rows_per_file=None, webp_quality=None):
+    """Writes a cache from `examples` (an iterable of dicts or `(key, dict)`
+    pairs) with `features` (ours, the reference's, or a JSON description),
+    published atomically at `path`. The encoding runs in Rust on all cores
+    (`threads` to cap it) while Python only yields the examples.
+
+    format: "arrow" (shards rotated at `shard_size` bytes, `compression`
+    None, "zstd" or "lz4"), "lance", or "video-frames". Returns the number
+    of rows (frames for "video-frames") written."""
+    feats = Features.coerce(features)
+    return _shardset.write_cache(iter(examples), feats.to_json(), str(path), format, shard_size,
+                                 compression, threads, png_level, max_rows_per_file,
+                                 webp_quality)

@@ -1,0 +1,271 @@
+"""PyTorch datasets over shardset caches.
+
+    from shardset.torch import MapDataset, IterableDataset
+
+    # Map-style: any sampler; the DataLoader fetches batches with __getitems__.
+    loader = DataLoader(MapDataset(path), batch_size=256, num_workers=2, shuffle=True)
+
+    # Iterable: the library's epoch orders, split by rank and worker, batches
+    # collated in the workers, exact resume with torchdata's StatefulDataLoader.
+    ds = IterableDataset(path, batch_size=256, order="shard-shuffle", seed=0)
+    loader = StatefulDataLoader(ds, batch_size=None, num_workers=2)
+
+Both pickle as their path and options: every worker process opens the cache
+itself, lazily, once per process (fork, spawn and forkserver alike); the
+library's runtimes are rebuilt in a forked child.
+
+How the iterable dataset splits an epoch. The epoch order (one permutation
+per `(order, seed, epoch)`, the same in every process) is cut into global
+batches of `batch_size` rows. Global batch `j` goes to rank `j % world_size`;
+within a rank, rank-local batch `i` goes to worker `i % num_workers`, and a
+DataLoader yields a rank's batches round-robin over its workers, so it yields
+rank-local batches 0, 1, 2, ... in order whatever the number of workers. Its
+position is then one number, the rank-local batches yielded, which is why a
+checkpoint resumes exactly after a change of `num_workers`, and (with every
+rank at the same step, as in synchronous data-parallel training) after a
+change of world size: the global batches consumed are a prefix of the epoch.
+"""
+
+import multiprocessing
+import multiprocessing.context
+import os
+
+import torch
+from torch.utils.data import Dataset as _TorchDataset
+from torch.utils.data import IterableDataset as _TorchIterable
+from torch.utils.data import default_collate, get_worker_info
+
+import shardset
+
+
+class _Lazy:
+    """A cache opened once per process, on first use."""
+
+    def __init__(self, path, open_kwargs):
+        self.path = str(path)
+        self.open_kwargs = dict(open_kwargs)
+        self._ds = None
+        self._pid = None
+
+    def get(self):
+        if self._ds is None or self._pid != os.getpid():
+            self._ds = shardset.open_cache(self.path, **self.open_kwargs)
+            self._pid = os.getpid()
+        return self._ds
+
+    def __getstate__(self):
+        return {"path": self.path, "open_kwargs": self.open_kwargs}
+
+    def __setstate__(self, state):
+        self.path = state["path"]
+        self.open_kwargs = state["open_kwargs"]
+        self._ds = None
+        self._pid = None
+
+
+class MapDataset(_TorchDataset):
+    """`len(ds)`, `ds[i]` and `ds.__getitems__(indices)` over a cache: rows
+    as the reference returns them (dicts of Python scalars and numpy arrays;
+    the DataLoader's collate stacks them into tensors)."""
+
+    def __init__(self, path, **open_kwargs):
+        self._lazy = _Lazy(path, open_kwargs)
+        self._len = len(self._lazy.get())
+
+    def __len__(self):
+        return self._len
+
+    def __getitem__(self, index):
+        return self._lazy.get()[int(index)]
+
+    def __getitems__(self, indices):
+        return self._lazy.get().__getitems__(list(indices))
+
+
+ORDERS = ("sequential", "random", "shard-shuffle", "shard-sequential")
+
+
+def _dist():
+    if torch.distributed.is_available() and torch.distributed.is_initialized():
+        return torch.distributed.get_rank(), torch.distributed.get_world_size()
+    return 0, 1
+
+
+class IterableDataset(_TorchIterable):
+    """Collated batches of `batch_size` rows in the library's epoch order,
+    this rank's and this worker's share (see the module's docstring).
+
+    order: "shard-shuffle" (default: shards in a random order, rows shuffled
+    within each), "shard-sequential", "random" or "sequential". remainder:
+    "drop_last" (every rank gets the same number of full batches; the rest
+    of the epoch is dropped) or "pad" (the last batches wrap to the start of
+    the epoch's order so every row is read). rank / world_size: default from
+    torch.distributed when it is initialised, else 0 / 1.
+
+    Use it with `DataLoader(ds, batch_size=None, ...)` (batches are made
+    here). `set_epoch(e)` before each epoch; with persistent workers the
+    epoch reaches them through the state the loader hands each worker at
+    the start of its iteration (`StatefulDataLoader`), or through
+    `shardset.torch.epoch_sync`."""
+
+    def __init__(self, path, batch_size=256, order="shard-shuffle", seed=0,
+                 remainder="drop_last", rank=None, world_size=None, collate=True,
+                 **open_kwargs):
+        if order not in ORDERS:
+            raise shardset.BadInputError(f"order must be one of {ORDERS}, got {order!r}")
+        if remainder not in ("drop_last", "pad"):
+            raise shardset.BadInputError(
+                f"remainder must be 'drop_last' or 'pad', got {remainder!r}")
+        if int(batch_size) < 1:
+            raise shardset.BadInputError("batch_size must be at least 1")
+        self._lazy = _Lazy(path, open_kwargs)
+        self.num_rows = len(self._lazy.get())
+        self.batch_size = int(batch_size)
+        self.order = order
+        self.seed = int(seed)
+        self.remainder = remainder
+        self.collate = collate
+        self._rank, self._world = rank, world_size
+        # The epoch, shared with worker processes (persistent ones too): an
+        # anonymous shared value, inherited by forked workers and handed to
+        # spawned ones at their start; no named shared-memory file.
+        self._epoch = multiprocessing.get_context().Value("q", 0, lock=False)
+        # Where the epoch stands: global batches consumed before this
+        # segment (`base`), then rank-local batches yielded in it (`done`).
+        self._base = 0
+        self._done = 0
+        # This worker's next rank-local batch while iterating, and the one a
+        # loaded worker state continues from.
+        self._next = None
+        self._resume_next = None
+
+    @property
+    def epoch(self):
+        return int(self._epoch.value)
+
+    def __getstate__(self):
+        state = dict(self.__dict__)
+        if multiprocessing.context.get_spawning_popen() is None:
+            # Plain pickling (not a worker's start): the epoch by value.
+            state["_epoch"] = int(self._epoch.value)
+        return state
+
+    def __setstate__(self, state):
+        epoch = state["_epoch"]
+        if isinstance(epoch, int):
+            state["_epoch"] = multiprocessing.get_context().Value("q", epoch, lock=False)
+        self.__dict__.update(state)
+
+    # ------------------------------------------------------------ layout ---
+    def _rank_world(self):
+        if self._world is not None:
+            return int(self._rank or 0), int(self._world)
+        return _dist()
+
+    def _global_batches(self, world):
+        """Global batches in the epoch: a multiple of the world size."""
+        b = self.batch_size
+        if self.remainder == "drop_last":
+            return (self.num_rows // b) // world * world
+        full = -(-self.num_rows // b)
+        return -(-full // world) * world
+
+    def rank_batches(self):
+        """Rank-local batches of this rank in the epoch, from where it stands."""
+        _, world = self._rank_world()
+        left = self._global_batches(world) - self._base
+        return max(0, left // world) - self._done
+
+    def __len__(self):
+        return self.rank_batches()
+
+    def set_epoch(self, epoch):
+        """Starts epoch `epoch` from its beginning (in persistent workers too)."""
+        self._epoch.value = int(epoch)
+        self._base = 0
+        self._done = 0
+        self._next = None
+        self._resume_next = None
+
+    # --------------------------------------------------------- iteration ---
+    def __iter__(self):
+        rank, world = self._rank_world()
+        info = get_worker_info()
+        wid, nw = (info.id, info.num_workers) if info is not None else (0, 1)
+        ds = self._lazy.get()
+        total = (self._global_batches(world) - self._base) // world
+        b = self.batch_size
+        epoch = self.epoch
+        if self._resume_next is not None:
+            # A worker state loaded by StatefulDataLoader: its own next batch.
+            i, self._resume_next = self._resume_next, None
+        else:
+            i = self._done + wid
+        self._next = i
+        while i < total:
+            j = self._base + i * world + rank
+            rows = ds._ds.epoch_rows(self.order, self.seed, epoch, j * b, (j + 1) * b)
+            i += nw
+            self._next = i
+            yield default_collate(rows) if self.collate else rows
+
+    # ------------------------------------------------------ checkpointing ---
+    def state_dict(self):
+        """The position: epoch, global batches consumed before this segment,
+        rank-local batches yielded, and this worker's next batch (in a
+        worker), with what they refer to (checked when loaded)."""
+        _, world = self._rank_world()
+        info = get_worker_info()
+        return {
+            "epoch": self.epoch, "base": self._base, "done": self._done,
+            "next": self._next, "world_size": world,
+            "num_workers": info.num_workers if info is not None else 0,
+            "seed": self.seed, "order": self.order, "batch_size": self.batch_size,
+            "num_rows": self.num_rows, "remainder": self.remainder,
+        }
+
+    def load_state_dict(self, state):
+        """Continues from `state`: a worker's own state (from
+        StatefulDataLoader, same number of workers), or a rank's state from
+        `rank_state(loader.state_dict())` (any number of workers, any world
+        size)."""
+        for k in ("seed", "order", "batch_size", "num_rows", "remainder"):
+            if state[k] != getattr(self, k):
+                raise shardset.BadInputError(
+                    f"the state is for {k}={state[k]!r}, this dataset has {getattr(self, k)!r}")
+        _, world = self._rank_world()
+        self._epoch.value = int(state["epoch"])
+        if state["world_size"] == world:
+            self._base, self._done = state["base"], state["done"]
+        else:
+            # Every rank at the same step: a prefix of the global batches.
+            self._base = state["base"] + state["done"] * state["world_size"]
+            self._done = 0
+        same = state["world_size"] == world and state.get("next") is not None
+        self._resume_next = state["next"] if same else None
+        self._next = None
+
+
+def rank_state(loader_state):
+    """A rank's position from a `StatefulDataLoader.state_dict()` over an
+    `IterableDataset`: the rank-local batches the loader yielded (the least
+    next batch of its workers), loadable into an `IterableDataset` read with
+    any number of workers or world size."""
+    snap = loader_state.get("_snapshot", {})
+    workers = snap.get("_worker_snapshots")
+    if workers:
+        states = [w["dataset_state"] for w in workers.values()]
+    else:
+        states = [snap.get("_main_snapshot", {}).get("dataset_state") or
+                  loader_state.get("dataset_state")]
+    states = [s for s in states if s]
+    if not states:
+        raise shardset.BadInputError("no shardset dataset state in this loader state")
+    nw = max(1, len(states))
+    base = dict(states[0])
+    # A worker that has not yielded yet stands at the rank's position plus
+    # its id; the loader has yielded exactly the batches before the least.
+    nexts = [s["next"] if s["next"] is not None else s["done"] + k
+             for k, s in enumerate(states)]
+    base.update(done=min(nexts), next=None, num_workers=nw)
+    return base
