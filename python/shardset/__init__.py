@@ -133,16 +133,19 @@ def open_cache(path, columns=None, decode_images=True, window=None, lance_chunk_
 
 
 def write_cache(examples, features, path, format="arrow", shard_size=None, compression=None,
-                threads=None, png_level=None, max_rows_per_file=None, webp_quality=None):
+                threads=None, png_level=None, max_rows_per_file=None, webp_quality=None,
+                batch_size=None):
     """Writes a cache from `examples` (an iterable of dicts or `(key, dict)`
     pairs) with `features` (ours, the reference's, or a JSON description),
     published atomically at `path`. The encoding runs in Rust on all cores
     (`threads` to cap it) while Python only yields the examples.
 
     format: "arrow" (shards rotated at `shard_size` bytes, `compression`
-    None, "zstd" or "lz4"), "lance", or "video-frames". Returns the number
-    of rows (frames for "video-frames") written."""
+    None, "zstd" or "lz4"; rotation happens between record batches of
+    `batch_size` rows), "lance" (`max_rows_per_file`), or "video-frames"
+    (`webp_quality`). Returns the number of rows (frames for
+    "video-frames") written."""
     feats = Features.coerce(features)
     return _shardset.write_cache(iter(examples), feats.to_json(), str(path), format, shard_size,
                                  compression, threads, png_level, max_rows_per_file,
-                                 webp_quality)
+                                 webp_quality, batch_size)

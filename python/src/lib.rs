@@ -1070,7 +1070,7 @@ fn example_from_py(
 
 /// Writes a cache from an iterable of examples; see `shardset.write_cache`.
 #[pyfunction]
-#[pyo3(signature = (examples, features_json, path, format="arrow", shard_size=None, compression=None, threads=None, png_level=None, max_rows_per_file=None, window_quality=None))]
+#[pyo3(signature = (examples, features_json, path, format="arrow", shard_size=None, compression=None, threads=None, png_level=None, max_rows_per_file=None, window_quality=None, batch_size=None))]
 #[allow(clippy::too_many_arguments)]
 fn write_cache(
     py: Python<'_>,
@@ -1084,6 +1084,7 @@ fn write_cache(
     png_level: Option<u8>,
     max_rows_per_file: Option<usize>,
     window_quality: Option<f32>,
+    batch_size: Option<usize>,
 ) -> PyRes<u64> {
     let j: serde_json::Value = serde_json::from_str(features_json)
         .map_err(|e| BadInputError::new_err(format!("features description: {e}")))?;
@@ -1120,6 +1121,9 @@ fn write_cache(
             if let Some(t) = threads {
                 o = o.with_encode_threads(t);
             }
+            if let Some(b) = batch_size {
+                o = o.try_with_batch_size(b).py()?;
+            }
             py.detach(move || {
                 shardset::try_write_arrow_cache(
                     examples.map(|r| r.map(|(_, e)| e)),
@@ -1139,6 +1143,9 @@ fn write_cache(
             }
             if let Some(t) = threads {
                 o = o.with_encode_threads(t);
+            }
+            if let Some(b) = batch_size {
+                o = o.try_with_batch_size(b).py()?;
             }
             py.detach(move || {
                 shardset::try_write_lance_cache(
