@@ -334,21 +334,23 @@ impl Dataset {
         const CHUNK: u64 = 1024;
         let n = self.len();
         let chunks: Vec<u64> = (0..n.div_ceil(CHUNK)).collect();
-        let kept: Vec<Vec<u64>> = chunks
-            .par_iter()
-            .map(|&c| {
-                let start = c * CHUNK;
-                let end = (start + CHUNK).min(n);
-                let pos: Vec<u64> = (start..end).collect();
-                let rows = self.take_positions(&pos)?;
-                Ok(pos
-                    .into_iter()
-                    .zip(rows)
-                    .filter(|(_, r)| pred(r))
-                    .map(|(p, _)| p)
-                    .collect())
-            })
-            .collect::<Result<_>>()?;
+        let kept: Vec<Vec<u64>> = crate::util::in_read_pool(|| {
+            chunks
+                .par_iter()
+                .map(|&c| {
+                    let start = c * CHUNK;
+                    let end = (start + CHUNK).min(n);
+                    let pos: Vec<u64> = (start..end).collect();
+                    let rows = self.take_positions(&pos)?;
+                    Ok(pos
+                        .into_iter()
+                        .zip(rows)
+                        .filter(|(_, r)| pred(r))
+                        .map(|(p, _)| p)
+                        .collect())
+                })
+                .collect::<Result<_>>()
+        })?;
         let kept: Vec<u64> = kept.into_iter().flatten().collect();
         Ok(self.select_positions(&kept))
     }

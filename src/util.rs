@@ -1,6 +1,7 @@
 //! Small shared helpers: hashing, hex, a seeded RNG, directory fsync.
 
 use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
 
 use sha2::{Digest, Sha256};
 
@@ -93,6 +94,45 @@ pub fn fault_point(name: &str) {
     if std::env::var_os(FAULT_POINT_ENV).is_some_and(|v| v == name) {
         std::process::abort();
     }
+}
+
+/// Runs `f` (which may use rayon's parallel iterators) in this process's
+/// read pool, or in place when the caller is already on a rayon pool (its
+/// pool then decides the threads). The read pool is per process: a child
+/// made by `fork` (a PyTorch DataLoader worker) inherits the parent's pool
+/// without its threads, where a parallel call would wait forever, so the
+/// child builds its own on first use (as the Lance runtime does).
+pub(crate) fn in_read_pool<R: Send>(f: impl FnOnce() -> R + Send) -> R {
+    if rayon::current_thread_index().is_some() {
+        return f();
+    }
+    match read_pool() {
+        Some(pool) => pool.install(f),
+        None => f(),
+    }
+}
+
+fn read_pool() -> Option<Arc<rayon::ThreadPool>> {
+    static POOL: Mutex<Option<(u32, Arc<rayon::ThreadPool>)>> = Mutex::new(None);
+    let pid = std::process::id();
+    let mut g = POOL.lock().unwrap_or_else(|p| p.into_inner());
+    if let Some((p, pool)) = &*g {
+        if *p == pid {
+            return Some(pool.clone());
+        }
+    }
+    let pool = Arc::new(
+        rayon::ThreadPoolBuilder::new()
+            .thread_name(|i| format!("shardset-read-{i}"))
+            .build()
+            .ok()?,
+    );
+    if let Some((_, parent)) = g.take() {
+        // Inherited across fork: its threads are gone, dropping it could hang.
+        std::mem::forget(parent);
+    }
+    *g = Some((pid, pool.clone()));
+    Some(pool)
 }
 
 #[cfg(test)]

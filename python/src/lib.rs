@@ -518,8 +518,11 @@ struct PyDataset {
     positions: Option<Arc<Vec<u64>>>,
     /// The last epoch order drawn by `epoch_rows`: (order, seed, epoch) and
     /// the view positions, kept here so Python holds no index list.
-    orders: std::sync::Mutex<Option<((String, u64, u64), Arc<Vec<u64>>)>>,
+    orders: std::sync::Mutex<Option<(OrderKey, Arc<Vec<u64>>)>>,
 }
+
+/// An epoch order's name, seed and epoch.
+type OrderKey = (String, u64, u64);
 
 /// An epoch order by name, as the torch datasets take it.
 fn parse_order(order: &str) -> PyRes<shardset::Order> {
@@ -749,7 +752,7 @@ impl PyDataset {
         }
         let identity = if self.ds.is_identity() && self.frames().is_none() {
             let be = self.ds.backend().clone();
-            Some(std::sync::Mutex::new(OwnedBatches::new(
+            Some(std::sync::Mutex::new(OwnedBatches::boxed(
                 be,
                 self.spec.columns.clone(),
             )?))
@@ -876,7 +879,7 @@ struct OwnedBatches {
 }
 
 impl OwnedBatches {
-    fn new(
+    fn boxed(
         backend: Arc<dyn shardset::Backend>,
         columns: Option<Vec<String>>,
     ) -> PyRes<Box<dyn Iterator<Item = shardset::Result<RecordBatch>> + Send>> {
@@ -1099,12 +1102,24 @@ fn write_cache(
         Some(l) => shardset::PngCompression::level(l).py()?,
         None => shardset::PngCompression::Fast,
     };
+    // What both row writers take: encode threads and rows per record batch.
+    macro_rules! row_options {
+        ($o:expr) => {{
+            let mut o = $o.with_png_compression(png);
+            if let Some(t) = threads {
+                o = o.with_encode_threads(t);
+            }
+            if let Some(b) = batch_size {
+                o = o.try_with_batch_size(b).py()?;
+            }
+            o
+        }};
+    }
     let rows = match format {
         "arrow" => {
-            let mut o = shardset::ArrowWriteOptions::default()
+            let mut o = row_options!(shardset::ArrowWriteOptions::default()
                 .try_with_shard_size_bytes(shard_size)
-                .py()?
-                .with_png_compression(png);
+                .py()?);
             if let Some(c) = compression.as_deref() {
                 let c = match c {
                     "zstd" => shardset::Compression::Zstd,
@@ -1118,46 +1133,22 @@ fn write_cache(
                 };
                 o = o.with_compression(c);
             }
-            if let Some(t) = threads {
-                o = o.with_encode_threads(t);
-            }
-            if let Some(b) = batch_size {
-                o = o.try_with_batch_size(b).py()?;
-            }
-            py.detach(move || {
-                shardset::try_write_arrow_cache(
-                    examples.map(|r| r.map(|(_, e)| e)),
-                    &features,
-                    &path,
-                    &o,
-                )
-            })
-            .py()?
-            .metadata
-            .num_rows
+            let rows = examples.map(|r| r.map(|(_, e)| e));
+            py.detach(move || shardset::try_write_arrow_cache(rows, &features, &path, &o))
+                .py()?
+                .metadata
+                .num_rows
         }
         "lance" => {
-            let mut o = shardset::LanceWriteOptions::default().with_png_compression(png);
+            let mut o = row_options!(shardset::LanceWriteOptions::default());
             if let Some(n) = max_rows_per_file {
                 o = o.try_with_max_rows_per_file(n).py()?;
             }
-            if let Some(t) = threads {
-                o = o.with_encode_threads(t);
-            }
-            if let Some(b) = batch_size {
-                o = o.try_with_batch_size(b).py()?;
-            }
-            py.detach(move || {
-                shardset::try_write_lance_cache(
-                    examples.map(|r| r.map(|(_, e)| e)),
-                    &features,
-                    &path,
-                    &o,
-                )
-            })
-            .py()?
-            .metadata
-            .num_rows
+            let rows = examples.map(|r| r.map(|(_, e)| e));
+            py.detach(move || shardset::try_write_lance_cache(rows, &features, &path, &o))
+                .py()?
+                .metadata
+                .num_rows
         }
         "video-frames" => {
             let mut o = shardset::VideoFramesOptions::default();

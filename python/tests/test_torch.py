@@ -185,3 +185,23 @@ def test_the_training_example_resumes_exactly(tmp_path):
                           str(tmp_path)], capture_output=True, text=True, timeout=600)
     assert out.returncode == 0, out.stderr
     assert "resumed run read the same 1280 rows and reached the same weights" in out.stdout
+
+
+@pytest.mark.parametrize("method", ["fork", "spawn", "forkserver"])
+def test_frames_windows_decode_in_workers_after_the_parent_decoded(tmp_path, method):
+    # The parent decodes first (its read pool and Lance runtime start), then
+    # workers decode: a forked child must build its own, not wait forever
+    # on the parent's threads, which it does not have.
+    from conftest import GOLDEN
+    clip = os.path.join(GOLDEN, "sources", "clip_a.mp4")
+    feats = shardset.Features({"video": shardset.Video(storage="frames")})
+    shardset.write_cache([("a", {"video": clip}), ("b", {"video": clip})], feats,
+                         tmp_path / "v", format="video-frames")
+    ds = MapDataset(tmp_path / "v", window=4)
+    first = ds[0]["video"]
+    assert first.shape == (4, 48, 64, 3)
+    loader = DataLoader(ds, batch_size=6, num_workers=2, multiprocessing_context=method,
+                        timeout=120)
+    got = [b for b in loader]
+    assert sum(len(b["video"]) for b in got) == len(ds) == 2 * (24 - 3)
+    assert torch.equal(got[0]["video"][0], torch.from_numpy(first))

@@ -362,10 +362,12 @@ pub fn decode_frames(
             decode_rgb_raw(f, width, height, out).map_err(|e| (i, e))
         };
         if frames.len() > 1 && n > 64 * 1024 {
-            buf.par_chunks_mut(per)
-                .zip(frames.par_iter())
-                .enumerate()
-                .try_for_each(work)?;
+            crate::util::in_read_pool(|| {
+                buf.par_chunks_mut(per)
+                    .zip(frames.par_iter())
+                    .enumerate()
+                    .try_for_each(work)
+            })?;
         } else {
             buf.chunks_mut(per)
                 .zip(frames.iter())

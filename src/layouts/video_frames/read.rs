@@ -314,27 +314,29 @@ impl LanceVideoFrames {
         let (batch, t) = self.frame_bytes(&ws)?;
         let frames = self.webp_frames(&batch)?;
         let dir = &self.inner.core.dir;
-        ws.par_iter()
-            .enumerate()
-            .map(|(k, &w)| {
-                let (v, start, idx) = self.locate(w);
-                let tensor = crate::video::webp::decode_window(&frames[k * t..(k + 1) * t])
-                    .map_err(|reason| Error::Video {
-                        path: dir.clone(),
-                        reason: format!("window {w} of video {v}: {reason}"),
-                    })?;
-                let video = &self.inner.meta.videos[v];
-                Ok(Window {
-                    frames: tensor,
-                    video_idx: v,
-                    filename: video.path.clone(),
-                    start_frame: start,
-                    frame_indices: idx,
-                    sample_idx: w,
-                    metadata: video.metadata.clone(),
+        crate::util::in_read_pool(|| {
+            ws.par_iter()
+                .enumerate()
+                .map(|(k, &w)| {
+                    let (v, start, idx) = self.locate(w);
+                    let tensor = crate::video::webp::decode_window(&frames[k * t..(k + 1) * t])
+                        .map_err(|reason| Error::Video {
+                            path: dir.clone(),
+                            reason: format!("window {w} of video {v}: {reason}"),
+                        })?;
+                    let video = &self.inner.meta.videos[v];
+                    Ok(Window {
+                        frames: tensor,
+                        video_idx: v,
+                        filename: video.path.clone(),
+                        start_frame: start,
+                        frame_indices: idx,
+                        sample_idx: w,
+                        metadata: video.metadata.clone(),
+                    })
                 })
-            })
-            .collect()
+                .collect()
+        })
     }
 
     /// Decoded windows at `indices` stacked into one `[B, T, H, W, 3]`
