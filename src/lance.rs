@@ -28,27 +28,15 @@ type Rt = Arc<tokio::runtime::Runtime>;
 /// [`Error::InvalidArgument`] when the runtime cannot start (out of threads).
 pub fn runtime() -> Result<Rt> {
     static RT: Mutex<Option<(u32, Rt)>> = Mutex::new(None);
-    let pid = std::process::id();
-    let mut g = RT.lock().unwrap_or_else(|p| p.into_inner());
-    if let Some((p, rt)) = &*g {
-        if *p == pid {
-            return Ok(rt.clone());
-        }
-    }
-    let rt = Arc::new(
+    crate::util::per_process(&RT, || {
         tokio::runtime::Builder::new_multi_thread()
             .worker_threads(2)
             .thread_name("shardset-lance")
             .enable_all()
             .build()
-            .map_err(|e| Error::InvalidArgument(format!("cannot start the Lance runtime: {e}")))?,
-    );
-    if let Some((_, parent)) = g.take() {
-        // Inherited across fork: its threads are gone, dropping it could hang.
-        std::mem::forget(parent);
-    }
-    *g = Some((pid, rt.clone()));
-    Ok(rt)
+            .map(Arc::new)
+            .map_err(|e| Error::InvalidArgument(format!("cannot start the Lance runtime: {e}")))
+    })
 }
 
 /// Runs a future to completion from synchronous code, also when the caller

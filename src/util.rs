@@ -114,25 +114,35 @@ pub(crate) fn in_read_pool<R: Send>(f: impl FnOnce() -> R + Send) -> R {
 
 fn read_pool() -> Option<Arc<rayon::ThreadPool>> {
     static POOL: Mutex<Option<(u32, Arc<rayon::ThreadPool>)>> = Mutex::new(None);
-    let pid = std::process::id();
-    let mut g = POOL.lock().unwrap_or_else(|p| p.into_inner());
-    if let Some((p, pool)) = &*g {
-        if *p == pid {
-            return Some(pool.clone());
-        }
-    }
-    let pool = Arc::new(
+    per_process(&POOL, || {
         rayon::ThreadPoolBuilder::new()
             .thread_name(|i| format!("shardset-read-{i}"))
             .build()
-            .ok()?,
-    );
+            .map(Arc::new)
+    })
+    .ok()
+}
+
+/// The value in `slot` for this process: made on first use, and made again
+/// in a child of `fork`, whose inherited copy (a pool or runtime without its
+/// threads) is forgotten, never dropped (dropping it could hang).
+pub(crate) fn per_process<T: Clone, E>(
+    slot: &Mutex<Option<(u32, T)>>,
+    make: impl FnOnce() -> std::result::Result<T, E>,
+) -> std::result::Result<T, E> {
+    let pid = std::process::id();
+    let mut g = slot.lock().unwrap_or_else(|p| p.into_inner());
+    if let Some((p, v)) = &*g {
+        if *p == pid {
+            return Ok(v.clone());
+        }
+    }
+    let v = make()?;
     if let Some((_, parent)) = g.take() {
-        // Inherited across fork: its threads are gone, dropping it could hang.
         std::mem::forget(parent);
     }
-    *g = Some((pid, pool.clone()));
-    Some(pool)
+    *g = Some((pid, v.clone()));
+    Ok(v)
 }
 
 #[cfg(test)]

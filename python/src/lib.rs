@@ -847,15 +847,15 @@ impl PyDataset {
             .positions
             .as_ref()
             .map(|p| p.iter().flat_map(|x| x.to_le_bytes()).collect());
-        let args = (
-            self.path(),
+        let open: OpenArgs = (
+            self.spec.path.clone(),
             self.spec.columns.clone(),
             self.spec.decode_images,
             self.spec.window,
             self.spec.lance_chunk_rows,
             self.spec.features.clone(),
-            positions.map(|p| PyBytes::new(py, &p)),
         );
+        let args = (open, positions.map(|p| PyBytes::new(py, &p)));
         PyTuple::new(py, [f.into_any(), args.into_pyobject(py)?.into_any()])
     }
 
@@ -963,20 +963,20 @@ fn open_cache(
     })
 }
 
+/// `open_cache`'s arguments, as a pickled dataset carries them.
+type OpenArgs = (
+    PathBuf,
+    Option<Vec<String>>,
+    bool,
+    Option<(u32, u32, u32)>,
+    Option<u64>,
+    Option<String>,
+);
+
 /// Unpickles a dataset: opens the cache again, then the view's rows.
 #[pyfunction]
-#[pyo3(signature = (path, columns, decode_images, window, lance_chunk_rows, features, positions))]
-#[allow(clippy::too_many_arguments)]
-fn _reopen(
-    py: Python<'_>,
-    path: PathBuf,
-    columns: Option<Vec<String>>,
-    decode_images: bool,
-    window: Option<(u32, u32, u32)>,
-    lance_chunk_rows: Option<u64>,
-    features: Option<String>,
-    positions: Option<Vec<u8>>,
-) -> PyRes<PyDataset> {
+fn _reopen(py: Python<'_>, args: OpenArgs, positions: Option<Vec<u8>>) -> PyRes<PyDataset> {
+    let (path, columns, decode_images, window, lance_chunk_rows, features) = args;
     let d = open_cache(
         py,
         path,
