@@ -239,3 +239,34 @@ def test_frames_caches_are_written_from_python(tmp_path):
     s = ds[0]
     assert s["video"].shape == (4, 48, 64, 3) and s["filename"].endswith("clip_a.mp4")
     assert s["label"] == 0
+
+
+def test_other_python_threads_run_while_the_library_reads(tmp_path):
+    # A read of many PNG rows is one library call; another Python thread
+    # counts while it runs. With the GIL held for the whole call it could
+    # not run at all between the call's start and end.
+    import threading
+    import time
+    rng = np.random.default_rng(3)
+    img = rng.integers(0, 256, (256, 256, 3), dtype=np.uint8)
+    shardset.write_cache(({"img": img} for _ in range(64)), {"img": Image()}, tmp_path / "c",
+                         png_level=6)
+    ds = shardset.open_cache(tmp_path / "c")
+    ticks, stop = [], threading.Event()
+
+    def count():
+        while not stop.is_set():
+            ticks.append(time.perf_counter())
+
+    t = threading.Thread(target=count)
+    t.start()
+    while not ticks:
+        time.sleep(0.001)
+    start = time.perf_counter()
+    rows = ds.__getitems__(list(range(64)) * 4)
+    end = time.perf_counter()
+    stop.set()
+    t.join()
+    assert len(rows) == 256 and (rows[-1]["img"] == img).all()
+    inside = [x for x in ticks if start < x < end]
+    assert len(inside) > 100, f"{len(inside)} ticks of the other thread during the read"
