@@ -134,7 +134,7 @@ def open_cache(path, columns=None, decode_images=True, window=None, lance_chunk_
 
 def write_cache(examples, features, path, format="arrow", shard_size=None, compression=None,
                 threads=None, png_level=None, max_rows_per_file=None, webp_quality=None,
-                batch_size=None):
+                batch_size=None, build_id=None):
     """Writes a cache from `examples` (an iterable of dicts or `(key, dict)`
     pairs) with `features` (ours, the reference's, or a JSON description),
     published atomically at `path`. The encoding runs in Rust on all cores
@@ -144,8 +144,10 @@ def write_cache(examples, features, path, format="arrow", shard_size=None, compr
     None, "zstd" or "lz4"; rotation happens between record batches of
     `batch_size` rows), "lance" (`max_rows_per_file`), or "video-frames"
     (`webp_quality`). Returns the number of rows (frames for
-    "video-frames") written."""
+    "video-frames") written. build_id: the id stamped into an Arrow cache's
+    shard footers (default: a random one per write); the same rows, options
+    and id give the same bytes as a write from Rust."""
     feats = Features.coerce(features)
     return _shardset.write_cache(iter(examples), feats.to_json(), str(path), format, shard_size,
                                  compression, threads, png_level, max_rows_per_file,
-                                 webp_quality, batch_size)
+                                 webp_quality, batch_size, build_id)

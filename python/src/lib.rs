@@ -1073,7 +1073,7 @@ fn example_from_py(
 
 /// Writes a cache from an iterable of examples; see `shardset.write_cache`.
 #[pyfunction]
-#[pyo3(signature = (examples, features_json, path, format="arrow", shard_size=None, compression=None, threads=None, png_level=None, max_rows_per_file=None, window_quality=None, batch_size=None))]
+#[pyo3(signature = (examples, features_json, path, format="arrow", shard_size=None, compression=None, threads=None, png_level=None, max_rows_per_file=None, window_quality=None, batch_size=None, build_id=None))]
 #[allow(clippy::too_many_arguments)]
 fn write_cache(
     py: Python<'_>,
@@ -1088,6 +1088,7 @@ fn write_cache(
     max_rows_per_file: Option<usize>,
     window_quality: Option<f32>,
     batch_size: Option<usize>,
+    build_id: Option<String>,
 ) -> PyRes<u64> {
     let j: serde_json::Value = serde_json::from_str(features_json)
         .map_err(|e| BadInputError::new_err(format!("features description: {e}")))?;
@@ -1132,6 +1133,9 @@ fn write_cache(
                     }
                 };
                 o = o.with_compression(c);
+            }
+            if let Some(id) = build_id {
+                o = o.with_build_id(id);
             }
             let rows = examples.map(|r| r.map(|(_, e)| e));
             py.detach(move || shardset::try_write_arrow_cache(rows, &features, &path, &o))

@@ -270,3 +270,30 @@ def test_other_python_threads_run_while_the_library_reads(tmp_path):
     assert len(rows) == 256 and (rows[-1]["img"] == img).all()
     inside = [x for x in ticks if start < x < end]
     assert len(inside) > 100, f"{len(inside)} ticks of the other thread during the read"
+
+
+def test_a_cache_written_from_python_is_byte_identical_to_one_written_from_rust(tmp_path):
+    # The Rust side: examples/write_rows.rs, built by `cargo test` (which
+    # builds the examples) into $CARGO_TARGET_DIR.
+    import subprocess
+    target = os.environ.get("CARGO_TARGET_DIR",
+                            os.path.expanduser("~/.cache/shardset/target"))
+    exe = os.path.join(target, "debug", "examples", "write_rows")
+    assert os.path.exists(exe), (f"{exe} is missing: build it with `cargo test` or "
+                                 "`cargo build --example write_rows`")
+    n = 40
+    subprocess.run([exe, str(tmp_path / "rust"), "fixed-build-id", str(n)], check=True)
+    feats = Features({"x": Value("int32"), "name": Value("string"),
+                      "label": ClassLabel(names=["a", "b", "c"]), "img": Image(),
+                      "arr": Array3D((2, 3, 4), "float32")})
+    rows = ({"x": i, "name": None if i % 4 == 0 else f"row {i}", "label": i % 3,
+             "img": ((i * 7 + np.arange(60)) % 256).astype(np.uint8).reshape(4, 5, 3),
+             "arr": np.arange(24, dtype=np.float32).reshape(2, 3, 4) + i} for i in range(n))
+    shardset.write_cache(rows, feats, tmp_path / "py", batch_size=7, shard_size=4096,
+                         build_id="fixed-build-id")
+    rust, py = sorted(os.listdir(tmp_path / "rust")), sorted(os.listdir(tmp_path / "py"))
+    assert rust == py and len([f for f in py if f.endswith(".arrow")]) > 1
+    for f in py:
+        a = open(tmp_path / "rust" / f, "rb").read()
+        b = open(tmp_path / "py" / f, "rb").read()
+        assert a == b, f
