@@ -513,9 +513,6 @@ impl OpenSpec {
 struct PyDataset {
     ds: Dataset,
     spec: OpenSpec,
-    /// Physical rows of this view, when it is not the whole cache in order
-    /// (what a pickled view carries).
-    positions: Option<Arc<Vec<u64>>>,
     /// The last epoch order drawn by `epoch_rows`: (order, seed, epoch) and
     /// the view positions, kept here so Python holds no index list.
     orders: std::sync::Mutex<Option<(OrderKey, Arc<Vec<u64>>)>>,
@@ -542,20 +539,9 @@ fn parse_order(order: &str) -> PyRes<shardset::Order> {
 
 impl PyDataset {
     fn view(&self, ds: Dataset) -> PyRes<PyDataset> {
-        let positions = if ds.is_identity() {
-            None
-        } else {
-            let n = ds.len();
-            let mut p = Vec::with_capacity(n as usize);
-            for i in 0..n {
-                p.push(ds.physical_index(i as i64).py()?);
-            }
-            Some(Arc::new(p))
-        };
         Ok(PyDataset {
             ds,
             spec: self.spec.clone(),
-            positions,
             orders: Default::default(),
         })
     }
@@ -843,10 +829,16 @@ impl PyDataset {
     fn __reduce__<'py>(&self, py: Python<'py>) -> PyRes<Bound<'py, PyTuple>> {
         let module = PyModule::import(py, "shardset._shardset")?;
         let f = module.getattr("_reopen")?;
-        let positions: Option<Vec<u8>> = self
-            .positions
-            .as_ref()
-            .map(|p| p.iter().flat_map(|x| x.to_le_bytes()).collect());
+        // A view carries its physical rows (computed here, when pickled).
+        let positions: Option<Vec<u8>> = if self.ds.is_identity() {
+            None
+        } else {
+            let mut p = Vec::with_capacity(self.ds.len() as usize * 8);
+            for i in 0..self.ds.len() {
+                p.extend_from_slice(&self.ds.physical_index(i as i64).py()?.to_le_bytes());
+            }
+            Some(p)
+        };
         let open: OpenArgs = (
             self.spec.path.clone(),
             self.spec.columns.clone(),
@@ -958,7 +950,6 @@ fn open_cache(
     Ok(PyDataset {
         ds,
         spec,
-        positions: None,
         orders: Default::default(),
     })
 }
