@@ -308,9 +308,8 @@ fn value_from_py(obj: &Bound<'_, PyAny>, feature: &Feature) -> PyRes<Value> {
                 return Ok(Value::Bytes(b.as_bytes().to_vec().into()));
             }
             let np = PyModule::import(obj.py(), "numpy")?;
-            let dt = np_dtype_name(a.dtype);
-            let arr = np.call_method1("ascontiguousarray", (obj, dt))?;
-            let arr = arr.call_method1("astype", (format!("<{}", &dt),))?;
+            // Little-endian C order in the feature's dtype, as the cache stores it.
+            let arr = np.call_method1("ascontiguousarray", (obj, typestr(a.dtype)?))?;
             let shape: Vec<usize> = arr.getattr("shape")?.extract()?;
             let data: Vec<u8> = arr
                 .call_method0("tobytes")?
@@ -351,23 +350,6 @@ fn value_from_py(obj: &Bound<'_, PyAny>, feature: &Feature) -> PyRes<Value> {
             "values of the feature {} cannot be given from Python",
             other.class_name()
         ))),
-    }
-}
-
-fn np_dtype_name(d: Dtype) -> &'static str {
-    match d {
-        Dtype::Float16 => "f2",
-        Dtype::Float32 => "f4",
-        Dtype::Float64 => "f8",
-        Dtype::Int8 => "i1",
-        Dtype::Int16 => "i2",
-        Dtype::Int32 => "i4",
-        Dtype::Int64 => "i8",
-        Dtype::UInt8 => "u1",
-        Dtype::UInt16 => "u2",
-        Dtype::UInt32 => "u4",
-        Dtype::UInt64 => "u8",
-        _ => "u1",
     }
 }
 
@@ -468,6 +450,23 @@ impl BatchIter {
     }
 }
 
+/// A window as the reference's sample: the frames under the video column's
+/// name ("video"), the window's place, then the video's own metadata.
+fn window_to_py(py: Python<'_>, w: shardset::Window) -> PyRes<Bound<'_, PyDict>> {
+    let d = PyDict::new(py);
+    d.set_item("video", tensor_to_py(py, w.frames)?)?;
+    d.set_item("video_idx", w.video_idx)?;
+    d.set_item("filename", w.filename)?;
+    d.set_item("start_frame", w.start_frame)?;
+    d.set_item("frame_indices", w.frame_indices)?;
+    d.set_item("sample_idx", w.sample_idx)?;
+    let json = PyModule::import(py, "json")?;
+    for (k, v) in w.metadata {
+        d.set_item(k, json.call_method1("loads", (v.to_string(),))?)?;
+    }
+    Ok(d)
+}
+
 // -------------------------------------------------------------- dataset ---
 
 /// How a cache was opened: what a pickled dataset needs to open it again.
@@ -538,12 +537,12 @@ fn parse_order(order: &str) -> PyRes<shardset::Order> {
 }
 
 impl PyDataset {
-    fn view(&self, ds: Dataset) -> PyRes<PyDataset> {
-        Ok(PyDataset {
+    fn view(&self, ds: Dataset) -> PyDataset {
+        PyDataset {
             ds,
             spec: self.spec.clone(),
             orders: Default::default(),
-        })
+        }
     }
 
     fn frames(&self) -> Option<&shardset::LanceVideoFrames> {
@@ -553,41 +552,30 @@ impl PyDataset {
             .downcast_ref::<shardset::LanceVideoFrames>()
     }
 
+    /// The backend rows (windows, for a frames cache) of view positions.
+    fn physical(&self, idx: &[i64]) -> PyRes<Vec<i64>> {
+        idx.iter()
+            .map(|&i| self.ds.physical_index(i).map(|p| p as i64))
+            .collect::<shardset::Result<_>>()
+            .py()
+    }
+
     fn rows_at<'py>(&self, py: Python<'py>, idx: Vec<i64>) -> PyRes<Bound<'py, PyList>> {
-        if self.frames().is_some() {
-            let out = PyList::empty(py);
-            for i in idx {
-                out.append(self.window_dict(py, i)?)?;
+        let out = PyList::empty(py);
+        if let Some(fr) = self.frames() {
+            // One batched read of every window's frames, decoded in parallel.
+            let phys = self.physical(&idx)?;
+            let fr = fr.clone();
+            for w in py.detach(move || fr.windows(&phys)).py()? {
+                out.append(window_to_py(py, w)?)?;
             }
             return Ok(out);
         }
         let ds = self.ds.clone();
-        let rows = py.detach(move || ds.take(&idx)).py()?;
-        let out = PyList::empty(py);
-        for r in rows {
+        for r in py.detach(move || ds.take(&idx)).py()? {
             out.append(row_to_py(py, r)?)?;
         }
         Ok(out)
-    }
-
-    fn window_dict<'py>(&self, py: Python<'py>, index: i64) -> PyRes<Bound<'py, PyDict>> {
-        let phys = self.ds.physical_index(index).py()? as i64;
-        let fr = self.frames().expect("a frames cache").clone();
-        let w = py.detach(move || fr.window(phys)).py()?;
-        // The reference's sample: the frames under the video column's name
-        // ("video"), the window's place, then the video's own metadata.
-        let d = PyDict::new(py);
-        d.set_item("video", tensor_to_py(py, w.frames)?)?;
-        d.set_item("video_idx", w.video_idx)?;
-        d.set_item("filename", w.filename)?;
-        d.set_item("start_frame", w.start_frame)?;
-        d.set_item("frame_indices", w.frame_indices)?;
-        d.set_item("sample_idx", w.sample_idx)?;
-        let json = PyModule::import(py, "json")?;
-        for (k, v) in w.metadata {
-            d.set_item(k, json.call_method1("loads", (v.to_string(),))?)?;
-        }
-        Ok(d)
     }
 
     fn normalize(&self, index: i64) -> PyRes<i64> {
@@ -635,12 +623,12 @@ impl PyDataset {
                     .collect();
                 self.ds.select(&idx).py()?
             };
-            return Ok(Bound::new(py, self.view(ds)?)?.into_any());
+            return Ok(Bound::new(py, self.view(ds))?.into_any());
         }
         if key.is_instance_of::<pyo3::types::PyInt>() {
             let i = self.normalize(key.extract::<i64>()?)?;
             if self.frames().is_some() {
-                return Ok(self.window_dict(py, i)?.into_any());
+                return self.rows_at(py, vec![i])?.get_item(0);
             }
             let ds = self.ds.clone();
             let row = py.detach(move || ds.get(i)).py()?;
@@ -718,12 +706,7 @@ impl PyDataset {
                 "windows() needs a lance-video-frames cache",
             ));
         };
-        let idx = self.indices_from(indices)?;
-        let phys: Vec<i64> = idx
-            .iter()
-            .map(|&i| self.ds.physical_index(i).map(|p| p as i64))
-            .collect::<shardset::Result<_>>()
-            .py()?;
+        let phys = self.physical(&self.indices_from(indices)?)?;
         let fr = fr.clone();
         let b = py.detach(move || fr.windows_batch(&phys)).py()?;
         tensor_to_py(py, b.frames)
@@ -757,7 +740,7 @@ impl PyDataset {
     fn select_columns(&self, columns: Vec<String>) -> PyRes<PyDataset> {
         let cols: Vec<&str> = columns.iter().map(String::as_str).collect();
         let ds = self.ds.select_columns(&cols).py()?;
-        let mut v = self.view(ds)?;
+        let mut v = self.view(ds);
         v.spec.columns = Some(columns);
         Ok(v)
     }
@@ -765,12 +748,12 @@ impl PyDataset {
     /// A view of the rows at `indices`, in that order.
     fn select(&self, indices: &Bound<'_, PyAny>) -> PyRes<PyDataset> {
         let idx = self.indices_from(indices)?;
-        self.view(self.ds.select(&idx).py()?)
+        Ok(self.view(self.ds.select(&idx).py()?))
     }
 
     /// The rows in an order drawn from `seed`.
     fn shuffle(&self, seed: u64) -> PyRes<PyDataset> {
-        self.view(self.ds.shuffle(seed))
+        Ok(self.view(self.ds.shuffle(seed)))
     }
 
     /// `(train, test)` views: `test_size` a fraction in (0, 1) or a count,
@@ -791,7 +774,7 @@ impl PyDataset {
             .ds
             .train_test_split(size, seed, stratify_by_column.as_deref())
             .py()?;
-        Ok((self.view(a)?, self.view(b)?))
+        Ok((self.view(a), self.view(b)))
     }
 
     /// Column names, in feature order.
@@ -984,7 +967,7 @@ fn _reopen(py: Python<'_>, args: OpenArgs, positions: Option<Vec<u8>>) -> PyRes<
                 .chunks_exact(8)
                 .map(|c| u64::from_le_bytes(c.try_into().expect("8 bytes")) as i64)
                 .collect();
-            d.view(d.ds.select(&idx).py()?)
+            Ok(d.view(d.ds.select(&idx).py()?))
         }
     }
 }
