@@ -18,21 +18,29 @@ PY = os.path.join(VENV, "bin", "python")
 STAMP = os.path.join(VENV, ".shardset-requirements")
 
 
-def _fresh():
+def _fresh(reqs=REQS, venv=VENV, extra=True):
+    py = os.path.join(venv, "bin", "python")
+    stamp = os.path.join(venv, ".shardset-requirements")
     dev = os.path.join(ROOT, "dev-requirements.txt")
-    return (os.path.exists(PY) and os.path.exists(STAMP)
-            and filecmp.cmp(REQS, STAMP, shallow=False)
-            and filecmp.cmp(dev, STAMP + ".dev", shallow=False))
+    return (os.path.exists(py) and os.path.exists(stamp)
+            and filecmp.cmp(reqs, stamp, shallow=False)
+            and (not extra or filecmp.cmp(dev, stamp + ".dev", shallow=False)))
 
 
-def reexec():
-    if os.path.realpath(sys.prefix) == os.path.realpath(VENV) and _fresh():
+def reexec(reqs=REQS, venv=VENV):
+    """Runs the calling script again in the environment of `reqs` (the
+    benchmarks' own by default), made first when missing or stale."""
+    own = reqs == REQS
+    py = os.path.join(venv, "bin", "python")
+    stamp = os.path.join(venv, ".shardset-requirements")
+    if os.path.realpath(sys.prefix) == os.path.realpath(venv) and _fresh(reqs, venv, own):
         return
-    if not _fresh():
-        print(f"creating the bench Python environment in {VENV}", file=sys.stderr)
-        subprocess.check_call([sys.executable, "-m", "venv", VENV])
-        subprocess.check_call([PY, "-m", "pip", "install", "-q",
-                               "--disable-pip-version-check", "-r", REQS])
-        shutil.copy(REQS, STAMP)
-        shutil.copy(os.path.join(ROOT, "dev-requirements.txt"), STAMP + ".dev")
-    os.execv(PY, [PY] + sys.argv)
+    if not _fresh(reqs, venv, own):
+        print(f"creating the bench Python environment in {venv}", file=sys.stderr)
+        subprocess.check_call([sys.executable, "-m", "venv", venv])
+        subprocess.check_call([py, "-m", "pip", "install", "-q",
+                               "--disable-pip-version-check", "-r", reqs])
+        shutil.copy(reqs, stamp)
+        if own:
+            shutil.copy(os.path.join(ROOT, "dev-requirements.txt"), stamp + ".dev")
+    os.execv(py, [py] + sys.argv)

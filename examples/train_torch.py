@@ -56,8 +56,8 @@ def train(path, ckpt_dir, start=None, stop=STEPS):
         dl.load_state_dict(ck["loader"])
         step, seen = ck["step"], ck["seen"]
     for batch in dl:
-        # Sequence columns collate per position: stack them into [B, 2].
-        x = torch.stack([torch.as_tensor(c) for c in batch["x"]], dim=1).float()
+        # Batches are made in the library as columns: "x" is [B, 2] float32.
+        x = batch["x"]
         loss = torch.nn.functional.cross_entropy(model(x), batch["label"])
         opt.zero_grad()
         loss.backward()

@@ -574,6 +574,12 @@ impl Row {
         &self.values
     }
 
+    /// The values, in feature order, without the names (what a column-wise
+    /// consumer takes apart).
+    pub fn into_values(self) -> RowValues {
+        self.values
+    }
+
     /// Turns the row back into an example (e.g. to re-write it elsewhere).
     pub fn into_example(self) -> Example {
         let fields = self

@@ -56,6 +56,16 @@ class Dataset:
     def __getitems__(self, indices):
         return self._ds.__getitems__(indices)
 
+    def take_batch(self, indices):
+        """The rows at `indices` as one batch of columns made in the library:
+        `{name: numpy array}` for numbers and class ids (in the column's own
+        dtype) and for images and arrays of one shape (stacked `[B, ...]`),
+        `{name: list}` for values that do not stack (strings, bytes, images
+        of several sizes). For a frames cache opened with a window: `video`
+        `[B, T, H, W, 3]` uint8 with `video_idx`, `start_frame`,
+        `frame_indices` `[B, T]` and `sample_idx`."""
+        return self._ds.take_columns(indices)
+
     def __iter__(self):
         """Rows in view order, decoded by the library 256 at a time."""
         n = len(self._ds)

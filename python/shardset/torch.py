@@ -33,7 +33,7 @@ import os
 import torch
 from torch.utils.data import Dataset as _TorchDataset
 from torch.utils.data import IterableDataset as _TorchIterable
-from torch.utils.data import default_collate, get_worker_info
+from torch.utils.data import get_worker_info
 
 import shardset
 
@@ -76,13 +76,26 @@ class MapDataset(_TorchDataset):
         return self._len
 
     def __getitem__(self, index):
+        if isinstance(index, (list, tuple)):
+            # A batch sampler's whole batch (DataLoader(batch_size=None,
+            # sampler=BatchSampler(...))): columns made in the library.
+            return to_torch(self._lazy.get().take_batch(list(index)))
         return self._lazy.get()[int(index)]
 
     def __getitems__(self, indices):
         return self._lazy.get().__getitems__(list(indices))
 
 
+def to_torch(columns):
+    """A batch of columns (`Dataset.take_batch`) as tensors: every numpy
+    array becomes a tensor over the same memory (no copy); lists stay
+    lists."""
+    return {k: torch.from_numpy(v) if hasattr(v, "__array_interface__") else v
+            for k, v in columns.items()}
+
+
 ORDERS = ("sequential", "random", "shard-shuffle", "shard-sequential")
+REMAINDERS = ("drop_last", "pad", "partial")
 
 
 def _dist():
@@ -99,11 +112,17 @@ class IterableDataset(_TorchIterable):
     within each), "shard-sequential", "random" or "sequential". remainder:
     "drop_last" (every rank gets the same number of full batches; the rest
     of the epoch is dropped) or "pad" (the last batches wrap to the start of
-    the epoch's order so every row is read). rank / world_size: default from
+    the epoch's order so every row is read) or "partial" (every row exactly
+    once: the epoch's last batch is shorter, and ranks may get one batch
+    more than others, so it suits one process or evaluation rather than
+    lock-step data-parallel training). rank / world_size: default from
     torch.distributed when it is initialised, else 0 / 1.
 
     Use it with `DataLoader(ds, batch_size=None, ...)` (batches are made
-    here). `set_epoch(e)` before each epoch; with persistent workers the
+    here). collate=True (default): each batch is made in the library as
+    columns, a dict of tensors (numbers in the column's dtype, images and
+    arrays of one shape stacked, strings and other unstackable values as
+    lists; see `Dataset.take_batch`); collate=False: a list of row dicts. `set_epoch(e)` before each epoch; with persistent workers the
     epoch reaches them through the state the loader hands each worker at
     the start of its iteration (`StatefulDataLoader`), or through
     `shardset.torch.epoch_sync`."""
@@ -113,9 +132,9 @@ class IterableDataset(_TorchIterable):
                  **open_kwargs):
         if order not in ORDERS:
             raise shardset.BadInputError(f"order must be one of {ORDERS}, got {order!r}")
-        if remainder not in ("drop_last", "pad"):
+        if remainder not in REMAINDERS:
             raise shardset.BadInputError(
-                f"remainder must be 'drop_last' or 'pad', got {remainder!r}")
+                f"remainder must be one of {REMAINDERS}, got {remainder!r}")
         if int(batch_size) < 1:
             raise shardset.BadInputError("batch_size must be at least 1")
         self._lazy = _Lazy(path, open_kwargs)
@@ -168,13 +187,20 @@ class IterableDataset(_TorchIterable):
         if self.remainder == "drop_last":
             return (self.num_rows // b) // world * world
         full = -(-self.num_rows // b)
+        if self.remainder == "partial":
+            return full
         return -(-full // world) * world
+
+    def _rank_total(self, rank, world):
+        """Rank-local batches of `rank` from `base` on: global batches
+        `base + i * world + rank` below the epoch's."""
+        left = self._global_batches(world) - self._base
+        return max(0, -(-(left - rank) // world))
 
     def rank_batches(self):
         """Rank-local batches of this rank in the epoch, from where it stands."""
-        _, world = self._rank_world()
-        left = self._global_batches(world) - self._base
-        return max(0, left // world) - self._done
+        rank, world = self._rank_world()
+        return max(0, self._rank_total(rank, world) - self._done)
 
     def __len__(self):
         return self.rank_batches()
@@ -193,8 +219,9 @@ class IterableDataset(_TorchIterable):
         info = get_worker_info()
         wid, nw = (info.id, info.num_workers) if info is not None else (0, 1)
         ds = self._lazy.get()
-        total = (self._global_batches(world) - self._base) // world
+        total = self._rank_total(rank, world)
         b = self.batch_size
+        end_row = self.num_rows if self.remainder == "partial" else None
         epoch = self.epoch
         if self._resume_next is not None:
             # A worker state loaded by StatefulDataLoader: its own next batch.
@@ -204,10 +231,14 @@ class IterableDataset(_TorchIterable):
         self._next = i
         while i < total:
             j = self._base + i * world + rank
-            rows = ds._ds.epoch_rows(self.order, self.seed, epoch, j * b, (j + 1) * b)
             i += nw
+            lo, hi = j * b, (j + 1) * b if end_row is None else min((j + 1) * b, end_row)
+            if self.collate:
+                batch = to_torch(ds._ds.epoch_columns(self.order, self.seed, epoch, lo, hi))
+            else:
+                batch = ds._ds.epoch_rows(self.order, self.seed, epoch, lo, hi)
             self._next = i
-            yield default_collate(rows) if self.collate else rows
+            yield batch
 
     # ------------------------------------------------------ checkpointing ---
     def state_dict(self):

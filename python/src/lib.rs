@@ -248,6 +248,233 @@ fn row_to_py(py: Python<'_>, row: Row) -> PyRes<Bound<'_, PyDict>> {
     Ok(d)
 }
 
+// ------------------------------------------------------------ collating ---
+
+/// One column of a batch made in the library: a contiguous array (numbers,
+/// class ids, same-shape images and tensors, stacked) or, where the values
+/// do not stack, the values one by one.
+enum Column {
+    Array {
+        data: Vec<u8>,
+        typestr: &'static str,
+        shape: Vec<usize>,
+    },
+    Values(Vec<Value>),
+}
+
+/// Appends `v` to `out` as a `dtype` element; false when it is not a number
+/// (or is a null, or does not fit the dtype's kind).
+fn push_scalar(out: &mut Vec<u8>, dtype: Dtype, v: &Value) -> bool {
+    macro_rules! put {
+        ($t:ty) => {{
+            let x: $t = match *v {
+                Value::Int(i) => i as $t,
+                Value::UInt(u) => u as $t,
+                Value::Float(f) => f as $t,
+                Value::Bool(b) => b as u8 as $t,
+                _ => return false,
+            };
+            out.extend_from_slice(&x.to_le_bytes());
+        }};
+    }
+    match dtype {
+        Dtype::Int8 => put!(i8),
+        Dtype::Int16 => put!(i16),
+        Dtype::Int32 => put!(i32),
+        Dtype::Int64 => put!(i64),
+        Dtype::UInt8 => put!(u8),
+        Dtype::UInt16 => put!(u16),
+        Dtype::UInt32 => put!(u32),
+        Dtype::UInt64 => put!(u64),
+        Dtype::Float32 => put!(f32),
+        Dtype::Float64 => put!(f64),
+        Dtype::Bool => match *v {
+            Value::Bool(b) => out.push(b as u8),
+            _ => return false,
+        },
+        _ => return false,
+    }
+    true
+}
+
+/// The values of one column stacked the way `default_collate` stacks the
+/// rows' values, keeping the column's own dtype (a float32 column stays
+/// float32); values that do not stack stay a list.
+fn collate_column(values: Vec<Value>, feature: Option<&Feature>) -> Column {
+    let n = values.len();
+    let scalar = match feature {
+        Some(Feature::Value(d)) => Some(*d),
+        Some(Feature::ClassLabel(_)) => Some(Dtype::Int64),
+        _ => None,
+    };
+    if let Some(d) = scalar {
+        if let (Ok(ts), Some(w)) = (typestr(d), d.byte_width()) {
+            let mut data = Vec::with_capacity(n * w);
+            let ok = values.iter().all(|v| match v {
+                Value::Label(l) => push_scalar(&mut data, d, &Value::Int(l.id)),
+                v => push_scalar(&mut data, d, v),
+            });
+            if ok {
+                return Column::Array {
+                    data,
+                    typestr: ts,
+                    shape: vec![n],
+                };
+            }
+        }
+        return Column::Values(values);
+    }
+    // Sequences of numbers, all of one length: one [B, L] array.
+    if let Some(Feature::Sequence(inner)) = feature {
+        let d = match inner.as_ref() {
+            Feature::Value(d) => Some(*d),
+            Feature::ClassLabel(_) => Some(Dtype::Int64),
+            _ => None,
+        };
+        let len = match values.first() {
+            Some(Value::List(l)) => Some(l.len()),
+            _ => None,
+        };
+        if let (Some(d), Some(len)) = (d, len) {
+            if let (Ok(ts), Some(w)) = (typestr(d), d.byte_width()) {
+                let mut data = Vec::with_capacity(n * len * w);
+                let ok = values.iter().all(|v| match v {
+                    Value::List(items) if items.len() == len => items.iter().all(|x| match x {
+                        Value::Label(l) => push_scalar(&mut data, d, &Value::Int(l.id)),
+                        x => push_scalar(&mut data, d, x),
+                    }),
+                    _ => false,
+                });
+                if ok {
+                    return Column::Array {
+                        data,
+                        typestr: ts,
+                        shape: vec![n, len],
+                    };
+                }
+            }
+        }
+        return Column::Values(values);
+    }
+    // Images and tensors of one shape (and dtype): one [B, ...] array.
+    let item = |v: &Value| -> Option<(Vec<usize>, &'static str, usize)> {
+        match v {
+            Value::Image(i) => Some((i.shape(), "|u1", i.data.len())),
+            Value::Tensor(t) => Some((t.shape.clone(), typestr(t.dtype).ok()?, t.data.len())),
+            _ => None,
+        }
+    };
+    let Some(first) = values.first().and_then(item) else {
+        return Column::Values(values);
+    };
+    if !values.iter().all(|v| item(v).as_ref() == Some(&first)) {
+        return Column::Values(values);
+    }
+    let (inner, ts, bytes) = first;
+    let mut data = Vec::with_capacity(n * bytes);
+    for v in &values {
+        match v {
+            Value::Image(i) => data.extend_from_slice(&i.data),
+            Value::Tensor(t) => data.extend_from_slice(&t.data),
+            _ => unreachable!("checked above"),
+        }
+    }
+    let mut shape = vec![n];
+    shape.extend(inner);
+    Column::Array {
+        data,
+        typestr: ts,
+        shape,
+    }
+}
+
+/// Rows turned into columns (`collate_column` each), in feature order.
+fn collate_rows(rows: Vec<Row>, features: &Features) -> Vec<(String, Column)> {
+    let Some(names) = rows.first().map(|r| r.names().to_vec()) else {
+        return Vec::new();
+    };
+    let mut cols: Vec<Vec<Value>> = names
+        .iter()
+        .map(|_| Vec::with_capacity(rows.len()))
+        .collect();
+    for r in rows {
+        for (c, v) in cols.iter_mut().zip(r.into_values()) {
+            c.push(v);
+        }
+    }
+    names
+        .into_iter()
+        .zip(cols)
+        .map(|(name, vals)| {
+            let col = collate_column(vals, features.get(&name));
+            (name, col)
+        })
+        .collect()
+}
+
+/// A frames cache's windows as columns: `video` `[B, T, H, W, 3]`, the
+/// windows' places as int64 arrays (`frame_indices` `[B, T]`).
+fn window_columns(b: shardset::WindowBatch) -> Vec<(String, Column)> {
+    let ints = |v: Vec<i64>, shape: Vec<usize>| Column::Array {
+        data: v.iter().flat_map(|x| x.to_le_bytes()).collect(),
+        typestr: "<i8",
+        shape,
+    };
+    let n = b.sample_idx.len();
+    let t = b.frame_indices.first().map_or(0, Vec::len);
+    let frame_indices: Vec<i64> = b
+        .frame_indices
+        .iter()
+        .flatten()
+        .map(|&x| x as i64)
+        .collect();
+    vec![
+        (
+            "video".to_string(),
+            Column::Array {
+                data: b.frames.data,
+                typestr: "|u1",
+                shape: b.frames.shape,
+            },
+        ),
+        (
+            "video_idx".to_string(),
+            ints(b.video_idx.iter().map(|&x| x as i64).collect(), vec![n]),
+        ),
+        (
+            "start_frame".to_string(),
+            ints(b.start_frame.iter().map(|&x| x as i64).collect(), vec![n]),
+        ),
+        ("frame_indices".to_string(), ints(frame_indices, vec![n, t])),
+        (
+            "sample_idx".to_string(),
+            ints(b.sample_idx.iter().map(|&x| x as i64).collect(), vec![n]),
+        ),
+    ]
+}
+
+fn columns_to_py(py: Python<'_>, cols: Vec<(String, Column)>) -> PyRes<Bound<'_, PyDict>> {
+    let d = PyDict::new(py);
+    for (name, col) in cols {
+        let obj = match col {
+            Column::Array {
+                data,
+                typestr,
+                shape,
+            } => ndarray(py, data, typestr, shape)?,
+            Column::Values(vals) => {
+                let l = PyList::empty(py);
+                for v in vals {
+                    l.append(value_to_py(py, v)?)?;
+                }
+                l.into_any()
+            }
+        };
+        d.set_item(name, obj)?;
+    }
+    Ok(d)
+}
+
 // ------------------------------------------------------------- values in ---
 
 /// A Python value as the library's, for a column of `feature`.
@@ -578,6 +805,65 @@ impl PyDataset {
         Ok(out)
     }
 
+    fn columns_at<'py>(&self, py: Python<'py>, idx: Vec<i64>) -> PyRes<Bound<'py, PyDict>> {
+        let cols = if let Some(fr) = self.frames() {
+            if idx.is_empty() {
+                Vec::new()
+            } else {
+                let phys = self.physical(&idx)?;
+                let fr = fr.clone();
+                window_columns(py.detach(move || fr.windows_batch(&phys)).py()?)
+            }
+        } else {
+            let ds = self.ds.clone();
+            py.detach(move || -> shardset::Result<_> {
+                let rows = ds.take(&idx)?;
+                Ok(collate_rows(rows, ds.features()))
+            })
+            .py()?
+        };
+        columns_to_py(py, cols)
+    }
+
+    /// View positions `[start, end)` of the epoch order `(order, seed,
+    /// epoch)`, wrapping past the end; the order is kept for the next call.
+    fn epoch_positions(
+        &self,
+        py: Python<'_>,
+        order: &str,
+        seed: u64,
+        epoch: u64,
+        start: u64,
+        end: u64,
+    ) -> PyRes<Vec<i64>> {
+        let n = self.ds.len();
+        if n == 0 || start >= end {
+            return Ok(Vec::new());
+        }
+        let key = (order.to_string(), seed, epoch);
+        let cached = {
+            let g = self.orders.lock().unwrap_or_else(|p| p.into_inner());
+            g.as_ref()
+                .filter(|(k, _)| *k == key)
+                .map(|(_, o)| o.clone())
+        };
+        let positions = match cached {
+            Some(o) => o,
+            None => {
+                let ord = parse_order(order)?;
+                let ds = self.ds.clone();
+                let o = Arc::new(
+                    py.detach(move || shardset::Sampler::new(&ds, ord, seed).epoch_order(epoch)),
+                );
+                *self.orders.lock().unwrap_or_else(|p| p.into_inner()) = Some((key, o.clone()));
+                o
+            }
+        };
+        Ok((start..end)
+            .map(|k| positions[(k % n) as usize] as i64)
+            .collect())
+    }
+
     fn normalize(&self, index: i64) -> PyRes<i64> {
         let n = self.ds.len() as i64;
         let i = if index < 0 { index + n } else { index };
@@ -665,33 +951,41 @@ impl PyDataset {
         start: u64,
         end: u64,
     ) -> PyRes<Bound<'py, PyList>> {
-        let n = self.ds.len();
-        if n == 0 || start >= end {
+        let idx = self.epoch_positions(py, order, seed, epoch, start, end)?;
+        if idx.is_empty() {
             return Ok(PyList::empty(py));
         }
-        let key = (order.to_string(), seed, epoch);
-        let cached = {
-            let g = self.orders.lock().unwrap_or_else(|p| p.into_inner());
-            g.as_ref()
-                .filter(|(k, _)| *k == key)
-                .map(|(_, o)| o.clone())
-        };
-        let positions = match cached {
-            Some(o) => o,
-            None => {
-                let ord = parse_order(order)?;
-                let ds = self.ds.clone();
-                let o = Arc::new(
-                    py.detach(move || shardset::Sampler::new(&ds, ord, seed).epoch_order(epoch)),
-                );
-                *self.orders.lock().unwrap_or_else(|p| p.into_inner()) = Some((key, o.clone()));
-                o
-            }
-        };
-        let idx: Vec<i64> = (start..end)
-            .map(|k| positions[(k % n) as usize] as i64)
-            .collect();
         self.rows_at(py, idx)
+    }
+
+    /// The rows at `indices` as one batch of columns, made in the library:
+    /// a dict of column name to a numpy array (numbers and class ids in the
+    /// column's dtype; images and arrays of one shape stacked `[B, ...]`)
+    /// or, for values that do not stack (strings, bytes, images of
+    /// several sizes), a list. A frames cache's windows give `video`
+    /// `[B, T, H, W, 3]` with `video_idx`, `start_frame`, `frame_indices`
+    /// and `sample_idx`.
+    fn take_columns<'py>(
+        &self,
+        py: Python<'py>,
+        indices: &Bound<'py, PyAny>,
+    ) -> PyRes<Bound<'py, PyDict>> {
+        let idx = self.indices_from(indices)?;
+        self.columns_at(py, idx)
+    }
+
+    /// `epoch_rows` as one batch of columns (see `take_columns`).
+    fn epoch_columns<'py>(
+        &self,
+        py: Python<'py>,
+        order: &str,
+        seed: u64,
+        epoch: u64,
+        start: u64,
+        end: u64,
+    ) -> PyRes<Bound<'py, PyDict>> {
+        let idx = self.epoch_positions(py, order, seed, epoch, start, end)?;
+        self.columns_at(py, idx)
     }
 
     /// Windows of a frames cache stacked into one `[B, T, H, W, 3]` uint8
