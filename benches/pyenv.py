@@ -27,9 +27,11 @@ def _fresh(reqs=REQS, venv=VENV, extra=True):
             and (not extra or filecmp.cmp(dev, stamp + ".dev", shallow=False)))
 
 
-def reexec(reqs=REQS, venv=VENV):
+def reexec(reqs=REQS, venv=VENV, no_deps=False):
     """Runs the calling script again in the environment of `reqs` (the
-    benchmarks' own by default), made first when missing or stale."""
+    benchmarks' own by default), made first when missing or stale.
+    no_deps: `reqs` pins every package (a complete freeze), installed as it
+    is without resolving dependencies again."""
     own = reqs == REQS
     py = os.path.join(venv, "bin", "python")
     stamp = os.path.join(venv, ".shardset-requirements")
@@ -39,7 +41,8 @@ def reexec(reqs=REQS, venv=VENV):
         print(f"creating the bench Python environment in {venv}", file=sys.stderr)
         subprocess.check_call([sys.executable, "-m", "venv", venv])
         subprocess.check_call([py, "-m", "pip", "install", "-q",
-                               "--disable-pip-version-check", "-r", reqs])
+                               "--disable-pip-version-check", "-r", reqs]
+                              + (["--no-deps"] if no_deps else []))
         shutil.copy(reqs, stamp)
         if own:
             shutil.copy(os.path.join(ROOT, "dev-requirements.txt"), stamp + ".dev")
