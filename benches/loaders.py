@@ -211,6 +211,8 @@ def write(kind, lib):
         return d
     shutil.rmtree(d, ignore_errors=True)
     if kind == "windows":
+        if lib != "reference":
+            raise ValueError("the frames cache is written by the reference alone")
         write_frames(d)
     else:
         cols = columns(kind)
@@ -318,7 +320,10 @@ def write_frames(d):
     for k in range(6):
         shutil.copy(clip, os.path.join(src, f"{k}_bikes.mp4"))
     vids = ((str(k), {"video": os.path.join(src, f"{k}_bikes.mp4")}) for k in range(6))
-    cache.write_lance_video_frames_cache(vids, ref_features("windows"), d, quality=65, workers=2)
+    cache.write_lance_video_frames_cache(vids, ref_features("windows"), d, quality=65, workers=2,
+                                         skip_corrupt=False)
+    if json.load(open(os.path.join(d, "_metadata.json")))["num_rows"] == 0:
+        sys.exit(f"the reference wrote no frames into {d}")
 
 
 # ------------------------------------------------------------ loaders ---
