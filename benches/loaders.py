@@ -581,8 +581,18 @@ def run_one(lib, kind, workers, variant):
 
     rows_first = consume(first)
     total = rows_first
+    progress = os.environ.get("SHARDSET_LOADERS_PROGRESS")
+    last = time.perf_counter()
     for b in it:
         total += consume(b)
+        now = time.perf_counter()
+        if progress and now - last > 2:
+            # Where the epoch stands, for a run stopped at the time limit.
+            last = now
+            with open(progress + ".tmp", "w") as f:
+                json.dump({"first_s": t1 - t0, "rows": total - rows_first, "s": now - t1,
+                           "peak_mib": rss.peak / 2**20}, f)
+            os.replace(progress + ".tmp", progress)
     t2 = time.perf_counter()
     rss.stop.set()
     rss.join()
@@ -664,6 +674,8 @@ def main():
     ap.add_argument("--json", default=None, help="also write the results here")
     ap.add_argument("--write", nargs=2, metavar=("KIND", "LIB"))
     ap.add_argument("--limit", default=None)
+    ap.add_argument("--limit-s", type=int, default=240,
+                    help="stop an epoch after this many seconds and report its rate so far")
     a = ap.parse_args()
     if a.limit:
         print(json.dumps(limits(a.limit)))
@@ -687,10 +699,10 @@ def main():
         shutil.copy(MOSAIC_REQS, os.path.join(MOSAIC_VENV, ".shardset-requirements"))
     child_env = dict(os.environ, SHARDSET_LOADERS_CHILD="1")
 
-    def child(lib, args):
+    def child(lib, args, timeout=None):
         py = mosaic_py if lib == "mosaic-streaming" else sys.executable
         return subprocess.run([py, __file__] + args, capture_output=True, text=True,
-                              env=child_env)
+                              env=child_env, timeout=timeout)
     os.makedirs(DATA, exist_ok=True)
     results = []
     only = a.only.split(",")
@@ -712,7 +724,30 @@ def main():
                 lib, _, variant = e.partition(":")
                 if libs and lib not in libs:
                     continue
-                p = child(lib, ["--run", lib, kind, str(workers), variant or "-"])
+                prog = os.path.join(tempfile.gettempdir(), f"shardset-loaders-{os.getpid()}.json")
+                child_env["SHARDSET_LOADERS_PROGRESS"] = prog
+                try:
+                    p = child(lib, ["--run", lib, kind, str(workers), variant or "-"],
+                              timeout=a.limit_s)
+                except subprocess.TimeoutExpired:
+                    # Stopped at the time limit: the rate over the part read.
+                    subprocess.run(["pkill", "-f", f"--run {lib} {kind} {workers}"])
+                    pr = json.load(open(prog)) if os.path.exists(prog) else None
+                    r = {"lib": lib, "kind": kind, "workers": workers, "variant": variant,
+                         "failed": f"epoch not finished in {a.limit_s} s"}
+                    if pr:
+                        r = {"lib": lib, "kind": kind, "workers": workers, "variant": variant,
+                             "shuffle": SHUFFLES.get(lib, ""), "first_s": pr["first_s"],
+                             "rate": pr["rows"] / pr["s"], "peak_mib": pr["peak_mib"],
+                             "once": None, "dups": 0,
+                             "partial": f"stopped at {a.limit_s} s after {pr['rows']:,} rows"}
+                    results.append(r)
+                    print(f"{kind:8} w={workers} {label(lib, variant):28} stopped at the "
+                          f"time limit: {r}", file=sys.stderr)
+                    continue
+                finally:
+                    if os.path.exists(prog):
+                        os.remove(prog)
                 if p.returncode != 0:
                     print(f"{kind} {e} workers={workers} FAILED:\n{p.stderr[-3000:]}",
                           file=sys.stderr)
@@ -736,6 +771,19 @@ def main():
     print_table(results, lim)
 
 
+SHUFFLES = {"reference": "shard-shuffle (make_sampler)", "hf-datasets": "random (shuffle=True)",
+            "litdata": "chunk shuffle (shuffle=True)",
+            "mosaic-streaming": "shard shuffle (py1e, shuffle=True)",
+            "webdataset": "shard shuffle + 5,000-sample buffer",
+            "pylance": "fragment shuffle (randomize=True)"}
+
+
+def once_cell(r):
+    if r.get("partial"):
+        return f"not known ({r['partial']})"
+    return "yes" if r["once"] else "NO (%d seen twice)" % r["dups"]
+
+
 def print_table(results, lim):
     print("| workload | workers | library | shuffle | first batch (s) | samples/s | "
           "× best peer | × reference | peak RSS (MiB) | every id once |")
@@ -756,7 +804,7 @@ def print_table(results, lim):
                 vs_ref = f"{r['rate'] / ref:.2f}" if ref else ""
                 print(f"| {kind} | {workers} | {name} | {r['shuffle']} | {r['first_s']:.2f} | "
                       f"{r['rate']:,.0f} | {vs_best} | {vs_ref} | {r['peak_mib']:,.0f} | "
-                      f"{'yes' if r['once'] else 'NO (%d seen twice)' % r['dups']} |")
+                      f"{once_cell(r)} |")
     for kind, (rate, what) in lim.items():
         print(f"\nlimit, {kind}: {rate:,.0f} samples/s per core ({what}); "
               f"2 cores: {2 * rate:,.0f}/s.")
