@@ -731,7 +731,7 @@ def main():
                               timeout=a.limit_s)
                 except subprocess.TimeoutExpired:
                     # Stopped at the time limit: the rate over the part read.
-                    subprocess.run(["pkill", "-f", f"--run {lib} {kind} {workers}"])
+                    subprocess.run(["pkill", "-f", "--", f"--run {lib} {kind} {workers}"])
                     pr = json.load(open(prog)) if os.path.exists(prog) else None
                     r = {"lib": lib, "kind": kind, "workers": workers, "variant": variant,
                          "failed": f"epoch not finished in {a.limit_s} s"}

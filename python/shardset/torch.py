@@ -87,11 +87,29 @@ class MapDataset(_TorchDataset):
 
 
 def to_torch(columns):
-    """A batch of columns (`Dataset.take_batch`) as tensors: every numpy
-    array becomes a tensor over the same memory (no copy); lists stay
-    lists."""
-    return {k: torch.from_numpy(v) if hasattr(v, "__array_interface__") else v
-            for k, v in columns.items()}
+    """A batch of columns (`Dataset.take_batch`) as tensors; lists stay
+    lists. In this process: tensors over the arrays' memory (no copy). In a
+    DataLoader worker: every array copied once into one shared-memory block
+    that all the batch's tensors view, so the batch crosses to the main
+    process as one segment (not one per column, and not copied again when
+    it is sent)."""
+    arrays = [(k, v) for k, v in columns.items() if hasattr(v, "__array_interface__")]
+    if get_worker_info() is None or len(arrays) < 2:
+        return {k: torch.from_numpy(v) if hasattr(v, "__array_interface__") else v
+                for k, v in columns.items()}
+    spans, total = [], 0
+    for _, v in arrays:
+        total = -(-total // 16) * 16  # every column 16-byte aligned
+        spans.append(total)
+        total += v.nbytes
+    block = torch.empty(0, dtype=torch.uint8).set_(torch.UntypedStorage._new_shared(total))
+    out = {}
+    for (k, v), off in zip(arrays, spans):
+        src = torch.from_numpy(v)
+        t = block[off:off + v.nbytes].view(src.dtype).view(src.shape)
+        t.copy_(src)
+        out[k] = t
+    return {k: out.get(k, v) for k, v in columns.items()}
 
 
 ORDERS = ("sequential", "random", "shard-shuffle", "shard-sequential")
