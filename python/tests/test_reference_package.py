@@ -1,0 +1,63 @@
+"""Caches written from Python, read by the reference package itself (not an
+emulation): the same values. Marked `reference` (deselected by `./dev
+test`): the reference is not on PyPI, so these run where a checkout is at
+hand, `STABLE_DATASETS_REPO=... pytest -m reference python/tests`."""
+
+import os
+import sys
+import tempfile
+
+import numpy as np
+import pytest
+
+import shardset
+from shardset import ClassLabel, Features, Image, Sequence, Value
+
+pytestmark = pytest.mark.reference
+
+
+@pytest.fixture(scope="module")
+def ref():
+    repo = os.environ.get("STABLE_DATASETS_REPO")
+    assert repo and os.path.isdir(os.path.join(repo, "stable_datasets")), \
+        "STABLE_DATASETS_REPO must name a checkout of galilai-group/stable-datasets"
+    # The checkout's package alone (its top-level __init__ imports every builder).
+    shim = tempfile.mkdtemp()
+    os.makedirs(os.path.join(shim, "stable_datasets"))
+    with open(os.path.join(shim, "stable_datasets", "__init__.py"), "w") as f:
+        f.write(f"__path__ = [{os.path.join(repo, 'stable_datasets')!r}]\n")
+    sys.path.insert(0, shim)
+    import stable_datasets.cache as cache
+    import stable_datasets.dataset as dataset
+    import stable_datasets.schema as schema
+    return cache, dataset, schema
+
+
+@pytest.mark.parametrize("fmt", ["arrow", "lance"])
+def test_the_reference_reads_a_cache_written_from_python(tmp_path, ref, fmt):
+    cache, dataset, s = ref
+    rng = np.random.default_rng(0)
+    rows = [{"x": i - 5, "f": i / 4, "name": f"r{i}", "label": i % 3,
+             "img": rng.integers(0, 256, (6, 7, 3), dtype=np.uint8), "seq": list(range(i % 4))}
+            for i in range(40)]
+    ours = Features({"x": Value("int32"), "f": Value("float32"), "name": Value("string"),
+                     "label": ClassLabel(names=["a", "b", "c"]), "img": Image(),
+                     "seq": Sequence(Value("int64"))})
+    theirs = s.Features({"x": s.Value("int32"), "f": s.Value("float32"),
+                         "name": s.Value("string"),
+                         "label": s.ClassLabel(names=["a", "b", "c"]), "img": s.Image(),
+                         "seq": s.Sequence(s.Value("int64"))})
+    d = tmp_path / "c"
+    shardset.write_cache(rows, ours, d, format=fmt, shard_size=4096)
+    res = cache.open_cache(d, theirs)
+    ds = dataset.StableDataset(theirs, s.DatasetInfo(features=theirs),
+                               backend=res.backend).with_format("numpy")
+    assert len(ds) == 40
+    for i, want in enumerate(rows):
+        got = ds[i]
+        assert got["x"] == want["x"] and got["f"] == want["f"] and got["name"] == want["name"]
+        assert got["label"] == want["label"] and list(got["seq"]) == want["seq"]
+        np.testing.assert_array_equal(got["img"], want["img"])
+    # And shardset reads it back with the reference's own Features classes.
+    back = shardset.open_cache(d, features=theirs)
+    assert back[7]["name"] == "r7" and back.take_batch([1, 2])["x"].tolist() == [-4, -3]
