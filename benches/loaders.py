@@ -105,30 +105,7 @@ def ensure_shardset():
 
 
 def reference():
-    repo = os.environ.get("STABLE_DATASETS_REPO")
-    if not repo or not os.path.isdir(os.path.join(repo, "stable_datasets")):
-        sys.exit("STABLE_DATASETS_REPO must name a checkout of the reference's public "
-                 "repository (galilai-group/stable-datasets); it is missing"
-                 + (f" at {repo}" if repo else ""))
-    # The checkout's package alone (its top-level __init__ imports every
-    # dataset builder and their optional dependencies).
-    shim = os.path.join(tempfile.gettempdir(), f"shardset-loaders-shim-{os.getuid()}")
-    os.makedirs(os.path.join(shim, "stable_datasets"), exist_ok=True)
-    init = os.path.join(shim, "stable_datasets", "__init__.py")
-    text = ("import os\n__path__ = [os.path.join(os.environ['STABLE_DATASETS_REPO'], "
-            "'stable_datasets')]\n")
-    if not os.path.exists(init) or open(init).read() != text:
-        tmp = f"{init}.{os.getpid()}"
-        with open(tmp, "w") as f:
-            f.write(text)
-        os.replace(tmp, init)
-    if shim not in sys.path:
-        sys.path.insert(0, shim)
-    os.environ["PYTHONPATH"] = shim + os.pathsep + os.environ.get("PYTHONPATH", "")
-    import stable_datasets.cache as cache
-    import stable_datasets.dataset as dataset
-    import stable_datasets.schema as schema
-    return cache, dataset, schema
+    return pyenv.reference_package()[:3]
 
 
 def ref_features(kind):

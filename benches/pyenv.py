@@ -9,6 +9,7 @@ import os
 import shutil
 import subprocess
 import sys
+import tempfile
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 REQS = os.path.join(ROOT, "bench-requirements.txt")
@@ -47,3 +48,41 @@ def reexec(reqs=REQS, venv=VENV, no_deps=False):
         if own:
             shutil.copy(os.path.join(ROOT, "dev-requirements.txt"), stamp + ".dev")
     os.execv(py, [py] + sys.argv)
+
+
+def reference_package():
+    """The reference's modules `(cache, dataset, schema)` imported from the
+    checkout named by $STABLE_DATASETS_REPO (its public repository), and
+    the checkout's commit; stops with a message when it is missing."""
+    repo = os.environ.get("STABLE_DATASETS_REPO")
+    if not repo or not os.path.isdir(os.path.join(repo, "stable_datasets")):
+        sys.exit("STABLE_DATASETS_REPO must name a checkout of the reference's public "
+                 "repository (galilai-group/stable-datasets); it is missing"
+                 + (f" at {repo}" if repo else ""))
+    # A package shim on sys.path (and PYTHONPATH, for the reference's own
+    # spawned workers) whose only content is the checkout's module path:
+    # the checkout's top-level __init__ imports every dataset builder.
+    shim = os.path.join(tempfile.gettempdir(), f"shardset-bench-shim-{os.getuid()}")
+    os.makedirs(os.path.join(shim, "stable_datasets"), exist_ok=True)
+    init = os.path.join(shim, "stable_datasets", "__init__.py")
+    text = ("import os\n__path__ = [os.path.join(os.environ['STABLE_DATASETS_REPO'], "
+            "'stable_datasets')]\n")
+    if not os.path.exists(init) or open(init).read() != text:
+        # Atomically: worker processes may be importing it at this moment.
+        tmp = f"{init}.{os.getpid()}"
+        with open(tmp, "w") as f:
+            f.write(text)
+        os.replace(tmp, init)
+    if shim not in sys.path:
+        sys.path.insert(0, shim)
+    if shim not in os.environ.get("PYTHONPATH", "").split(os.pathsep):
+        os.environ["PYTHONPATH"] = shim + os.pathsep + os.environ.get("PYTHONPATH", "")
+    import stable_datasets.cache as cache
+    import stable_datasets.dataset as dataset
+    import stable_datasets.schema as schema
+    try:
+        commit = subprocess.run(["git", "-C", repo, "rev-parse", "--short", "HEAD"],
+                                capture_output=True, text=True).stdout.strip()
+    except OSError:
+        commit = "?"
+    return cache, dataset, schema, commit

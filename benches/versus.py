@@ -76,35 +76,7 @@ ROOT = pyenv.ROOT
 
 
 def reference():
-    repo = os.environ.get("STABLE_DATASETS_REPO")
-    if not repo or not os.path.isdir(os.path.join(repo, "stable_datasets")):
-        sys.exit("STABLE_DATASETS_REPO must name a checkout of the reference's public "
-                 "repository (galilai-group/stable-datasets); it is missing"
-                 + (f" at {repo}" if repo else ""))
-    # A package shim on sys.path (and PYTHONPATH, for the reference's own
-    # spawned workers) whose only content is the checkout's module path.
-    shim = os.path.join(tempfile.gettempdir(), f"shardset-versus-shim-{os.getuid()}")
-    os.makedirs(os.path.join(shim, "stable_datasets"), exist_ok=True)
-    init = os.path.join(shim, "stable_datasets", "__init__.py")
-    text = ("import os\n__path__ = [os.path.join(os.environ['STABLE_DATASETS_REPO'], "
-            "'stable_datasets')]\n")
-    if not os.path.exists(init) or open(init).read() != text:
-        # Atomically: worker processes may be importing it at this moment.
-        tmp = f"{init}.{os.getpid()}"
-        with open(tmp, "w") as f:
-            f.write(text)
-        os.replace(tmp, init)
-    if shim not in sys.path:
-        sys.path.insert(0, shim)
-    os.environ["PYTHONPATH"] = shim + os.pathsep + os.environ.get("PYTHONPATH", "")
-    import stable_datasets.cache as cache
-    import stable_datasets.dataset as dataset
-    import stable_datasets.schema as schema
-    try:
-        commit = subprocess.run(["git", "-C", repo, "rev-parse", "--short", "HEAD"],
-                                capture_output=True, text=True).stdout.strip()
-    except OSError:
-        commit = "?"
+    cache, dataset, schema, commit = pyenv.reference_package()
     return types.SimpleNamespace(cache=cache, dataset=dataset, schema=schema, commit=commit)
 
 
