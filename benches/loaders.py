@@ -93,7 +93,10 @@ def ensure_shardset():
     if not wheel:
         out = tempfile.mkdtemp(prefix="shardset-wheel-")
         subprocess.check_call([os.path.join(VENV, "bin", "maturin"), "build", "--release",
-                               "--quiet", "-o", out], cwd=os.path.join(ROOT, "python"))
+                               # The module links the system FFmpeg libraries;
+                               # a manylinux repair (patchelf) is not needed
+                               # for a wheel used on this machine.
+                               "--auditwheel", "skip", "--quiet", "-o", out], cwd=os.path.join(ROOT, "python"))
         wheel = glob.glob(os.path.join(out, "*.whl"))[0]
     key = f"{os.path.abspath(wheel)} {os.path.getmtime(wheel)}"
     if not os.path.exists(stamp) or open(stamp).read() != key:
