@@ -150,7 +150,8 @@ pub(crate) fn fragment_rows(ds: &Dataset, dir: &Path) -> Result<Vec<u64>> {
     .map_err(|e| lance_err(dir, e))
 }
 
-/// Makes everything Lance wrote under `dir` durable.
+/// Makes everything Lance wrote under `dir` durable (the frames writer's).
+#[cfg(feature = "video")]
 pub(crate) fn fsync_tree(dir: &Path) -> Result<()> {
     crate::storage::storage_for(dir).sync_tree(dir)
 }
