@@ -140,8 +140,9 @@ class IterableDataset(_TorchIterable):
     here). collate=True (default): each batch is made in the library as
     columns, a dict of tensors (numbers in the column's dtype, images and
     arrays of one shape stacked, strings and other unstackable values as
-    lists; see `Dataset.take_batch`); collate=False: a list of row dicts. `set_epoch(e)` before each epoch; with persistent workers the
-    epoch reaches them through the state the loader hands each worker at
+    lists; see `Dataset.take_batch`); collate=False: a list of row dicts.
+    `set_epoch(e)` before each epoch; with persistent workers the epoch
+    reaches them through the state the loader hands each worker at
     the start of its iteration (`StatefulDataLoader`), or through
     `shardset.torch.epoch_sync`."""
 

@@ -262,13 +262,25 @@ enum Column {
     Values(Vec<Value>),
 }
 
-/// Appends `v` to `out` as a `dtype` element; false when it is not a number
-/// (or is a null, or does not fit the dtype's kind).
+/// The dtype a column of `feature`'s numbers is stacked in: its own, or
+/// int64 for class ids; None for other features.
+fn number_dtype(feature: &Feature) -> Option<Dtype> {
+    match feature {
+        Feature::Value(d) => Some(*d),
+        Feature::ClassLabel(_) => Some(Dtype::Int64),
+        _ => None,
+    }
+}
+
+/// Appends `v` to `out` as a `dtype` element (a class label as its id);
+/// false when it is not a number (or is a null, or does not fit the
+/// dtype's kind).
 fn push_scalar(out: &mut Vec<u8>, dtype: Dtype, v: &Value) -> bool {
     macro_rules! put {
         ($t:ty) => {{
             let x: $t = match *v {
                 Value::Int(i) => i as $t,
+                Value::Label(ref l) => l.id as $t,
                 Value::UInt(u) => u as $t,
                 Value::Float(f) => f as $t,
                 Value::Bool(b) => b as u8 as $t,
@@ -302,18 +314,10 @@ fn push_scalar(out: &mut Vec<u8>, dtype: Dtype, v: &Value) -> bool {
 /// float32); values that do not stack stay a list.
 fn collate_column(values: Vec<Value>, feature: Option<&Feature>) -> Column {
     let n = values.len();
-    let scalar = match feature {
-        Some(Feature::Value(d)) => Some(*d),
-        Some(Feature::ClassLabel(_)) => Some(Dtype::Int64),
-        _ => None,
-    };
-    if let Some(d) = scalar {
+    if let Some(d) = feature.and_then(number_dtype) {
         if let (Ok(ts), Some(w)) = (typestr(d), d.byte_width()) {
             let mut data = Vec::with_capacity(n * w);
-            let ok = values.iter().all(|v| match v {
-                Value::Label(l) => push_scalar(&mut data, d, &Value::Int(l.id)),
-                v => push_scalar(&mut data, d, v),
-            });
+            let ok = values.iter().all(|v| push_scalar(&mut data, d, v));
             if ok {
                 return Column::Array {
                     data,
@@ -326,11 +330,7 @@ fn collate_column(values: Vec<Value>, feature: Option<&Feature>) -> Column {
     }
     // Sequences of numbers, all of one length: one [B, L] array.
     if let Some(Feature::Sequence(inner)) = feature {
-        let d = match inner.as_ref() {
-            Feature::Value(d) => Some(*d),
-            Feature::ClassLabel(_) => Some(Dtype::Int64),
-            _ => None,
-        };
+        let d = number_dtype(inner);
         let len = match values.first() {
             Some(Value::List(l)) => Some(l.len()),
             _ => None,
@@ -339,10 +339,9 @@ fn collate_column(values: Vec<Value>, feature: Option<&Feature>) -> Column {
             if let (Ok(ts), Some(w)) = (typestr(d), d.byte_width()) {
                 let mut data = Vec::with_capacity(n * len * w);
                 let ok = values.iter().all(|v| match v {
-                    Value::List(items) if items.len() == len => items.iter().all(|x| match x {
-                        Value::Label(l) => push_scalar(&mut data, d, &Value::Int(l.id)),
-                        x => push_scalar(&mut data, d, x),
-                    }),
+                    Value::List(items) if items.len() == len => {
+                        items.iter().all(|x| push_scalar(&mut data, d, x))
+                    }
                     _ => false,
                 });
                 if ok {
