@@ -74,6 +74,34 @@ pub enum Error {
         reason: String,
     },
 
+    /// A row read with `verify_on_read` does not match its stored checksum:
+    /// its bytes changed on disk after the cache was written.
+    #[error("row {row} (row {local} of {path}) does not match its stored checksum{}; the data changed after the cache was written", columns_named(.columns))]
+    ChecksumMismatch {
+        /// The shard file.
+        path: PathBuf,
+        /// The row in the cache.
+        row: u64,
+        /// The row in the shard.
+        local: u64,
+        /// The columns whose bytes changed (empty when the cache records no
+        /// column checksums, or they cannot tell).
+        columns: Vec<String>,
+    },
+
+    /// An in-memory open of a cache larger than the memory it may take.
+    #[error("cache {path} takes {needed} bytes in memory, more than {:.0}% of the {available} bytes available; open it mapped (without in_memory), allow the fallback to maps, or raise the memory fraction", .fraction * 100.0)]
+    OutOfMemory {
+        /// The cache directory.
+        path: PathBuf,
+        /// Bytes the cache would take in memory.
+        needed: u64,
+        /// Bytes of memory available at open.
+        available: u64,
+        /// The share of `available` it may take.
+        fraction: f64,
+    },
+
     /// The features the caller expects do not match those the cache was built with.
     #[error("schema fingerprint mismatch for {path}: cache has {found}, expected {expected}{detail}. Delete the cache or bump the builder's VERSION (or rebuild)")]
     SchemaMismatch {
@@ -241,5 +269,13 @@ impl Error {
             "non-string panic payload".to_string()
         };
         Error::Panic { what, message }
+    }
+}
+
+fn columns_named(columns: &[String]) -> String {
+    match columns.len() {
+        0 => String::new(),
+        1 => format!(" in column '{}'", columns[0]),
+        _ => format!(" in columns '{}'", columns.join("', '")),
     }
 }

@@ -145,6 +145,36 @@ pub(crate) fn per_process<T: Clone, E>(
     Ok(v)
 }
 
+/// Memory this process can still take, in bytes: the kernel's
+/// `MemAvailable` (free memory plus what the page cache can give back),
+/// lowered to what the cgroup's `memory.max` leaves when one is set.
+/// `None` where neither can be read (not Linux).
+pub fn available_memory() -> Option<u64> {
+    let meminfo = std::fs::read_to_string("/proc/meminfo").ok()?;
+    let available = meminfo.lines().find_map(|l| {
+        let rest = l.strip_prefix("MemAvailable:")?;
+        let kib: u64 = rest.trim().trim_end_matches("kB").trim().parse().ok()?;
+        Some(kib * 1024)
+    })?;
+    let cgroup = || -> Option<u64> {
+        let max: u64 = std::fs::read_to_string("/sys/fs/cgroup/memory.max")
+            .ok()?
+            .trim()
+            .parse()
+            .ok()?;
+        let current: u64 = std::fs::read_to_string("/sys/fs/cgroup/memory.current")
+            .ok()?
+            .trim()
+            .parse()
+            .ok()?;
+        Some(max.saturating_sub(current))
+    };
+    Some(match cgroup() {
+        Some(left) => available.min(left),
+        None => available,
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -67,6 +67,7 @@ fn py_err(e: Error) -> PyErr {
         | Error::UnsupportedVersion { .. }
         | Error::UnsupportedLayout { .. }
         | Error::CorruptShard { .. }
+        | Error::ChecksumMismatch { .. }
         | Error::Decode { .. }
         | Error::Arrow { .. } => CorruptCacheError::new_err(msg),
         Error::InvalidFeature(_)

@@ -58,10 +58,27 @@ fn hash_cell(h: &mut Xxh64, a: &dyn Array, i: usize) {
 
 /// One checksum per row of a batch.
 pub fn row_hashes(batch: &RecordBatch) -> Vec<u64> {
-    (0..batch.num_rows())
-        .map(|i| {
+    (0..batch.num_rows()).map(|i| row_hash(batch, i)).collect()
+}
+
+/// The checksum of row `i` of a batch (one of [`row_hashes`]).
+pub fn row_hash(batch: &RecordBatch, i: usize) -> u64 {
+    let mut h = Xxh64::new(0);
+    for c in batch.columns() {
+        hash_cell(&mut h, c.as_ref(), i);
+    }
+    h.digest()
+}
+
+/// One checksum per column of a batch, over all its cells: what names the
+/// column of a row whose checksum no longer matches.
+pub fn column_hashes(batch: &RecordBatch) -> Vec<u64> {
+    batch
+        .columns()
+        .iter()
+        .map(|c| {
             let mut h = Xxh64::new(0);
-            for c in batch.columns() {
+            for i in 0..batch.num_rows() {
                 hash_cell(&mut h, c.as_ref(), i);
             }
             h.digest()
@@ -69,12 +86,25 @@ pub fn row_hashes(batch: &RecordBatch) -> Vec<u64> {
         .collect()
 }
 
+/// Sidecar path of a shard's column checksums: one per (record batch,
+/// column), batch-major.
+pub fn column_sidecar(dir: &Path, shard: &str) -> PathBuf {
+    dir.join(ROW_SUMS_DIR).join(format!("{shard}.cols"))
+}
+
 /// Writes a shard's row checksums durably.
 ///
 /// # Errors
 /// [`Error::Io`] naming the sidecar.
 pub fn write_sidecar(storage: &dyn Storage, dir: &Path, shard: &str, sums: &[u64]) -> Result<()> {
-    let path = sidecar(dir, shard);
+    write_sums(storage, &sidecar(dir, shard), sums)
+}
+
+/// Writes checksums (little-endian u64s) durably to `path`.
+///
+/// # Errors
+/// [`Error::Io`] naming the file.
+pub fn write_sums(storage: &dyn Storage, path: &Path, sums: &[u64]) -> Result<()> {
     if let Some(p) = path.parent() {
         storage.create_dir_all(p)?;
     }
@@ -82,7 +112,7 @@ pub fn write_sidecar(storage: &dyn Storage, dir: &Path, shard: &str, sums: &[u64
     for s in sums {
         bytes.extend_from_slice(&s.to_le_bytes());
     }
-    storage.write_atomic(&path, &bytes)
+    storage.write_atomic(path, &bytes)
 }
 
 /// Reads a shard's row checksums.
@@ -91,10 +121,18 @@ pub fn write_sidecar(storage: &dyn Storage, dir: &Path, shard: &str, sums: &[u64
 /// [`Error::Io`] naming the sidecar; [`Error::CorruptShard`] for a length
 /// that is not a whole number of checksums.
 pub fn read_sidecar(storage: &dyn Storage, dir: &Path, shard: &str) -> Result<Vec<u64>> {
-    let path = sidecar(dir, shard);
-    let bytes = storage.read(&path)?;
+    read_sums(storage, &sidecar(dir, shard))
+}
+
+/// Reads checksums written by [`write_sums`].
+///
+/// # Errors
+/// [`Error::Io`] naming the file; [`Error::CorruptShard`] for a length
+/// that is not a whole number of checksums.
+pub fn read_sums(storage: &dyn Storage, path: &Path) -> Result<Vec<u64>> {
+    let bytes = storage.read(path)?;
     if bytes.len() % 8 != 0 {
-        return Err(Error::corrupt(&path, "row checksum file is truncated"));
+        return Err(Error::corrupt(path, "checksum file is truncated"));
     }
     Ok(bytes
         .chunks_exact(8)

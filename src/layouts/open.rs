@@ -34,7 +34,15 @@ pub struct OpenOptions {
     windows: crate::video::WindowSpec,
     cache_bytes: usize,
     lance_chunk_rows: Option<NonZeroU64>,
+    verify_on_read: bool,
+    in_memory: bool,
+    memory_fraction: f64,
+    in_memory_fallback: bool,
 }
+
+/// The share of the available memory an in-memory open may take by
+/// default ([`OpenOptions::try_with_memory_fraction`]).
+pub const DEFAULT_MEMORY_FRACTION: f64 = 0.5;
 
 impl Default for OpenOptions {
     fn default() -> Self {
@@ -46,6 +54,10 @@ impl Default for OpenOptions {
             windows: crate::video::WindowSpec::default(),
             cache_bytes: DEFAULT_DECOMPRESSED_CACHE_BYTES,
             lance_chunk_rows: None,
+            verify_on_read: false,
+            in_memory: false,
+            memory_fraction: DEFAULT_MEMORY_FRACTION,
+            in_memory_fallback: false,
         }
     }
 }
@@ -100,6 +112,71 @@ impl OpenOptions {
         Ok(self)
     }
 
+    /// Check every row read against its stored checksum (default off): a
+    /// row whose bytes changed on disk is an [`Error::ChecksumMismatch`]
+    /// naming the row, the changed columns and the file. Needs a cache
+    /// written with per-record checksums (`arrow-shards` only); opening
+    /// another is an [`Error::InvalidArgument`] naming it.
+    pub fn with_verify_on_read(mut self, yes: bool) -> Self {
+        self.verify_on_read = yes;
+        self
+    }
+
+    /// Load the whole cache into memory at open for the fastest random
+    /// access (default off): an `arrow-shards` cache's files are read into
+    /// heap buffers and every batch decoded (decompressed once), a
+    /// `lance-rows` cache's chunks are all read and kept decoded. Refused
+    /// with [`Error::OutOfMemory`] naming both sizes when the cache would
+    /// take more than the memory fraction of what is available
+    /// ([`Self::try_with_memory_fraction`]), unless
+    /// [`Self::with_in_memory_fallback`] asks to read it mapped instead.
+    pub fn with_in_memory(mut self, yes: bool) -> Self {
+        self.in_memory = yes;
+        self
+    }
+
+    /// The share of the memory available at open that an in-memory cache
+    /// may take (default [`DEFAULT_MEMORY_FRACTION`], half).
+    ///
+    /// # Errors
+    /// [`Error::InvalidArgument`] outside `(0, 1]`.
+    pub fn try_with_memory_fraction(mut self, fraction: f64) -> Result<Self> {
+        if !(fraction > 0.0 && fraction <= 1.0) {
+            return Err(Error::InvalidArgument(format!(
+                "memory_fraction must be in (0, 1], got {fraction}"
+            )));
+        }
+        self.memory_fraction = fraction;
+        Ok(self)
+    }
+
+    /// Read a cache too large for memory mapped, as without
+    /// [`Self::with_in_memory`], instead of refusing it (default off).
+    pub fn with_in_memory_fallback(mut self, yes: bool) -> Self {
+        self.in_memory_fallback = yes;
+        self
+    }
+
+    /// Whether rows are checked against their checksums as they are read.
+    pub fn verify_on_read(&self) -> bool {
+        self.verify_on_read
+    }
+
+    /// Whether the cache is loaded into memory at open.
+    pub fn in_memory(&self) -> bool {
+        self.in_memory
+    }
+
+    /// The share of available memory an in-memory open may take.
+    pub fn memory_fraction(&self) -> f64 {
+        self.memory_fraction
+    }
+
+    /// Whether a cache too large for memory is read mapped instead.
+    pub fn in_memory_fallback(&self) -> bool {
+        self.in_memory_fallback
+    }
+
     /// The expected features, if set.
     pub fn features(&self) -> Option<&Features> {
         self.features.as_ref()
@@ -136,7 +213,11 @@ impl OpenOptions {
     fn lance_read_options(&self) -> LanceReadOptions {
         let d = LanceReadOptions::default();
         LanceReadOptions {
-            cache_bytes: self.cache_bytes,
+            cache_bytes: if self.in_memory {
+                usize::MAX
+            } else {
+                self.cache_bytes
+            },
             chunk_rows: self.lance_chunk_rows.unwrap_or(d.chunk_rows),
             ..d
         }
@@ -169,6 +250,10 @@ pub struct Cache {
     pub backend: Arc<dyn Backend>,
     /// The storage the cache is read from.
     pub storage: StorageRef,
+    /// True when the cache was loaded into memory at open
+    /// ([`OpenOptions::with_in_memory`]); false when read mapped, also
+    /// after a fallback.
+    pub in_memory: bool,
 }
 
 impl Cache {
@@ -206,11 +291,31 @@ pub fn open_cache_with(dir: impl AsRef<Path>, opts: &OpenOptions) -> Result<Cach
     let storage = storage_for(dir);
     let metadata = CacheMetadata::read_in(storage.as_ref(), dir)?;
     let path = dir.join(METADATA_FILE);
+    if opts.verify_on_read {
+        let recorded = metadata
+            .as_arrow_shards()
+            .is_some_and(|m| m.row_checksums == Some(true));
+        if !recorded {
+            return Err(Error::InvalidArgument(format!(
+                "verify_on_read needs per-record checksums, and {} records none ({} caches written with record checksums have them; rebuild with them, or open without verify_on_read)",
+                dir.display(),
+                crate::cache::metadata::LAYOUT_ARROW_SHARDS
+            )));
+        }
+    }
+    if opts.in_memory && matches!(metadata, CacheMetadata::VideoFrames(_)) {
+        return Err(Error::InvalidArgument(format!(
+            "{} is a {} cache, which is not loaded into memory (in_memory reads arrow-shards and lance-rows caches)",
+            dir.display(),
+            metadata.layout()
+        )));
+    }
     let (backend, features_source) = match &metadata {
         CacheMetadata::ArrowShards(m) => open_arrow_shards(&storage, dir, &path, m, opts)?,
         CacheMetadata::LanceRows(m) => open_lance_rows(dir, &path, m, opts)?,
         CacheMetadata::VideoFrames(m) => open_video_frames(dir, &path, m, opts)?,
     };
+    let in_memory = opts.in_memory && load_into_memory(&storage, dir, &backend, opts)?;
     Ok(Cache {
         dir: dir.to_path_buf(),
         layout: metadata.layout().to_string(),
@@ -218,7 +323,54 @@ pub fn open_cache_with(dir: impl AsRef<Path>, opts: &OpenOptions) -> Result<Cach
         features_source,
         backend,
         storage,
+        in_memory,
     })
+}
+
+/// Loads an opened cache into memory when it fits the memory guard;
+/// returns whether it did (false: too large, and the fallback to maps is
+/// on).
+///
+/// # Errors
+/// [`Error::OutOfMemory`] naming both sizes; a read error.
+fn load_into_memory(
+    storage: &StorageRef,
+    dir: &Path,
+    backend: &Arc<dyn Backend>,
+    opts: &OpenOptions,
+) -> Result<bool> {
+    let any = backend.as_any();
+    let needed = if let Some(a) = any.downcast_ref::<ArrowShards>() {
+        a.in_memory_bytes()?
+    } else {
+        storage.dir_size(dir)?
+    };
+    let available = crate::util::available_memory().ok_or_else(|| {
+        Error::InvalidArgument(format!(
+            "cannot tell how much memory is available to load {} into memory (no /proc/meminfo)",
+            dir.display()
+        ))
+    })?;
+    let allowed = (available as f64 * opts.memory_fraction) as u64;
+    if needed > allowed {
+        if opts.in_memory_fallback {
+            return Ok(false);
+        }
+        return Err(Error::OutOfMemory {
+            path: dir.to_path_buf(),
+            needed,
+            available,
+            fraction: opts.memory_fraction,
+        });
+    }
+    if let Some(a) = any.downcast_ref::<ArrowShards>() {
+        a.load_into_memory()?;
+    }
+    #[cfg(feature = "lance")]
+    if let Some(l) = any.downcast_ref::<LanceRows>() {
+        l.load_into_memory()?;
+    }
+    Ok(true)
 }
 
 type Opened = (Arc<dyn Backend>, FeaturesSource);
@@ -255,7 +407,8 @@ fn open_arrow_shards(
         decoder,
         meta.build_id.clone(),
     )
-    .with_cache_bytes(opts.cache_bytes);
+    .with_cache_bytes(opts.cache_bytes)
+    .with_verify_on_read(opts.verify_on_read);
     Ok((Arc::new(backend), source))
 }
 

@@ -16,6 +16,7 @@ mod integrity;
 mod lance;
 mod memory;
 mod pyarrow;
+mod read_modes;
 mod roundtrip;
 mod sampler;
 #[cfg(feature = "video")]

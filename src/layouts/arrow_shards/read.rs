@@ -14,6 +14,7 @@
 use std::collections::HashMap;
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
 
 use arrow_array::RecordBatch;
@@ -114,6 +115,10 @@ struct Inner {
     shards: Vec<ShardSlot>,
     /// Decompressed batches of compressed shards, bounded in bytes.
     lru: Mutex<BatchLru>,
+    /// Every row read is checked against its stored checksum.
+    verify_on_read: AtomicBool,
+    /// Every shard was read into memory and every batch decoded at open.
+    resident: AtomicBool,
 }
 
 #[derive(Debug)]
@@ -130,9 +135,12 @@ struct ShardData {
     blocks: Vec<Block>,
     /// `batch_starts[j]` = first shard-local row of batch j; last = shard rows.
     batch_starts: Vec<u64>,
-    /// Decoded batches of an uncompressed shard (views into `buf`); unused
-    /// for compressed shards, whose batches go through the backend's LRU.
+    /// Decoded batches of an uncompressed shard (views into `buf`); for a
+    /// compressed shard only when loaded into memory, else its batches go
+    /// through the backend's LRU.
     batches: Vec<OnceLock<RecordBatch>>,
+    /// The shard's row checksums, read on the first checked read.
+    row_sums: OnceLock<Vec<u64>>,
     /// True when the shard's batches are compressed (decoding allocates).
     compressed: bool,
     /// This shard's position in the cache (the LRU's key).
@@ -151,15 +159,16 @@ impl std::fmt::Debug for ShardData {
 }
 
 impl ShardData {
+    /// Parses a shard's footer from `buf`, its whole file (mapped, or read
+    /// into memory).
     fn open(
-        storage: &dyn Storage,
+        buf: Buffer,
         path: &Path,
         index: usize,
         expected: &SchemaRef,
         rows: u64,
         build_id: Option<&str>,
     ) -> Result<Self> {
-        let buf = map_file(storage, path)?;
         let footer = read_footer(path, &buf)?;
         check_schema(path, &footer.schema, expected)?;
         if let Some(id) = build_id {
@@ -202,19 +211,114 @@ impl ShardData {
             blocks: footer.blocks,
             batch_starts,
             batches,
+            row_sums: OnceLock::new(),
             compressed,
             index,
             schema: footer.schema,
         })
     }
 
+    /// Decodes every record batch and keeps it (a compressed shard's
+    /// batches then bypass the LRU).
+    fn make_resident(&self) -> Result<()> {
+        for j in 0..self.blocks.len() {
+            if self.batches[j].get().is_none() {
+                let b = self.decode(j)?;
+                let _ = self.batches[j].set(b);
+            }
+        }
+        Ok(())
+    }
+
+    /// Checks rows `rows` (batch-local) of batch `j` against the shard's
+    /// stored row checksums; `first` is the shard's first row in the cache.
+    ///
+    /// # Errors
+    /// [`Error::ChecksumMismatch`] naming the row, the changed columns and
+    /// the file; [`Error::Io`] / [`Error::CorruptShard`] for a missing or
+    /// damaged checksum file.
+    fn check_rows(
+        &self,
+        storage: &dyn Storage,
+        first: u64,
+        j: usize,
+        batch: &RecordBatch,
+        rows: impl IntoIterator<Item = usize>,
+    ) -> Result<()> {
+        let (dir, name) = self.dir_and_name();
+        let sums = match self.row_sums.get() {
+            Some(s) => s,
+            None => {
+                let s = crate::cache::rowsum::read_sidecar(storage, dir, &name)?;
+                if s.len() as u64 != *self.batch_starts.last().expect("one entry") {
+                    return Err(Error::corrupt(
+                        crate::cache::rowsum::sidecar(dir, &name),
+                        format!(
+                            "{} row checksums for a shard of {} rows",
+                            s.len(),
+                            self.batch_starts.last().expect("one entry")
+                        ),
+                    ));
+                }
+                let _ = self.row_sums.set(s);
+                self.row_sums.get().expect("just set")
+            }
+        };
+        let start = self.batch_starts[j];
+        for r in rows {
+            let local = start + r as u64;
+            if crate::cache::rowsum::row_hash(batch, r) != sums[local as usize] {
+                return Err(Error::ChecksumMismatch {
+                    path: self.path.clone(),
+                    row: first + local,
+                    local,
+                    columns: self.changed_columns(storage, j, batch),
+                });
+            }
+        }
+        Ok(())
+    }
+
+    /// The columns of batch `j` whose checksum differs from the stored one
+    /// (empty when the cache has no column checksums).
+    fn changed_columns(&self, storage: &dyn Storage, j: usize, batch: &RecordBatch) -> Vec<String> {
+        let (dir, name) = self.dir_and_name();
+        let path = crate::cache::rowsum::column_sidecar(dir, &name);
+        let Ok(stored) = crate::cache::rowsum::read_sums(storage, &path) else {
+            return Vec::new();
+        };
+        let n = batch.num_columns();
+        if stored.len() != n * self.blocks.len() {
+            return Vec::new();
+        }
+        let now = crate::cache::rowsum::column_hashes(batch);
+        batch
+            .schema()
+            .fields()
+            .iter()
+            .enumerate()
+            .filter(|(c, _)| stored[j * n + c] != now[*c])
+            .map(|(_, f)| f.name().clone())
+            .collect()
+    }
+
+    fn dir_and_name(&self) -> (&Path, String) {
+        (
+            self.path.parent().unwrap_or(Path::new(".")),
+            self.path
+                .file_name()
+                .map(|n| n.to_string_lossy().into_owned())
+                .unwrap_or_default(),
+        )
+    }
+
     /// Record batch `j`: kept (a view) for an uncompressed shard, through
     /// the backend's bounded LRU for a compressed one.
     fn batch(&self, j: usize, lru: &Mutex<BatchLru>) -> Result<RecordBatch> {
+        if let Some(b) = self.batches[j].get() {
+            return Ok(b.clone());
+        }
         if !self.compressed {
-            if let Some(b) = self.batches[j].get() {
-                return Ok(b.clone());
-            }
             let b = self.decode(j)?;
             let _ = self.batches[j].set(b);
             return Ok(self.batches[j].get().expect("just set").clone());
@@ -316,8 +420,116 @@ impl ArrowShards {
                 build_id,
                 shards,
                 lru: Mutex::new(BatchLru::new(DEFAULT_DECOMPRESSED_CACHE_BYTES)),
+                verify_on_read: AtomicBool::new(false),
+                resident: AtomicBool::new(false),
             }),
         }
+    }
+
+    /// The same backend checking every row it reads against the shard's
+    /// stored row checksums (`_row_xxh64/`, written with
+    /// [`ArrowWriteOptions::with_record_checksums`](crate::ArrowWriteOptions::with_record_checksums)).
+    /// A row whose bytes changed is an [`Error::ChecksumMismatch`] naming
+    /// the row, the changed columns and the file. Clones share the setting.
+    pub fn with_verify_on_read(self, yes: bool) -> Self {
+        self.inner.verify_on_read.store(yes, Ordering::Relaxed);
+        self
+    }
+
+    /// Whether every row read is checked against its checksum.
+    pub fn verify_on_read(&self) -> bool {
+        self.inner.verify_on_read.load(Ordering::Relaxed)
+    }
+
+    /// Whether every shard is held in memory ([`Self::load_into_memory`]).
+    pub fn is_in_memory(&self) -> bool {
+        self.inner.resident.load(Ordering::Relaxed)
+    }
+
+    /// Bytes [`Self::load_into_memory`] would hold: an uncompressed shard's
+    /// file, a compressed shard's decompressed buffers (from the IPC
+    /// headers, nothing is decompressed to measure it).
+    ///
+    /// # Errors
+    /// A read error naming the shard.
+    pub fn in_memory_bytes(&self) -> Result<u64> {
+        let schema = &self.inner.core.schema;
+        let mut total = 0u64;
+        for slot in &self.inner.shards {
+            let per_column = crate::layouts::arrow_shards::ipc::shard_column_bytes(
+                self.inner.storage.as_ref(),
+                &slot.path,
+                schema,
+            )?;
+            let (stored, memory) = per_column
+                .iter()
+                .fold((0, 0), |(a, b), (d, m)| (a + d, b + m));
+            total += if stored == memory {
+                self.inner
+                    .storage
+                    .stat(&slot.path)?
+                    .map_or(stored, |e| e.len)
+            } else {
+                memory
+            };
+        }
+        Ok(total)
+    }
+
+    /// Reads every shard into memory and decodes every record batch, so no
+    /// read touches the files again (and a compressed shard is decompressed
+    /// once). Uncompressed shards are copied into heap buffers that Arrow's
+    /// batches view; compressed shards are decompressed from their map,
+    /// which is then only kept for the footer. Shards already opened are
+    /// decoded where they are.
+    ///
+    /// # Errors
+    /// A read error naming the shard.
+    pub fn load_into_memory(&self) -> Result<()> {
+        let storage = self.inner.storage.as_ref();
+        for (i, slot) in self.inner.shards.iter().enumerate() {
+            if slot.data.get().is_none() {
+                let open = |buf: Buffer| {
+                    ShardData::open(
+                        buf,
+                        &slot.path,
+                        i,
+                        &self.inner.core.schema,
+                        slot.rows,
+                        self.inner.build_id.as_deref(),
+                    )
+                };
+                let mapped = open(map_file(storage, &slot.path)?)?;
+                let d = if mapped.compressed {
+                    mapped
+                } else {
+                    let mut m = arrow_buffer::MutableBuffer::from_len_zeroed(mapped.buf.len());
+                    m.as_slice_mut().copy_from_slice(mapped.buf.as_slice());
+                    drop(mapped);
+                    open(m.into())?
+                };
+                let _ = slot.data.set(Arc::new(d));
+            }
+            slot.data.get().expect("set above").make_resident()?;
+        }
+        self.inner.resident.store(true, Ordering::Relaxed);
+        Ok(())
+    }
+
+    /// Checks rows of batch `j` of shard `s` when verify-on-read is on.
+    fn check(
+        &self,
+        s: usize,
+        shard: &ShardData,
+        j: usize,
+        batch: &RecordBatch,
+        rows: impl IntoIterator<Item = usize>,
+    ) -> Result<()> {
+        if !self.verify_on_read() {
+            return Ok(());
+        }
+        let first = self.inner.core.starts[s];
+        shard.check_rows(self.inner.storage.as_ref(), first, j, batch, rows)
     }
 
     /// The same backend keeping at most `bytes` of decompressed record
@@ -362,7 +574,7 @@ impl ArrowShards {
             return Ok(d);
         }
         let d = ShardData::open(
-            self.inner.storage.as_ref(),
+            map_file(self.inner.storage.as_ref(), &slot.path)?,
             &slot.path,
             i,
             &self.inner.core.schema,
@@ -418,11 +630,15 @@ impl ArrowShards {
         d.batch(batch, &self.inner.lru)
     }
 
+    /// The batch holding `row` and the row's place in it, the row checked
+    /// when verify-on-read is on.
     fn row_batch(&self, row: u64) -> Result<(RecordBatch, usize)> {
         let (s, local) = self.locate(row);
         let shard = self.shard(s)?;
         let (j, r) = shard.locate(local);
-        Ok((shard.batch(j, &self.inner.lru)?, r))
+        let batch = shard.batch(j, &self.inner.lru)?;
+        self.check(s, shard, j, &batch, [r])?;
+        Ok((batch, r))
     }
 }
 
@@ -475,6 +691,7 @@ impl Backend for ArrowShards {
                     batches.len() - 1
                 }
             };
+            self.check(s, shard, j, &batches[slot], [r])?;
             picks.push((slot, r));
         }
         if batches.len() == 1 {
@@ -492,14 +709,21 @@ impl Backend for ArrowShards {
     }
 
     fn slice(&self, start: u64, len: u64) -> Result<RecordBatch> {
-        crate::layouts::backend::slice_from_pieces(
+        let out = crate::layouts::backend::slice_from_pieces(
             self.len(),
             start,
             len,
             &self.schema(),
             &self.inner.core.dir,
             |row| self.row_batch(row),
-        )
+        )?;
+        if self.verify_on_read() {
+            // `row_batch` checked each piece's first row; check the rest.
+            for row in start..start + out.num_rows() as u64 {
+                self.row_batch(row)?;
+            }
+        }
+        Ok(out)
     }
 
     fn iter_batches(&self, opts: &IterOptions) -> Result<BatchIter<'_>> {
@@ -513,7 +737,9 @@ impl Backend for ArrowShards {
             };
             Box::new((0..nb).map(move |j| {
                 let d = this.shard(s)?;
-                d.batch(j, &this.inner.lru)
+                let batch = d.batch(j, &this.inner.lru)?;
+                this.check(s, d, j, &batch, 0..batch.num_rows())?;
+                Ok(batch)
             }))
         });
         Ok(Box::new(iter))
@@ -535,16 +761,18 @@ impl Backend for ArrowShards {
                     .unwrap_or_default()
             })
             .collect();
-        Box::new(
-            ArrowShards::new(
-                &i.core.dir,
-                &names,
-                &i.core.row_counts,
-                i.core.features.clone(),
-                i.core.decoder.clone(),
-                i.build_id.clone(),
-            )
-            .with_cache_bytes(self.cache_bytes()),
+        let fresh = ArrowShards::new(
+            &i.core.dir,
+            &names,
+            &i.core.row_counts,
+            i.core.features.clone(),
+            i.core.decoder.clone(),
+            i.build_id.clone(),
         )
+        .with_cache_bytes(self.cache_bytes())
+        .with_verify_on_read(self.verify_on_read());
+        // A copy of a cache held in memory is mapped: loading it again in
+        // every worker would multiply the memory the guard allowed once.
+        Box::new(fresh)
     }
 }

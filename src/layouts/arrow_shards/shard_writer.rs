@@ -61,8 +61,9 @@ pub struct ShardWriter {
     done: Vec<ShardRecord>,
     manifest: Option<ResumeLog<ManifestShard>>,
     unit_ends: Option<UnitEnds>,
-    /// Row checksums of the open shard, when per-record checksums are on.
-    row_sums: Option<Vec<u64>>,
+    /// Row checksums of the open shard, and its column checksums per
+    /// record batch, when per-record checksums are on.
+    row_sums: Option<(Vec<u64>, Vec<u64>)>,
 }
 
 impl ShardWriter {
@@ -105,7 +106,7 @@ impl ShardWriter {
 
     /// Keeps one checksum per row in `_row_xxh64/` beside the shards.
     pub fn with_record_checksums(mut self, yes: bool) -> Self {
-        self.row_sums = yes.then(Vec::new);
+        self.row_sums = yes.then(|| (Vec::new(), Vec::new()));
         self
     }
 
@@ -166,8 +167,9 @@ impl ShardWriter {
             .map_err(|e| Error::arrow(Some(&shard.path), e))?;
         shard.rows += batch.num_rows() as u64;
         shard.nbytes += pyarrow_nbytes(batch);
-        if let Some(sums) = &mut self.row_sums {
-            sums.extend(crate::cache::rowsum::row_hashes(batch));
+        if let Some((rows, cols)) = &mut self.row_sums {
+            rows.extend(crate::cache::rowsum::row_hashes(batch));
+            cols.extend(crate::cache::rowsum::column_hashes(batch));
         }
         let full = batch.num_rows() == self.batch_size;
         if full && self.budget.is_some_and(|b| shard.nbytes >= b) {
@@ -192,14 +194,13 @@ impl ShardWriter {
             .map_err(|e| Error::io("write shard", &shard.path, e.into_error()))?;
         // The shard's bytes are durable before its manifest line exists.
         hf.file.finish()?;
-        if let Some(sums) = &mut self.row_sums {
-            crate::cache::rowsum::write_sidecar(
-                self.storage.as_ref(),
-                &self.dir,
-                &shard.filename,
-                sums,
-            )?;
-            sums.clear();
+        if let Some((rows, cols)) = &mut self.row_sums {
+            let storage = self.storage.as_ref();
+            crate::cache::rowsum::write_sidecar(storage, &self.dir, &shard.filename, rows)?;
+            let path = crate::cache::rowsum::column_sidecar(&self.dir, &shard.filename);
+            crate::cache::rowsum::write_sums(storage, &path, cols)?;
+            rows.clear();
+            cols.clear();
         }
         let record = ShardRecord {
             filename: shard.filename,

@@ -359,6 +359,30 @@ impl LanceRows {
             .collect()
     }
 
+    /// Reads and decodes every chunk of every fragment into the chunk
+    /// cache, 64 chunks at a time. Everything stays only when the read
+    /// options' `cache_bytes` holds it all (`open_cache_with` sets no bound
+    /// for an in-memory open); the chunks are kept by this process (a
+    /// forked worker reads again).
+    ///
+    /// # Errors
+    /// A Lance read error naming the dataset.
+    pub fn load_into_memory(&self) -> Result<()> {
+        let chunk = self.chunk_rows();
+        let keys: Vec<(usize, u64)> = self
+            .inner
+            .core
+            .row_counts
+            .iter()
+            .enumerate()
+            .flat_map(|(f, &n)| (0..n.div_ceil(chunk)).map(move |c| (f, c)))
+            .collect();
+        for part in keys.chunks(64) {
+            self.chunks(part)?;
+        }
+        Ok(())
+    }
+
     fn row_chunk(&self, row: u64) -> Result<(RecordBatch, usize)> {
         let (f, local) = self.locate(row);
         let b = self
