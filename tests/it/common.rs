@@ -2,7 +2,10 @@
 
 use std::path::{Path, PathBuf};
 
-use shardset::{Dtype, Example, Feature, Features, ImageData, Tensor, Value, VideoStorage};
+use shardset::{
+    write_arrow_cache, ArrowWriteOptions, Compression, Dtype, Example, Feature, Features,
+    ImageData, Tensor, Value, VideoStorage,
+};
 
 /// The caches written by the Python reference (copied from the project's shared fixtures).
 pub fn golden() -> PathBuf {
@@ -255,4 +258,51 @@ pub fn require_ffmpeg() {
         "missing: the ffmpeg command line tool, which makes the test clips \
          (`./dev test` installs it; on Debian: apt-get install ffmpeg)"
     );
+}
+
+/// 300 rows of 64 equal bytes (`i % 251`) and their index `i`, in batches of
+/// 25 over shards of about 8000 bytes, with per-record checksums: a flipped
+/// data byte lands in one row ([`flip_row_byte`]).
+pub fn checked_binary_cache(dir: &Path, compression: Compression) {
+    let features = Features::new()
+        .with("data", Feature::value(Dtype::Binary))
+        .with("i", Feature::value(Dtype::Int64));
+    write_arrow_cache(
+        (0..300).map(|i| {
+            Example::new()
+                .with("data", vec![(i % 251) as u8; 64])
+                .with("i", i as i64)
+        }),
+        &features,
+        dir,
+        &ArrowWriteOptions::default()
+            .try_with_batch_size(25)
+            .unwrap()
+            .try_with_shard_size_bytes(Some(8000))
+            .unwrap()
+            .with_compression(compression)
+            .with_record_checksums(true),
+    )
+    .unwrap();
+}
+
+/// Changes one byte of `row`'s data in place in an uncompressed
+/// [`checked_binary_cache`] (`row < 251`); returns the shard file and the
+/// shard's first row.
+pub fn flip_row_byte(dir: &Path, counts: &[u64], row: u64) -> (PathBuf, u64) {
+    let (mut start, mut s) = (0u64, 0usize);
+    while start + counts[s] <= row {
+        start += counts[s];
+        s += 1;
+    }
+    let path = dir.join(format!("shard-{s:05}.arrow"));
+    let mut b = std::fs::read(&path).unwrap();
+    let needle = vec![row as u8; 64];
+    let pos = b
+        .windows(64)
+        .position(|w| w == needle.as_slice())
+        .unwrap_or_else(|| panic!("row {row}'s bytes"));
+    b[pos + 10] ^= 0xff;
+    std::fs::write(&path, &b).unwrap();
+    (path, start)
 }

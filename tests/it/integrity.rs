@@ -248,45 +248,13 @@ fn one_hundred_byte_flips_are_each_detected_naming_the_file() {
 fn per_record_checksums_name_the_changed_row() {
     let tmp = tempfile::tempdir().unwrap();
     let dir = tmp.path().join("c");
-    // Binary rows of distinct bytes, so a flipped data byte lands in one row.
-    let features = Features::new()
-        .with("data", Feature::value(Dtype::Binary))
-        .with("i", Feature::value(Dtype::Int64));
-    write_arrow_cache(
-        (0..300).map(|i| {
-            Example::new()
-                .with("data", vec![(i % 251) as u8; 64])
-                .with("i", i as i64)
-        }),
-        &features,
-        &dir,
-        &ArrowWriteOptions::default()
-            .try_with_batch_size(25)
-            .unwrap()
-            .try_with_shard_size_bytes(Some(8000))
-            .unwrap()
-            .with_record_checksums(true),
-    )
-    .unwrap();
+    checked_binary_cache(&dir, shardset::Compression::None);
     let c = open_cache(&dir).unwrap();
     assert_eq!(c.metadata.to_json()["row_checksums"], true);
     let counts = c.backend.shard_row_counts().to_vec();
     assert!(counts.len() >= 2);
-    // Change one byte of row 200's data in place (find its 64-byte run).
-    let (mut start, mut s) = (0u64, 0usize);
-    while start + counts[s] <= 200 {
-        start += counts[s];
-        s += 1;
-    }
-    let path = dir.join(format!("shard-{s:05}.arrow"));
-    let mut b = std::fs::read(&path).unwrap();
-    let needle = vec![200u8; 64];
-    let pos = b
-        .windows(64)
-        .position(|w| w == needle.as_slice())
-        .expect("row 200's bytes");
-    b[pos + 10] ^= 0xff;
-    std::fs::write(&path, &b).unwrap();
+    // Change one byte of row 200's data in place.
+    let (path, _) = flip_row_byte(&dir, &counts, 200);
     let located = shardset::layouts::arrow_shards::integrity::locate_corrupt_rows(&dir).unwrap();
     assert_eq!(located.len(), 1);
     assert_eq!(located[0].shard, path);

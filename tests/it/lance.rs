@@ -27,7 +27,8 @@ fn arrow_backend(n: usize) -> (tempfile::TempDir, Arc<dyn Backend>) {
     (tmp, b)
 }
 
-fn lance_backend(n: usize) -> (tempfile::TempDir, Arc<dyn Backend>) {
+/// A Lance cache of `n` rows of F2, in batches of 7 and files of 13 rows.
+pub(crate) fn lance_f2_cache(n: usize) -> (tempfile::TempDir, std::path::PathBuf) {
     let tmp = tempfile::tempdir().unwrap();
     let dir = tmp.path().join("l");
     write_lance_cache(
@@ -41,6 +42,11 @@ fn lance_backend(n: usize) -> (tempfile::TempDir, Arc<dyn Backend>) {
             .unwrap(),
     )
     .unwrap();
+    (tmp, dir)
+}
+
+fn lance_backend(n: usize) -> (tempfile::TempDir, Arc<dyn Backend>) {
+    let (tmp, dir) = lance_f2_cache(n);
     let b = open_cache(&dir).unwrap().backend;
     (tmp, b)
 }

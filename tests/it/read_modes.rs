@@ -8,30 +8,12 @@ use shardset::{
     Example, Feature, Features, IterOptions, OpenOptions,
 };
 
-/// 300 rows of distinct 64-byte binaries in batches of 25 over several
-/// shards, with per-record checksums; returns the dir.
+use crate::common::{checked_binary_cache, flip_row_byte};
+
+/// A [`checked_binary_cache`] under `root`, named after its compression.
 fn checked_cache(root: &Path, compression: Compression) -> PathBuf {
     let dir = root.join(format!("c-{compression}"));
-    let features = Features::new()
-        .with("data", Feature::value(Dtype::Binary))
-        .with("i", Feature::value(Dtype::Int64));
-    write_arrow_cache(
-        (0..300).map(|i| {
-            Example::new()
-                .with("data", vec![(i % 251) as u8; 64])
-                .with("i", i as i64)
-        }),
-        &features,
-        &dir,
-        &ArrowWriteOptions::default()
-            .try_with_batch_size(25)
-            .unwrap()
-            .try_with_shard_size_bytes(Some(8000))
-            .unwrap()
-            .with_compression(compression)
-            .with_record_checksums(true),
-    )
-    .unwrap();
+    checked_binary_cache(&dir, compression);
     dir
 }
 
@@ -76,19 +58,7 @@ fn verify_on_read_passes_clean_rows_and_names_a_changed_row_its_column_and_file(
         .backend
         .shard_row_counts()
         .to_vec();
-    let (mut start, mut s) = (0u64, 0usize);
-    while start + counts[s] <= 200 {
-        start += counts[s];
-        s += 1;
-    }
-    let path = dir.join(format!("shard-{s:05}.arrow"));
-    let mut b = std::fs::read(&path).unwrap();
-    let pos = b
-        .windows(64)
-        .position(|w| w == [200u8; 64].as_slice())
-        .expect("row 200's bytes");
-    b[pos + 10] ^= 0xff;
-    std::fs::write(&path, &b).unwrap();
+    let (path, start) = flip_row_byte(&dir, &counts, 200);
 
     // Without the option, the changed row is read as it now is.
     assert!(read_everything(&dir, &OpenOptions::default()).is_ok());
@@ -183,20 +153,7 @@ fn an_in_memory_cache_reads_the_same_rows_without_its_files() {
 #[cfg(feature = "lance")]
 #[test]
 fn an_in_memory_lance_cache_reads_the_same_rows_without_its_data_files() {
-    use shardset::{write_lance_cache, LanceWriteOptions};
-    let tmp = tempfile::tempdir().unwrap();
-    let dir = tmp.path().join("l");
-    write_lance_cache(
-        crate::common::f2_rows(100),
-        &crate::common::features_f2(),
-        &dir,
-        &LanceWriteOptions::default()
-            .try_with_batch_size(7)
-            .unwrap()
-            .try_with_max_rows_per_file(13)
-            .unwrap(),
-    )
-    .unwrap();
+    let (_tmp, dir) = crate::lance::lance_f2_cache(100);
     let mapped = open_cache(&dir).unwrap();
     let want: Vec<_> = (0..100).map(|i| mapped.backend.get(i).unwrap()).collect();
     let c = open_cache_with(&dir, &OpenOptions::default().with_in_memory(true)).unwrap();

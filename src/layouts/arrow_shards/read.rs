@@ -117,8 +117,6 @@ struct Inner {
     lru: Mutex<BatchLru>,
     /// Every row read is checked against its stored checksum.
     verify_on_read: AtomicBool,
-    /// Every shard was read into memory and every batch decoded at open.
-    resident: AtomicBool,
 }
 
 #[derive(Debug)]
@@ -245,10 +243,10 @@ impl ShardData {
         batch: &RecordBatch,
         rows: impl IntoIterator<Item = usize>,
     ) -> Result<()> {
-        let (dir, name) = self.dir_and_name();
         let sums = match self.row_sums.get() {
             Some(s) => s,
             None => {
+                let (dir, name) = self.dir_and_name();
                 let s = crate::cache::rowsum::read_sidecar(storage, dir, &name)?;
                 if s.len() as u64 != *self.batch_starts.last().expect("one entry") {
                     return Err(Error::corrupt(
@@ -421,7 +419,6 @@ impl ArrowShards {
                 shards,
                 lru: Mutex::new(BatchLru::new(DEFAULT_DECOMPRESSED_CACHE_BYTES)),
                 verify_on_read: AtomicBool::new(false),
-                resident: AtomicBool::new(false),
             }),
         }
     }
@@ -439,11 +436,6 @@ impl ArrowShards {
     /// Whether every row read is checked against its checksum.
     pub fn verify_on_read(&self) -> bool {
         self.inner.verify_on_read.load(Ordering::Relaxed)
-    }
-
-    /// Whether every shard is held in memory ([`Self::load_into_memory`]).
-    pub fn is_in_memory(&self) -> bool {
-        self.inner.resident.load(Ordering::Relaxed)
     }
 
     /// Bytes [`Self::load_into_memory`] would hold: an uncompressed shard's
@@ -489,30 +481,25 @@ impl ArrowShards {
         let storage = self.inner.storage.as_ref();
         for (i, slot) in self.inner.shards.iter().enumerate() {
             if slot.data.get().is_none() {
-                let open = |buf: Buffer| {
-                    ShardData::open(
-                        buf,
-                        &slot.path,
-                        i,
-                        &self.inner.core.schema,
-                        slot.rows,
-                        self.inner.build_id.as_deref(),
-                    )
-                };
-                let mapped = open(map_file(storage, &slot.path)?)?;
-                let d = if mapped.compressed {
-                    mapped
-                } else {
-                    let mut m = arrow_buffer::MutableBuffer::from_len_zeroed(mapped.buf.len());
-                    m.as_slice_mut().copy_from_slice(mapped.buf.as_slice());
-                    drop(mapped);
-                    open(m.into())?
-                };
+                let mut d = ShardData::open(
+                    map_file(storage, &slot.path)?,
+                    &slot.path,
+                    i,
+                    &self.inner.core.schema,
+                    slot.rows,
+                    self.inner.build_id.as_deref(),
+                )?;
+                if !d.compressed {
+                    // Nothing is decoded yet: the blocks are offsets, so
+                    // the map can be swapped for a heap copy of it.
+                    let mut m = arrow_buffer::MutableBuffer::from_len_zeroed(d.buf.len());
+                    m.as_slice_mut().copy_from_slice(d.buf.as_slice());
+                    d.buf = m.into();
+                }
                 let _ = slot.data.set(Arc::new(d));
             }
             slot.data.get().expect("set above").make_resident()?;
         }
-        self.inner.resident.store(true, Ordering::Relaxed);
         Ok(())
     }
 
@@ -633,11 +620,19 @@ impl ArrowShards {
     /// The batch holding `row` and the row's place in it, the row checked
     /// when verify-on-read is on.
     fn row_batch(&self, row: u64) -> Result<(RecordBatch, usize)> {
+        self.row_batch_checking(row, 1)
+    }
+
+    /// The batch holding `row` and the row's place in it, the rows from
+    /// `row` up to `count` of them within that batch checked when
+    /// verify-on-read is on.
+    fn row_batch_checking(&self, row: u64, count: u64) -> Result<(RecordBatch, usize)> {
         let (s, local) = self.locate(row);
         let shard = self.shard(s)?;
         let (j, r) = shard.locate(local);
         let batch = shard.batch(j, &self.inner.lru)?;
-        self.check(s, shard, j, &batch, [r])?;
+        let end = (r + count as usize).min(batch.num_rows());
+        self.check(s, shard, j, &batch, r..end)?;
         Ok((batch, r))
     }
 }
@@ -709,21 +704,16 @@ impl Backend for ArrowShards {
     }
 
     fn slice(&self, start: u64, len: u64) -> Result<RecordBatch> {
-        let out = crate::layouts::backend::slice_from_pieces(
+        let end = start.saturating_add(len);
+        crate::layouts::backend::slice_from_pieces(
             self.len(),
             start,
             len,
             &self.schema(),
             &self.inner.core.dir,
-            |row| self.row_batch(row),
-        )?;
-        if self.verify_on_read() {
-            // `row_batch` checked each piece's first row; check the rest.
-            for row in start..start + out.num_rows() as u64 {
-                self.row_batch(row)?;
-            }
-        }
-        Ok(out)
+            // Each piece runs from `row` to its batch's end or the slice's.
+            |row| self.row_batch_checking(row, end - row),
+        )
     }
 
     fn iter_batches(&self, opts: &IterOptions) -> Result<BatchIter<'_>> {
