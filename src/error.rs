@@ -102,6 +102,18 @@ pub enum Error {
         fraction: f64,
     },
 
+    /// A commit of staged edits found the cache at another version than the
+    /// one the edits were staged on.
+    #[error("cache {path} is at version {found}, but these edits were staged on version {expected}; nothing was written: stage them again on the current version")]
+    EditConflict {
+        /// The cache directory.
+        path: PathBuf,
+        /// The version the edits were staged on.
+        expected: u64,
+        /// The version the cache is at.
+        found: u64,
+    },
+
     /// The features the caller expects do not match those the cache was built with.
     #[error("schema fingerprint mismatch for {path}: cache has {found}, expected {expected}{detail}. Delete the cache or bump the builder's VERSION (or rebuild)")]
     SchemaMismatch {

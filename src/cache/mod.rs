@@ -11,3 +11,4 @@ pub mod naming;
 pub(crate) mod pipeline;
 pub(crate) mod publish;
 pub mod rowsum;
+pub mod versions;

@@ -38,6 +38,7 @@ pub struct OpenOptions {
     in_memory: bool,
     memory_fraction: f64,
     in_memory_fallback: bool,
+    version: Option<u64>,
 }
 
 /// The share of the available memory an in-memory open may take by
@@ -58,6 +59,7 @@ impl Default for OpenOptions {
             in_memory: false,
             memory_fraction: DEFAULT_MEMORY_FRACTION,
             in_memory_fallback: false,
+            version: None,
         }
     }
 }
@@ -155,6 +157,18 @@ impl OpenOptions {
     pub fn with_in_memory_fallback(mut self, yes: bool) -> Self {
         self.in_memory_fallback = yes;
         self
+    }
+
+    /// Opens version `id` of a cache edited by commits (see
+    /// [`crate::cache::versions`]) rather than the current one.
+    pub fn with_version(mut self, id: u64) -> Self {
+        self.version = Some(id);
+        self
+    }
+
+    /// The version asked for (`None`: the current one).
+    pub fn version(&self) -> Option<u64> {
+        self.version
     }
 
     /// Whether rows are checked against their checksums as they are read.
@@ -289,7 +303,10 @@ pub fn open_cache(dir: impl AsRef<Path>) -> Result<Cache> {
 pub fn open_cache_with(dir: impl AsRef<Path>, opts: &OpenOptions) -> Result<Cache> {
     let dir = dir.as_ref();
     let storage = storage_for(dir);
-    let metadata = CacheMetadata::read_in(storage.as_ref(), dir)?;
+    let metadata = match opts.version {
+        None => CacheMetadata::read_in(storage.as_ref(), dir)?,
+        Some(id) => crate::cache::versions::read_version(storage.as_ref(), dir, id)?,
+    };
     let path = dir.join(METADATA_FILE);
     if opts.verify_on_read {
         let recorded = metadata

@@ -3,6 +3,7 @@
 
 mod build;
 mod demo;
+mod edit;
 mod fmt;
 mod inspect;
 mod manage;
@@ -129,6 +130,41 @@ enum Cmd {
         #[arg(long)]
         stamp: bool,
     },
+    /// Edit an arrow-shards cache and commit the edits as a new version:
+    /// cells set (rows numbered as in the current version), then rows
+    /// deleted (numbered as in the current version), then rows appended.
+    /// Only the shards holding changed rows are written anew; the rest are
+    /// shared with the previous version, which stays openable.
+    Edit {
+        /// The cache directory.
+        path: PathBuf,
+        /// JSON lines of cells to set: {"row": N, "<column>": value, ...}.
+        #[arg(long)]
+        set: Option<PathBuf>,
+        /// Rows to append: JSON lines of {"<column>": value, ...}, or a CSV file with a header.
+        #[arg(long)]
+        append: Option<PathBuf>,
+        /// Rows to delete: N, A..B (end excluded), comma-separated.
+        #[arg(long)]
+        delete: Option<String>,
+        /// A message kept with the version.
+        #[arg(long, short)]
+        message: Option<String>,
+        /// Only say what a commit would write.
+        #[arg(long)]
+        dry_run: bool,
+        /// Machine-readable output.
+        #[arg(long)]
+        json: bool,
+    },
+    /// List the versions of a cache: id, rows, shards, what changed.
+    Log {
+        /// The cache directory.
+        path: PathBuf,
+        /// Machine-readable output.
+        #[arg(long)]
+        json: bool,
+    },
     /// Say why a cache would be rebuilt (damage, changed sources); exit 1 if it would.
     Why {
         /// The cache directory.
@@ -153,6 +189,10 @@ enum Cmd {
         /// Only left-overs at least this old: 30m, 1h, 2d, 1w.
         #[arg(long)]
         older_than: Option<String>,
+        /// Also keep only the newest N versions of each edited cache,
+        /// removing older versions and the shard files only they name.
+        #[arg(long)]
+        keep_versions: Option<usize>,
         /// Machine-readable output.
         #[arg(long)]
         json: bool,
@@ -241,13 +281,32 @@ fn main() -> ExitCode {
         } => rows::export(path, row, out, (window, frame_skip), json),
         Cmd::Verify { path, stamp } => inspect::verify(path, stamp),
         Cmd::Why { path } => why(path),
+        Cmd::Edit {
+            path,
+            set,
+            append,
+            delete,
+            message,
+            dry_run,
+            json,
+        } => edit::edit(edit::EditArgs {
+            path,
+            set,
+            append,
+            delete,
+            message,
+            dry_run,
+            json,
+        }),
+        Cmd::Log { path, json } => edit::log(path, json),
         Cmd::Ls { root, json } => manage::ls(root, json),
         Cmd::Gc {
             root,
             dry_run,
             older_than,
+            keep_versions,
             json,
-        } => manage::gc(root, dry_run, older_than, json),
+        } => manage::gc(root, dry_run, older_than, keep_versions, json),
     };
     match res {
         Ok(()) => ExitCode::SUCCESS,

@@ -115,6 +115,7 @@ pub fn gc(
     root: Option<PathBuf>,
     dry_run: bool,
     older_than: Option<String>,
+    keep_versions: Option<usize>,
     json_out: bool,
 ) -> CliResult {
     let min_age = older_than
@@ -155,11 +156,27 @@ pub fn gc(
             )
         })
         .collect();
-    let freed = report.bytes_freed;
+    let mut freed = report.bytes_freed;
+    let mut versions = Vec::new();
+    if let Some(keep) = keep_versions {
+        for dir in find_caches(&root) {
+            let edited = shardset::cache::versions::kept_version_ids(
+                shardset::storage::storage_for(&dir).as_ref(),
+                &dir,
+            )?;
+            if edited.is_empty() {
+                continue;
+            }
+            let g = shardset::layouts::arrow_shards::edit::gc_versions(&dir, keep, dry_run)?;
+            freed += g.bytes;
+            versions.push(json!({"cache": dir, "versions": g.versions, "files": g.files, "bytes": g.bytes}));
+        }
+    }
     if json_out {
         println!(
             "{}",
-            json!({"root": root, "dry_run": dry_run, "removed": removed, "kept": kept, "bytes_freed": freed})
+            json!({"root": root, "dry_run": dry_run, "removed": removed, "kept": kept,
+                   "versions_removed": versions, "bytes_freed": freed})
         );
         return Ok(());
     }
@@ -178,6 +195,15 @@ pub fn gc(
     }
     for k in &kept {
         println!("kept  {}: {}", line(k), k["reason"].as_str().unwrap_or(""));
+    }
+    for v in &versions {
+        println!(
+            "{verb}  versions {} of {} and {} shard file(s) only they named ({})",
+            v["versions"],
+            v["cache"].as_str().unwrap_or(""),
+            v["files"].as_array().map_or(0, Vec::len),
+            human(v["bytes"].as_u64().unwrap_or(0))
+        );
     }
     println!(
         "gc {}: {} left-over(s) {verb}, {} {}; {} kept",

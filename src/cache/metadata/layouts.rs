@@ -379,6 +379,9 @@ pub struct ArrowShardsMetadata {
     /// Ours: `true` when `_row_xxh64/` holds one checksum per row.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub row_checksums: Option<bool>,
+    /// Ours: the version an edit committed (absent for a build, version 1).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub version: Option<crate::cache::versions::VersionInfo>,
     /// Ours, always last: xxh64 of this file's bytes with these 16 hex digits
     /// zeroed, so that any changed byte of the metadata is detected.
     #[serde(default, skip_serializing_if = "Option::is_none")]

@@ -111,6 +111,16 @@ pub fn read_common_in(storage: &dyn Storage, dir: &Path) -> Result<CommonMetadat
         };
         return Err(Error::metadata(&path, reason));
     }
+    read_common_at(storage, &path)
+}
+
+/// Reads and minimally checks a metadata file at `path` (`_metadata.json`,
+/// or a kept version's copy of it).
+///
+/// # Errors
+/// As [`read_common`].
+pub fn read_common_at(storage: &dyn Storage, path: &Path) -> Result<CommonMetadata> {
+    let path = path.to_path_buf();
     let text = storage.read(&path)?;
     let raw: J = serde_json::from_slice(&text)
         .map_err(|e| Error::metadata(&path, format!("not valid JSON ({e})")))?;
@@ -183,7 +193,19 @@ impl CacheMetadata {
     /// # Errors
     /// As [`CacheMetadata::read`].
     pub fn read_in(storage: &dyn Storage, dir: &Path) -> Result<Self> {
-        let common = read_common_in(storage, dir)?;
+        Self::from_common(storage, dir, read_common_in(storage, dir)?)
+    }
+
+    /// Reads the metadata file at `path` as that of the cache at `dir` (a
+    /// kept version's metadata: see [`crate::cache::versions`]).
+    ///
+    /// # Errors
+    /// As [`CacheMetadata::read`].
+    pub fn read_at(storage: &dyn Storage, dir: &Path, path: &Path) -> Result<Self> {
+        Self::from_common(storage, dir, read_common_at(storage, path)?)
+    }
+
+    fn from_common(storage: &dyn Storage, dir: &Path, common: CommonMetadata) -> Result<Self> {
         Ok(match common.layout.as_str() {
             LAYOUT_ARROW_SHARDS => {
                 CacheMetadata::ArrowShards(ArrowShardsMetadata::from_common(storage, dir, &common)?)

@@ -64,6 +64,9 @@ pub struct ShardWriter {
     /// Row checksums of the open shard, and its column checksums per
     /// record batch, when per-record checksums are on.
     row_sums: Option<(Vec<u64>, Vec<u64>)>,
+    /// The file name of the shard at a position (`shard-NNNNN.arrow`
+    /// unless an edit names its new shards).
+    naming: Box<dyn Fn(usize) -> String + Send>,
 }
 
 impl ShardWriter {
@@ -101,7 +104,15 @@ impl ShardWriter {
             manifest: None,
             unit_ends: None,
             row_sums: None,
+            naming: Box::new(shard_filename),
         })
+    }
+
+    /// Names the shard at each position (counted from the shards already
+    /// done) with `naming` instead of `shard-NNNNN.arrow`.
+    pub fn with_naming(mut self, naming: impl Fn(usize) -> String + Send + 'static) -> Self {
+        self.naming = Box::new(naming);
+        self
     }
 
     /// Keeps one checksum per row in `_row_xxh64/` beside the shards.
@@ -125,7 +136,7 @@ impl ShardWriter {
     }
 
     fn open_next(&mut self) -> Result<OpenShard> {
-        let filename = shard_filename(self.done.len());
+        let filename = (self.naming)(self.done.len());
         let path = self.dir.join(&filename);
         let file = self.storage.create(&path)?;
         let hf = HashingFile {

@@ -443,6 +443,7 @@ where
         writer: Some(WriterInfo::current()),
         build_id: Some(build_id),
         row_checksums: opts.record_checksums.then_some(true),
+        version: None,
         metadata_xxh64: None,
     };
     // The manifest is build-time state; it goes just before publication.

@@ -1,0 +1,314 @@
+//! `shardset edit` (cells set, rows deleted and appended, committed as a new
+//! version) and `shardset log` (the versions of a cache).
+
+use std::io::BufRead;
+use std::path::{Path, PathBuf};
+
+use serde_json::{json, Value as J};
+use shardset::cache::versions::{list_versions, VersionEntry};
+use shardset::layouts::arrow_shards::edit::{EditPlan, Staging};
+use shardset::sources::infer::{csv_to_value, json_to_value};
+use shardset::storage::storage_for;
+use shardset::{open_cache, Example, Features};
+
+use crate::fmt::{human, CliError, CliResult};
+
+/// What `shardset edit` was asked to do.
+pub struct EditArgs {
+    pub path: PathBuf,
+    pub set: Option<PathBuf>,
+    pub append: Option<PathBuf>,
+    pub delete: Option<String>,
+    pub message: Option<String>,
+    pub dry_run: bool,
+    pub json: bool,
+}
+
+fn bad(path: &Path, line: u64, reason: impl std::fmt::Display) -> CliError {
+    shardset::Error::Input {
+        path: path.to_path_buf(),
+        location: if line > 0 { format!(":{line}") } else { String::new() },
+        reason: reason.to_string(),
+    }
+    .into()
+}
+
+/// The lines of a JSON lines file, each an object, with their line numbers.
+fn json_lines(path: &Path) -> CliResult<Vec<(u64, serde_json::Map<String, J>)>> {
+    let f = std::fs::File::open(path).map_err(|e| shardset::Error::Io { op: "open", path: path.to_path_buf(), source: e })?;
+    let mut out = Vec::new();
+    for (i, line) in std::io::BufReader::new(f).lines().enumerate() {
+        let n = i as u64 + 1;
+        let line = line.map_err(|e| shardset::Error::Io { op: "read", path: path.to_path_buf(), source: e })?;
+        if line.trim().is_empty() {
+            continue;
+        }
+        match serde_json::from_str::<J>(&line) {
+            Ok(J::Object(o)) => out.push((n, o)),
+            Ok(_) => return Err(bad(path, n, "not a JSON object")),
+            Err(e) => return Err(bad(path, n, format!("not valid JSON ({e})"))),
+        }
+    }
+    Ok(out)
+}
+
+/// One example of every feature from a JSON object.
+fn example_from_json(
+    obj: &serde_json::Map<String, J>,
+    features: &Features,
+    path: &Path,
+    line: u64,
+) -> CliResult<Example> {
+    let base = path.parent().unwrap_or(Path::new("."));
+    let mut ex = Example::new();
+    for (name, f) in features.iter() {
+        let v = obj.get(name).unwrap_or(&J::Null);
+        let v = json_to_value(v, f, base).map_err(|r| bad(path, line, format!("{name}: {r}")))?;
+        ex.set(name.to_string(), v);
+    }
+    if let Some(k) = obj.keys().find(|k| features.get(k).is_none()) {
+        return Err(bad(
+            path,
+            line,
+            format!("'{k}' is not a column (columns: {:?})", features.names()),
+        ));
+    }
+    Ok(ex)
+}
+
+/// Rows appended from a JSON lines file, or a CSV file with a header.
+fn appended_rows(path: &Path, features: &Features) -> CliResult<Vec<Example>> {
+    let is_csv = path
+        .extension()
+        .is_some_and(|e| e.eq_ignore_ascii_case("csv"));
+    if !is_csv {
+        return json_lines(path)?
+            .iter()
+            .map(|(n, o)| example_from_json(o, features, path, *n))
+            .collect();
+    }
+    let base = path.parent().unwrap_or(Path::new("."));
+    let mut r = csv::Reader::from_path(path).map_err(|e| bad(path, 0, e))?;
+    let header: Vec<String> = r
+        .headers()
+        .map_err(|e| bad(path, 1, e))?
+        .iter()
+        .map(str::to_string)
+        .collect();
+    if let Some(k) = header.iter().find(|k| features.get(k).is_none()) {
+        return Err(bad(
+            path,
+            1,
+            format!("'{k}' is not a column (columns: {:?})", features.names()),
+        ));
+    }
+    let mut out = Vec::new();
+    for (i, rec) in r.records().enumerate() {
+        let n = i as u64 + 2;
+        let rec = rec.map_err(|e| bad(path, n, e))?;
+        let mut ex = Example::new();
+        for (name, f) in features.iter() {
+            let v = match header.iter().position(|h| h == name) {
+                Some(j) => csv_to_value(rec.get(j).unwrap_or(""), f, base)
+                    .map_err(|r| bad(path, n, format!("{name}: {r}")))?,
+                None => shardset::Value::Null,
+            };
+            ex.set(name.to_string(), v);
+        }
+        out.push(ex);
+    }
+    Ok(out)
+}
+
+/// Row numbers from `3,7,10..20` (ranges end-exclusive).
+fn parse_row_list(spec: &str) -> CliResult<Vec<u64>> {
+    let mut rows = Vec::new();
+    for part in spec.split(',').map(str::trim).filter(|p| !p.is_empty()) {
+        let num = |s: &str| {
+            s.trim().parse::<u64>().map_err(|_| {
+                CliError::Usage(format!("--delete: '{part}' is not a row or a range A..B"))
+            })
+        };
+        match part.split_once("..") {
+            Some((a, b)) => rows.extend(num(a)?..num(b)?),
+            None => rows.push(num(part)?),
+        }
+    }
+    Ok(rows)
+}
+
+fn plan_json(p: &EditPlan) -> J {
+    json!({
+        "base_version": p.base_version, "version": p.version,
+        "rows_before": p.rows_before, "rows_after": p.rows_after,
+        "shards_rewritten": p.rewritten, "shards_reused": p.reused.len(),
+        "shards_removed": p.removed, "rows_appended": p.appended_rows,
+        "bytes_estimate": p.bytes_estimate,
+    })
+}
+
+/// Stages the edits the files name: cells set first (rows numbered as in
+/// the current version), then deletions (also numbered as in the current
+/// version), then appended rows.
+fn stage(args: &EditArgs, staging: &mut Staging, features: &Features) -> CliResult {
+    if let Some(path) = &args.set {
+        let base = path.parent().unwrap_or(Path::new("."));
+        for (n, obj) in json_lines(path)? {
+            let row = obj
+                .get("row")
+                .and_then(J::as_i64)
+                .ok_or_else(|| bad(path, n, "needs an integer 'row'"))?;
+            for (k, v) in obj.iter().filter(|(k, _)| *k != "row") {
+                let f = features.get(k).ok_or_else(|| {
+                    bad(
+                        path,
+                        n,
+                        format!("'{k}' is not a column (columns: {:?})", features.names()),
+                    )
+                })?;
+                let v = json_to_value(v, f, base).map_err(|r| bad(path, n, format!("{k}: {r}")))?;
+                staging
+                    .set_cell(row, k, v)
+                    .map_err(|e| bad(path, n, e))?;
+            }
+        }
+    }
+    if let Some(spec) = &args.delete {
+        let mut rows = parse_row_list(spec)?;
+        rows.sort_unstable();
+        rows.dedup();
+        // Highest first, so each number still means the current version's row.
+        for r in rows.into_iter().rev() {
+            staging.delete(r as i64)?;
+        }
+    }
+    if let Some(path) = &args.append {
+        for ex in appended_rows(path, features)? {
+            staging.append(ex)?;
+        }
+    }
+    Ok(())
+}
+
+/// Runs `shardset edit`.
+pub fn edit(args: EditArgs) -> CliResult {
+    if args.set.is_none() && args.append.is_none() && args.delete.is_none() {
+        return Err(CliError::Usage(
+            "nothing to do: give --set, --append and/or --delete".into(),
+        ));
+    }
+    let cache = open_cache(&args.path)?;
+    let features = cache.features().clone();
+    let mut staging = cache.edit()?;
+    if let Some(m) = &args.message {
+        staging = staging.with_message(m.clone());
+    }
+    stage(&args, &mut staging, &features)?;
+    let plan = staging.plan()?;
+    if args.dry_run {
+        if args.json {
+            println!("{}", json!({"dry_run": true, "plan": plan_json(&plan)}));
+        } else {
+            println!(
+                "would commit version {} of {}: {} -> {} rows; rewrite {} shard(s), reuse {}, drop {}, append {} row(s); about {} written",
+                plan.version,
+                args.path.display(),
+                plan.rows_before,
+                plan.rows_after,
+                plan.rewritten.len(),
+                plan.reused.len(),
+                plan.removed.len(),
+                plan.appended_rows,
+                human(plan.bytes_estimate)
+            );
+        }
+        return Ok(());
+    }
+    let report = staging.commit()?;
+    let c = &report.change;
+    if args.json {
+        println!(
+            "{}",
+            json!({"version": report.version, "plan": plan_json(&report.plan),
+                   "bytes_written": c.bytes_written, "shards_new": c.shards_new,
+                   "rows": report.metadata.num_rows, "seconds": report.seconds})
+        );
+    } else {
+        println!(
+            "committed version {} of {}: {} rows; {} shard(s) rewritten, {} reused, {} new, {} dropped; {} written in {:.2} s",
+            report.version,
+            args.path.display(),
+            report.metadata.num_rows,
+            c.shards_rewritten,
+            c.shards_reused,
+            c.shards_new,
+            c.shards_removed,
+            human(c.bytes_written),
+            report.seconds
+        );
+    }
+    Ok(())
+}
+
+fn entry_json(v: &VersionEntry) -> J {
+    let info = v.info.as_ref();
+    json!({
+        "id": v.id, "current": v.current, "rows": v.num_rows, "shards": v.num_shards,
+        "parent": info.map(|i| i.parent),
+        "created_unix_ms": info.map(|i| i.created_unix_ms),
+        "change": info.map(|i| serde_json::to_value(&i.change).unwrap_or(J::Null)),
+    })
+}
+
+/// Runs `shardset log`.
+pub fn log(path: PathBuf, json_out: bool) -> CliResult {
+    let versions = list_versions(storage_for(&path).as_ref(), &path)?;
+    if json_out {
+        let all: Vec<J> = versions.iter().map(entry_json).collect();
+        println!("{}", J::Array(all));
+        return Ok(());
+    }
+    for v in versions.iter().rev() {
+        let mark = if v.current { " (current)" } else { "" };
+        let what = match &v.info {
+            None => "built".to_string(),
+            Some(i) => {
+                let c = &i.change;
+                let mut parts = Vec::new();
+                for (n, what) in [
+                    (c.rows_set, "row(s) set"),
+                    (c.cells_set, "cell(s) set"),
+                    (c.rows_deleted, "row(s) deleted"),
+                    (c.rows_appended, "row(s) appended"),
+                ] {
+                    if n > 0 {
+                        parts.push(format!("{n} {what}"));
+                    }
+                }
+                let when = std::time::UNIX_EPOCH
+                    + std::time::Duration::from_millis(i.created_unix_ms);
+                let ago = std::time::SystemTime::now()
+                    .duration_since(when)
+                    .unwrap_or_default();
+                format!(
+                    "edited from version {}, {} ago: {}; {} shard(s) rewritten, {} new, {} written{}",
+                    i.parent,
+                    crate::fmt::age(ago),
+                    if parts.is_empty() { "no change".into() } else { parts.join(", ") },
+                    c.shards_rewritten,
+                    c.shards_new,
+                    human(c.bytes_written),
+                    c.message
+                        .as_deref()
+                        .map(|m| format!(" \"{m}\""))
+                        .unwrap_or_default()
+                )
+            }
+        };
+        println!(
+            "version {}{mark}: {} rows, {} shard(s); {what}",
+            v.id, v.num_rows, v.num_shards
+        );
+    }
+    Ok(())
+}
