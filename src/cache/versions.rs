@@ -139,9 +139,7 @@ pub fn list_versions(storage: &dyn Storage, dir: &Path) -> Result<Vec<VersionEnt
     out.push(VersionEntry {
         id: now,
         num_rows: current.num_rows(),
-        num_shards: current
-            .as_arrow_shards()
-            .map_or(0, |m| m.num_shards),
+        num_shards: current.as_arrow_shards().map_or(0, |m| m.num_shards),
         info: current.as_arrow_shards().and_then(|m| m.version.clone()),
         current: true,
     });

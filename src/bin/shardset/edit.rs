@@ -27,7 +27,11 @@ pub struct EditArgs {
 fn bad(path: &Path, line: u64, reason: impl std::fmt::Display) -> CliError {
     shardset::Error::Input {
         path: path.to_path_buf(),
-        location: if line > 0 { format!(":{line}") } else { String::new() },
+        location: if line > 0 {
+            format!(":{line}")
+        } else {
+            String::new()
+        },
         reason: reason.to_string(),
     }
     .into()
@@ -35,11 +39,19 @@ fn bad(path: &Path, line: u64, reason: impl std::fmt::Display) -> CliError {
 
 /// The lines of a JSON lines file, each an object, with their line numbers.
 fn json_lines(path: &Path) -> CliResult<Vec<(u64, serde_json::Map<String, J>)>> {
-    let f = std::fs::File::open(path).map_err(|e| shardset::Error::Io { op: "open", path: path.to_path_buf(), source: e })?;
+    let f = std::fs::File::open(path).map_err(|e| shardset::Error::Io {
+        op: "open",
+        path: path.to_path_buf(),
+        source: e,
+    })?;
     let mut out = Vec::new();
     for (i, line) in std::io::BufReader::new(f).lines().enumerate() {
         let n = i as u64 + 1;
-        let line = line.map_err(|e| shardset::Error::Io { op: "read", path: path.to_path_buf(), source: e })?;
+        let line = line.map_err(|e| shardset::Error::Io {
+            op: "read",
+            path: path.to_path_buf(),
+            source: e,
+        })?;
         if line.trim().is_empty() {
             continue;
         }
@@ -167,9 +179,7 @@ fn stage(args: &EditArgs, staging: &mut Staging, features: &Features) -> CliResu
                     )
                 })?;
                 let v = json_to_value(v, f, base).map_err(|r| bad(path, n, format!("{k}: {r}")))?;
-                staging
-                    .set_cell(row, k, v)
-                    .map_err(|e| bad(path, n, e))?;
+                staging.set_cell(row, k, v).map_err(|e| bad(path, n, e))?;
             }
         }
     }
@@ -285,8 +295,8 @@ pub fn log(path: PathBuf, json_out: bool) -> CliResult {
                         parts.push(format!("{n} {what}"));
                     }
                 }
-                let when = std::time::UNIX_EPOCH
-                    + std::time::Duration::from_millis(i.created_unix_ms);
+                let when =
+                    std::time::UNIX_EPOCH + std::time::Duration::from_millis(i.created_unix_ms);
                 let ago = std::time::SystemTime::now()
                     .duration_since(when)
                     .unwrap_or_default();

@@ -169,7 +169,9 @@ pub fn gc(
             }
             let g = shardset::layouts::arrow_shards::edit::gc_versions(&dir, keep, dry_run)?;
             freed += g.bytes;
-            versions.push(json!({"cache": dir, "versions": g.versions, "files": g.files, "bytes": g.bytes}));
+            versions.push(
+                json!({"cache": dir, "versions": g.versions, "files": g.files, "bytes": g.bytes}),
+            );
         }
     }
     if json_out {

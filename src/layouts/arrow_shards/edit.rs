@@ -326,7 +326,11 @@ impl Staging {
                 ))
             })?;
         let one = Arc::new(Features::new().with(column.to_string(), feature));
-        let cell = self.encode(one, Example::new().with(column.to_string(), value.into()), at)?;
+        let cell = self.encode(
+            one,
+            Example::new().with(column.to_string(), value.into()),
+            at,
+        )?;
         let row = self.raw_at(slot)?;
         let mut cols = row.columns().to_vec();
         cols[pos] = cell.column(0).clone();
@@ -555,7 +559,10 @@ impl Staging {
             filename: m.shard_filenames[s].clone(),
             num_rows: m.shard_row_counts[s],
             num_bytes: m.shard_num_bytes.as_ref().map_or(0, |v| v[s]),
-            xxh64: m.shard_xxh64.as_ref().map_or_else(String::new, |v| v[s].clone()),
+            xxh64: m
+                .shard_xxh64
+                .as_ref()
+                .map_or_else(String::new, |v| v[s].clone()),
         };
         for s in 0..m.shard_filenames.len() {
             if plan.reused.contains(&s) {
@@ -682,7 +689,11 @@ impl<'a> Rechunk<'a> {
 
 /// Removes the shard files (and their row checksums) named after
 /// `version`, and its version file.
-fn remove_version_files(storage: &dyn crate::storage::Storage, dir: &Path, version: u64) -> Result<()> {
+fn remove_version_files(
+    storage: &dyn crate::storage::Storage,
+    dir: &Path,
+    version: u64,
+) -> Result<()> {
     let suffix = format!(".v{version}.arrow");
     for e in storage.list(dir)? {
         let name = e.name();
@@ -767,7 +778,11 @@ pub fn gc_versions(dir: &Path, keep: usize, dry_run: bool) -> Result<VersionGc> 
     // its commit point) are named by nothing and go too.
     for e in storage.list(dir)? {
         let name = e.name();
-        if e.is_file() && name.starts_with("shard-") && name.ends_with(".arrow") && !named.contains(&name) {
+        if e.is_file()
+            && name.starts_with("shard-")
+            && name.ends_with(".arrow")
+            && !named.contains(&name)
+        {
             out.files.push(e.path.clone());
             if dry_run {
                 out.bytes += e.len;
