@@ -22,15 +22,15 @@ fn multi_shard(n: usize, batch: usize, budget: u64) -> (tempfile::TempDir, shard
     (tmp, open_cache(&dir).unwrap())
 }
 
-#[test]
-fn every_feature_kind_roundtrips() {
-    let tmp = tempfile::tempdir().unwrap();
-    let video = golden().join("sources/clip_a.mp4");
+/// One column of every feature kind: each dtype, class labels, nested and
+/// labelled sequences, PNG and JPEG images, 2-D and 5-D arrays, videos by
+/// path and by bytes.
+fn all_kinds_features() -> Features {
     let mut features = Features::new();
     for d in Dtype::ALL {
         features.insert(format!("v_{}", d.name()), Feature::value(d));
     }
-    let features = features
+    features
         .with("label", Feature::class_label_n(7).unwrap())
         .with(
             "seq2",
@@ -48,39 +48,54 @@ fn every_feature_kind_roundtrips() {
             Feature::array(vec![1, 2, 1, 2, 1], Dtype::Int64).unwrap(),
         )
         .with("vp", Feature::video(VideoStorage::Path))
-        .with("vb", Feature::video(VideoStorage::Bytes));
-    let gray = ImageData::new(3, 4, 1, (0..12).collect()).unwrap();
+        .with("vb", Feature::video(VideoStorage::Bytes))
+}
+
+fn gray_image() -> ImageData {
+    ImageData::new(3, 4, 1, (0..12).collect()).unwrap()
+}
+
+/// Row `i` of [`all_kinds_features`], every cell a value.
+fn all_kinds_example(i: i64) -> Example {
+    let video = golden().join("sources/clip_a.mp4");
     let rgb = ImageData::new(8, 8, 3, vec![128; 192]).unwrap();
-    let ex = |i: i64| {
-        let mut e = Example::new();
-        for d in Dtype::ALL {
-            let v: Value = match d {
-                Dtype::Bool => (i % 2 == 0).into(),
-                Dtype::String => format!("s{i}").into(),
-                Dtype::Binary => vec![i as u8, 0, 255].into(),
-                Dtype::Float16 | Dtype::Float32 | Dtype::Float64 => (i as f64 + 0.5).into(),
-                Dtype::UInt64 => (u64::MAX - i as u64).into(),
-                Dtype::Int64 => (i64::MIN + i).into(),
-                _ => i.into(),
-            };
-            e.set(format!("v_{}", d.name()), v);
-        }
-        e.with("label", i % 7)
-            .with("seq2", vec![vec![1.5f32, 2.5], vec![]])
-            .with("seq_label", vec![Value::from("b"), Value::from(0i64)])
-            .with("png", gray.clone())
-            .with("jpeg", rgb.clone())
-            .with(
-                "a2",
-                Tensor::from_vec(vec![2, 2], vec![1u8, 2, 3, i as u8]).unwrap(),
-            )
-            .with(
-                "a5",
-                Tensor::from_vec(vec![1, 2, 1, 2, 1], vec![-1i64, 2, -3, i]).unwrap(),
-            )
-            .with("vp", video.clone())
-            .with("vb", video.clone())
-    };
+    let mut e = Example::new();
+    for d in Dtype::ALL {
+        let v: Value = match d {
+            Dtype::Bool => (i % 2 == 0).into(),
+            Dtype::String => format!("s{i}").into(),
+            Dtype::Binary => vec![i as u8, 0, 255].into(),
+            Dtype::Float16 | Dtype::Float32 | Dtype::Float64 => (i as f64 + 0.5).into(),
+            Dtype::UInt64 => (u64::MAX - i as u64).into(),
+            Dtype::Int64 => (i64::MIN + i).into(),
+            _ => i.into(),
+        };
+        e.set(format!("v_{}", d.name()), v);
+    }
+    e.with("label", i % 7)
+        .with("seq2", vec![vec![1.5f32, 2.5], vec![]])
+        .with("seq_label", vec![Value::from("b"), Value::from(0i64)])
+        .with("png", gray_image())
+        .with("jpeg", rgb)
+        .with(
+            "a2",
+            Tensor::from_vec(vec![2, 2], vec![1u8, 2, 3, i as u8]).unwrap(),
+        )
+        .with(
+            "a5",
+            Tensor::from_vec(vec![1, 2, 1, 2, 1], vec![-1i64, 2, -3, i]).unwrap(),
+        )
+        .with("vp", video.clone())
+        .with("vb", video)
+}
+
+#[test]
+fn every_feature_kind_roundtrips() {
+    let tmp = tempfile::tempdir().unwrap();
+    let video = golden().join("sources/clip_a.mp4");
+    let features = all_kinds_features();
+    let gray = gray_image();
+    let ex = all_kinds_example;
     let dir = tmp.path().join("all");
     write_arrow_cache(
         (0..5).map(ex),
@@ -169,6 +184,118 @@ fn nulls_roundtrip_in_every_column() {
     );
     assert!(!r.values().is_empty());
     assert!(r.values().iter().all(|v| *v == Value::Null));
+}
+
+/// Every feature kind is nullable: rows of nothing but nulls between rows
+/// of values, and null elements inside sequences, read back as written in
+/// Arrow shards (uncompressed and zstd) and in a Lance dataset; the rows of
+/// values read as those of a cache written without any null.
+#[test]
+fn nulls_beside_values_roundtrip_in_every_kind_and_layout() {
+    let base = all_kinds_features();
+    let features = base
+        .clone()
+        .with("seq_nulls", Feature::sequence(Feature::value(Dtype::Int64)))
+        .with(
+            "seq2_nulls",
+            Feature::sequence(Feature::sequence(Feature::value(Dtype::Float32))),
+        );
+    let with_lists = |e: Example| {
+        e.with("seq_nulls", vec![Value::Int(1), Value::Null, Value::Int(3)])
+            .with(
+                "seq2_nulls",
+                vec![
+                    Value::List(vec![Value::Float(1.5), Value::Null]),
+                    Value::Null,
+                ],
+            )
+    };
+    let row = |i: i64| {
+        if i % 3 == 1 {
+            let mut e = Example::new();
+            for name in features.names() {
+                e.set(name, Value::Null);
+            }
+            e
+        } else {
+            with_lists(all_kinds_example(i))
+        }
+    };
+    let n = 9i64;
+    let tmp = tempfile::tempdir().unwrap();
+    let plain = tmp.path().join("plain");
+    write_arrow_cache(
+        (0..n).map(|i| with_lists(all_kinds_example(i))),
+        &features,
+        &plain,
+        &ArrowWriteOptions::default(),
+    )
+    .unwrap();
+    let plain = open_cache(&plain).unwrap();
+    let mut dirs = Vec::new();
+    for c in [Compression::None, Compression::Zstd] {
+        let dir = tmp.path().join(format!("arrow-{c}"));
+        write_arrow_cache(
+            (0..n).map(row),
+            &features,
+            &dir,
+            &ArrowWriteOptions::default()
+                .try_with_batch_size(4)
+                .unwrap()
+                .with_compression(c),
+        )
+        .unwrap();
+        dirs.push(dir);
+    }
+    #[cfg(feature = "lance")]
+    {
+        let dir = tmp.path().join("lance");
+        shardset::write_lance_cache((0..n).map(row), &features, &dir, &Default::default()).unwrap();
+        dirs.push(dir);
+    }
+    for dir in &dirs {
+        let c = open_cache(dir).unwrap();
+        assert_eq!(c.len(), n as u64);
+        for i in 0..n {
+            let got = c.backend.get(i).unwrap();
+            if i % 3 == 1 {
+                assert_eq!(got.values().len(), features.len());
+                assert!(
+                    got.values().iter().all(|v| *v == Value::Null),
+                    "{}: row {i}: {got:?}",
+                    dir.display()
+                );
+            } else {
+                let want = plain.backend.get(i).unwrap();
+                for name in features.names() {
+                    let (g, w) = (got.get(&name).unwrap(), want.get(&name).unwrap());
+                    match (g, w) {
+                        // A path video names the file staged inside each cache.
+                        (Value::Video(g), Value::Video(w)) => {
+                            assert_eq!(g.read_bytes().unwrap(), w.read_bytes().unwrap());
+                            assert_eq!(g.checksum, w.checksum);
+                        }
+                        _ => assert!(g == w, "{}: row {i}, column {name}", dir.display()),
+                    }
+                }
+                assert_eq!(
+                    got.get("seq_nulls"),
+                    Some(&Value::List(vec![
+                        Value::Int(1),
+                        Value::Null,
+                        Value::Int(3)
+                    ]))
+                );
+                assert_eq!(
+                    got.get("seq2_nulls"),
+                    Some(&Value::List(vec![
+                        Value::List(vec![Value::Float(1.5), Value::Null]),
+                        Value::Null
+                    ]))
+                );
+            }
+        }
+    }
 }
 
 #[test]
