@@ -600,3 +600,98 @@ fn an_empty_lance_write_publishes_an_empty_cache() {
     let report = shardset::verify_cache(&dir).unwrap();
     assert!(report.damage.is_empty(), "{:?}", report.damage);
 }
+
+/// Compression asked of Lance with a level: recorded in the metadata and in
+/// the dataset's field metadata, the same rows read back, and the level
+/// changes the bytes on disk of compressible data (zstd 19 no larger than
+/// zstd 1, both smaller than none). Bad levels are refused.
+#[test]
+fn lance_compression_levels_are_recorded_and_change_bytes_not_rows() {
+    use shardset::{Compression, Dtype, Example, Feature, Features};
+    let features = Features::new()
+        .with("text", Feature::value(Dtype::String))
+        .with("blob", Feature::value(Dtype::Binary));
+    // Text-like data: words of a small vocabulary in a seeded random order.
+    let words: Vec<String> = (0..300u64)
+        .map(|w| format!("w{}x{}", w * 7919 % 1000, w % 13))
+        .collect();
+    let rows = || {
+        let mut rng = shardset::SplitMix64::new(7);
+        let words = words.clone();
+        (0..3000u32).map(move |_| {
+            let mut text = String::new();
+            for _ in 0..40 {
+                text.push_str(&words[rng.below(300) as usize]);
+                text.push(' ');
+            }
+            let blob = text.as_bytes().iter().rev().copied().collect::<Vec<u8>>();
+            Example::new().with("text", text).with("blob", blob)
+        })
+    };
+    let tmp = tempfile::tempdir().unwrap();
+    let mut sizes = Vec::new();
+    let mut first: Option<Vec<shardset::Row>> = None;
+    for (codec, level) in [
+        (Compression::None, None),
+        (Compression::Lz4, None),
+        (Compression::Zstd, Some(1)),
+        (Compression::Zstd, None),
+        (Compression::Zstd, Some(19)),
+    ] {
+        let dir = tmp.path().join(format!("{codec}-{level:?}"));
+        let opts = LanceWriteOptions::default()
+            .with_data_storage_version(shardset::LanceStorageVersion::V2_1)
+            .try_with_compression(codec, level)
+            .unwrap();
+        let w = write_lance_cache(rows(), &features, &dir, &opts).unwrap();
+        assert_eq!(w.metadata.compression.as_deref(), Some(codec.name()));
+        let want_level = (codec == Compression::Zstd).then(|| level.unwrap_or(3));
+        assert_eq!(w.metadata.compression_level, want_level);
+        let schema = shardset::LanceRows::dataset_schema(&dir).unwrap();
+        for f in schema.fields() {
+            assert_eq!(
+                f.metadata()
+                    .get("lance-encoding:compression")
+                    .map(String::as_str),
+                Some(codec.name())
+            );
+        }
+        let c = open_cache(&dir).unwrap();
+        let got: Vec<shardset::Row> = (0..c.len() as i64)
+            .map(|i| c.backend.get(i).unwrap())
+            .collect();
+        match &first {
+            None => first = Some(got),
+            Some(f) => assert!(f == &got, "{codec} {level:?} reads the same rows"),
+        }
+        sizes.push((
+            codec,
+            level,
+            shardset::layouts::stats::dir_size(&dir.join("data")).unwrap(),
+        ));
+    }
+    let size = |c, l| sizes.iter().find(|s| s.0 == c && s.1 == l).unwrap().2;
+    let none = size(Compression::None, None);
+    assert!(size(Compression::Zstd, Some(1)) < none, "{sizes:?}");
+    assert!(
+        size(Compression::Zstd, Some(19)) < size(Compression::Zstd, Some(1)),
+        "{sizes:?}"
+    );
+    for (c, l) in [
+        (Compression::Zstd, Some(0)),
+        (Compression::Zstd, Some(23)),
+        (Compression::Lz4, Some(1)),
+    ] {
+        let e = LanceWriteOptions::default()
+            .try_with_compression(c, l)
+            .unwrap_err();
+        assert!(matches!(e, Error::InvalidArgument(_)), "{e}");
+    }
+    let e = shardset::ArrowWriteOptions::default()
+        .try_with_compression_level(Compression::Zstd, Some(9))
+        .unwrap_err();
+    assert!(
+        matches!(&e, Error::InvalidArgument(m) if m.contains("level 3")),
+        "{e}"
+    );
+}

@@ -405,6 +405,9 @@ fn compression_roundtrips_and_is_recorded() {
             c.metadata.to_json()["compression"],
             comp.as_metadata().unwrap()
         );
+        // The level arrow-rs compresses at: zstd's 3; LZ4 frames have none.
+        let level = c.metadata.as_arrow_shards().unwrap().compression_level;
+        assert_eq!(level, (comp == Compression::Zstd).then_some(3));
         let r = c.backend.get(33).unwrap();
         assert_eq!(r.get("name"), Some(&Value::Str("row-33".into())));
         assert_eq!(
@@ -414,6 +417,7 @@ fn compression_roundtrips_and_is_recorded() {
     }
     let (_t, c) = multi_shard(10, 5, 1000);
     assert!(c.metadata.to_json().get("compression").is_none());
+    assert!(c.metadata.to_json().get("compression_level").is_none());
 }
 
 #[test]

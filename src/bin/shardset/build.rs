@@ -39,9 +39,14 @@ pub struct BuildOpts {
     /// library's `DEFAULT_SHARD_SIZE_BYTES`).
     #[arg(long, value_name = "SIZE")]
     pub shard_size: Option<String>,
-    /// IPC compression (arrow only; default none).
+    /// Compression: arrow: of the IPC buffers (default none); lance: asked
+    /// of Lance for every column (default: Lance's choice per block).
     #[arg(long, value_enum)]
     pub compression: Option<Compression>,
+    /// The zstd level: 1 to 22 for lance; arrow shards are compressed by
+    /// arrow-rs at level 3 only.
+    #[arg(long, requires = "compression")]
+    pub compression_level: Option<i32>,
     /// Threads for reading and encoding (0 = one per core).
     #[arg(long, default_value_t = 0)]
     pub threads: usize,
@@ -435,17 +440,24 @@ fn reuse_features(b: &dyn DatasetBuilder, opts: &LoadOptions) -> Option<Features
 
 fn load_options(o: &BuildOpts, counter: Arc<AtomicU64>, batch: usize) -> CliResult<LoadOptions> {
     let format = o.format;
-    if format == StorageFormat::Lance && (o.shard_size.is_some() || o.compression.is_some()) {
+    if format == StorageFormat::Lance && o.shard_size.is_some() {
         return Err(CliError::Usage(
-            "--shard-size and --compression apply to --format arrow only".into(),
+            "--shard-size applies to --format arrow only".into(),
         ));
     }
     let batch = o.batch_size.unwrap_or(batch);
     let usage = |e: shardset::Error| CliError::Usage(format!("--batch-size: {e}"));
+    let level = |e: shardset::Error| CliError::Usage(format!("--compression-level: {e}"));
+    let arrow_level = if format == StorageFormat::Arrow {
+        o.compression_level
+    } else {
+        None
+    };
     let mut write = ArrowWriteOptions::default()
         .try_with_batch_size(batch)
         .map_err(usage)?
-        .with_compression(o.compression.unwrap_or_default())
+        .try_with_compression_level(o.compression.unwrap_or_default(), arrow_level)
+        .map_err(level)?
         .with_encode_threads(o.threads)
         .with_progress(counter.clone());
     if let Some(s) = &o.shard_size {
@@ -460,13 +472,19 @@ fn load_options(o: &BuildOpts, counter: Arc<AtomicU64>, batch: usize) -> CliResu
         .with_unit_parallelism(o.threads)
         .with_write_options(write);
     #[cfg(feature = "lance")]
-    let opts = opts.with_lance_write_options(
-        shardset::LanceWriteOptions::default()
+    let opts = {
+        let mut lance = shardset::LanceWriteOptions::default()
             .try_with_batch_size(batch)
             .map_err(usage)?
             .with_encode_threads(o.threads)
-            .with_progress(counter),
-    );
+            .with_progress(counter);
+        if let (Some(c), StorageFormat::Lance) = (o.compression, format) {
+            lance = lance
+                .try_with_compression(c, o.compression_level)
+                .map_err(level)?;
+        }
+        opts.with_lance_write_options(lance)
+    };
     Ok(opts)
 }
 

@@ -34,6 +34,13 @@ pub struct LanceRowsMetadata {
     /// Ours: the Lance data storage version written.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub data_storage_version: Option<String>,
+    /// Ours: the compression asked of Lance for every column (`zstd`,
+    /// `lz4` or `none`; absent: Lance's own choice per block).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub compression: Option<String>,
+    /// Ours: the zstd level asked of Lance.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub compression_level: Option<i32>,
     /// Ours: self-describing features.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub features: Option<J>,
@@ -348,6 +355,10 @@ pub struct ArrowShardsMetadata {
         with = "compression_key"
     )]
     pub compression: Compression,
+    /// Ours: the zstd level the shards were compressed at (absent for lz4,
+    /// which has none, and when uncompressed).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub compression_level: Option<i32>,
     /// Provenance of derived caches (reference key).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub lineage: Option<J>,

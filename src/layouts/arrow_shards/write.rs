@@ -50,6 +50,10 @@ pub struct ArrowWriteOptions {
 /// small enough that shard-aware shuffling has shards to shuffle).
 pub const DEFAULT_SHARD_SIZE_BYTES: u64 = 256 << 20;
 
+/// The zstd level arrow-rs's IPC writer compresses at (zstd's default; not
+/// settable through arrow-rs 58).
+pub const ARROW_ZSTD_LEVEL: i32 = 3;
+
 impl Default for ArrowWriteOptions {
     fn default() -> Self {
         ArrowWriteOptions {
@@ -97,6 +101,35 @@ impl ArrowWriteOptions {
     pub fn with_compression(mut self, c: Compression) -> Self {
         self.compression = c;
         self
+    }
+
+    /// IPC compression with a level. arrow-rs 58's IPC writer compresses
+    /// zstd at its default level ([`ARROW_ZSTD_LEVEL`]) and LZ4 frames with
+    /// no level, and exposes neither: so a level is accepted only where it
+    /// is what the writer does (zstd at 3), and refused otherwise rather
+    /// than recorded and ignored. The level written is recorded in the
+    /// metadata (`compression_level`).
+    ///
+    /// # Errors
+    /// [`Error::InvalidArgument`] for a level other than 3 with zstd, or any
+    /// level with lz4 or none.
+    pub fn try_with_compression_level(
+        mut self,
+        c: Compression,
+        level: Option<i32>,
+    ) -> Result<Self> {
+        match (c, level) {
+            (_, None) | (Compression::Zstd, Some(ARROW_ZSTD_LEVEL)) => {
+                self.compression = c;
+                Ok(self)
+            }
+            (Compression::Zstd, Some(l)) => Err(Error::InvalidArgument(format!(
+                "zstd level {l}: Arrow IPC shards are compressed by arrow-rs, whose writer uses zstd level {ARROW_ZSTD_LEVEL} only (Lance caches take levels 1 to 22)"
+            ))),
+            (c, Some(l)) => Err(Error::InvalidArgument(format!(
+                "compression level {l} with {c}: only zstd takes a level"
+            ))),
+        }
     }
 
     /// Encode threads (0, the default: one per core).
@@ -433,6 +466,7 @@ where
         shard_filenames: records.iter().map(|r| r.filename.clone()).collect(),
         shard_size_target_bytes: opts.shard_size_bytes,
         compression: opts.compression,
+        compression_level: (opts.compression == Compression::Zstd).then_some(ARROW_ZSTD_LEVEL),
         lineage: opts.lineage.clone(),
         shard_num_bytes: Some(records.iter().map(|r| r.num_bytes).collect()),
         shard_xxh64: Some(records.iter().map(|r| r.xxh64.clone()).collect()),

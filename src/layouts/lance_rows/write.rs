@@ -26,8 +26,10 @@ use crate::features::describe::features_to_json;
 use crate::features::image::PngCompression;
 use crate::features::Features;
 use crate::lance::{fragment_rows, lance_err, rewind_dataset, LanceSegments};
+use crate::layouts::arrow_shards::format::Compression;
 use crate::storage::storage_for;
 use crate::value::Example;
+use arrow_array::RecordBatch;
 
 /// The Lance file format version of the data files (`data_storage_version`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, clap::ValueEnum)]
@@ -119,6 +121,7 @@ pub struct LanceWriteOptions {
     lineage: Option<serde_json::Value>,
     progress: Option<Arc<AtomicU64>>,
     png: PngCompression,
+    compression: Option<(Compression, Option<i32>)>,
 }
 
 impl Default for LanceWriteOptions {
@@ -131,6 +134,7 @@ impl Default for LanceWriteOptions {
             lineage: None,
             progress: None,
             png: PngCompression::Fast,
+            compression: None,
         }
     }
 }
@@ -160,6 +164,67 @@ impl LanceWriteOptions {
     pub fn with_data_storage_version(mut self, v: LanceStorageVersion) -> Self {
         self.data_storage_version = Some(v);
         self
+    }
+
+    /// Asks Lance to compress every column's data with `codec`, zstd at
+    /// `level` (1 to 22; Lance's default, 3, when `None`), through the
+    /// field metadata Lance reads (`lance-encoding:compression`,
+    /// `lance-encoding:compression-level`). Lance applies it to the blocks
+    /// its encodings compress (with the 2.1 file format and later), and
+    /// chooses per block when this is not set. Recorded in the metadata.
+    ///
+    /// # Errors
+    /// [`Error::InvalidArgument`] for a zstd level outside 1..=22, or a level
+    /// with lz4 (Lance's LZ4 takes none) or none.
+    pub fn try_with_compression(mut self, codec: Compression, level: Option<i32>) -> Result<Self> {
+        match (codec, level) {
+            (Compression::Zstd, Some(l)) if !(1..=22).contains(&l) => {
+                return Err(Error::InvalidArgument(format!(
+                    "zstd level must be 1 to 22, got {l}"
+                )))
+            }
+            (Compression::Zstd, _) | (_, None) => {}
+            (c, Some(l)) => {
+                return Err(Error::InvalidArgument(format!(
+                    "compression level {l} with {c}: only zstd takes a level"
+                )))
+            }
+        }
+        self.compression = Some((codec, level));
+        Ok(self)
+    }
+
+    /// The compression asked of Lance, if any: codec and zstd level.
+    pub fn compression(&self) -> Option<(Compression, Option<i32>)> {
+        self.compression
+    }
+
+    /// The schema handed to Lance: the features' schema with the
+    /// compression asked for in every top-level field's metadata.
+    fn lance_schema(&self, features: &Features) -> arrow_schema::SchemaRef {
+        let schema = features.arrow_schema();
+        let Some((codec, level)) = self.compression else {
+            return schema;
+        };
+        let fields: Vec<arrow_schema::Field> = schema
+            .fields()
+            .iter()
+            .map(|f| {
+                let mut m = f.metadata().clone();
+                m.insert(
+                    "lance-encoding:compression".into(),
+                    codec.name().to_string(),
+                );
+                if let Some(l) = level {
+                    m.insert("lance-encoding:compression-level".into(), l.to_string());
+                }
+                f.as_ref().clone().with_metadata(m)
+            })
+            .collect();
+        Arc::new(arrow_schema::Schema::new_with_metadata(
+            fields,
+            schema.metadata().clone(),
+        ))
     }
 
     /// Encode threads (0, the default: one per core).
@@ -289,6 +354,9 @@ where
     prepared.run(examples, features, opts, Extra::default())
 }
 
+/// The zstd level Lance compresses at when none is given.
+pub const LANCE_ZSTD_DEFAULT_LEVEL: i32 = 3;
+
 /// The resume log of a `lance-rows` build, in its temp dir.
 pub(crate) const PROGRESS_FILE: &str = "_lance_progress.jsonl";
 
@@ -307,6 +375,9 @@ pub struct LanceBuildHeader {
     pub data_storage_version: Option<LanceStorageVersion>,
     /// How PNG pixels are deflated.
     pub png: String,
+    /// The compression asked of Lance (`codec` or `codec:level`).
+    #[serde(default)]
+    pub compression: Option<String>,
     /// Stamp of the declared sources and the config.
     pub sources_digest: String,
     /// The writing crate's version.
@@ -331,6 +402,10 @@ impl LanceBuildHeader {
             max_rows_per_file: opts.max_rows_per_file.get() as u64,
             data_storage_version: opts.data_storage_version,
             png: format!("{:?}", opts.png),
+            compression: opts.compression.map(|(c, l)| match l {
+                Some(l) => format!("{c}:{l}"),
+                None => c.to_string(),
+            }),
             sources_digest,
             writer: WriterInfo::current().version,
         }
@@ -441,9 +516,10 @@ impl PreparedLance {
         let storage = build.storage().clone();
         let data_dir = build.dir().to_path_buf();
         let per_file = opts.max_rows_per_file.get() as u64;
+        let schema = opts.lance_schema(features);
         let mut lance = LanceSegments::new(
             &data_dir,
-            features.arrow_schema(),
+            schema.clone(),
             opts.max_rows_per_file.get(),
             version > 0,
         )?
@@ -484,7 +560,10 @@ impl PreparedLance {
                 // where a file fills up.
                 while at < n {
                     let take = (n - at).min(per_file - in_segment);
-                    lance.send(batch.slice(at as usize, take as usize))?;
+                    let piece = batch.slice(at as usize, take as usize);
+                    let piece = RecordBatch::try_new(schema.clone(), piece.columns().to_vec())
+                        .map_err(|e| Error::arrow(Some(&data_dir), e))?;
+                    lance.send(piece)?;
                     (at, in_segment, sent) = (at + take, in_segment + take, sent + take);
                     if in_segment == per_file {
                         commit(&mut lance, sent)?;
@@ -524,6 +603,10 @@ impl PreparedLance {
             lineage: opts.lineage.clone(),
             fragment_row_counts: Some(fragment_rows),
             data_storage_version: opts.data_storage_version.map(|v| v.name().to_string()),
+            compression: opts.compression.map(|(c, _)| c.name().to_string()),
+            compression_level: opts.compression.and_then(|(c, l)| {
+                (c == Compression::Zstd).then_some(l.unwrap_or(LANCE_ZSTD_DEFAULT_LEVEL))
+            }),
             features: Some(features_to_json(features)),
             sources: extra.sources,
             config: extra.config,
