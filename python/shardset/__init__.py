@@ -123,7 +123,8 @@ class Dataset:
 
 
 def open_cache(path, columns=None, decode_images=True, window=None, lance_chunk_rows=None,
-               features=None):
+               features=None, verify_on_read=False, in_memory=False, memory_fraction=None,
+               in_memory_fallback=False, version=None):
     """Opens a cache of any layout (`arrow-shards`, `lance-rows`,
     `lance-video-frames`), written by shardset or by stable-datasets.
 
@@ -134,17 +135,28 @@ def open_cache(path, columns=None, decode_images=True, window=None, lance_chunk_
     array). lance_chunk_rows: rows a Lance random read brings in together
     (default 64). features: the features (ours, the reference's, or JSON)
     for a cache that does not describe its own, as the reference's caches
-    do not; checked against the cache's schema fingerprint."""
+    do not; checked against the cache's schema fingerprint.
+
+    verify_on_read: check every row read against the per-record checksums
+    the cache was written with (`write_cache(record_checksums=True)`); a
+    changed row raises CorruptCacheError naming the row, its columns and the
+    file. in_memory: load the cache into RAM at open (arrow-shards and
+    lance-rows), refused with an error naming both sizes when it needs more
+    than `memory_fraction` (default 0.5) of the memory available, unless
+    `in_memory_fallback` (then it is read mapped). version: open an older
+    version of a cache edited by commits (`shardset log` lists them)."""
     if isinstance(window, int):
         window = (window, 0, 1)
     fjson = None if features is None else Features.coerce(features).to_json()
+    modes = (bool(verify_on_read), bool(in_memory), memory_fraction, bool(in_memory_fallback),
+             version)
     return Dataset(_shardset.open_cache(str(path), None if columns is None else list(columns),
-                                        decode_images, window, lance_chunk_rows, fjson))
+                                        decode_images, window, lance_chunk_rows, fjson, modes))
 
 
 def write_cache(examples, features, path, format="arrow", shard_size=None, compression=None,
                 threads=None, png_level=None, max_rows_per_file=None, webp_quality=None,
-                batch_size=None, build_id=None):
+                batch_size=None, build_id=None, compression_level=None, record_checksums=False):
     """Writes a cache from `examples` (an iterable of dicts or `(key, dict)`
     pairs) with `features` (ours, the reference's, or a JSON description),
     published atomically at `path`. The encoding runs in Rust on all cores
@@ -156,8 +168,15 @@ def write_cache(examples, features, path, format="arrow", shard_size=None, compr
     (`webp_quality`). Returns the number of rows (frames for
     "video-frames") written. build_id: the id stamped into an Arrow cache's
     shard footers (default: a random one per write); the same rows, options
-    and id give the same bytes as a write from Rust."""
+    and id give the same bytes as a write from Rust.
+
+    compression_level: the zstd level (Lance: 1 to 22; Arrow shards are
+    compressed by arrow-rs at level 3 only, and other levels are refused).
+    "lance" also takes `compression` ("zstd", "lz4" or "none"), asked of
+    Lance for every column. record_checksums: keep one checksum per row
+    (Arrow), which `open_cache(verify_on_read=True)` and `verify` check."""
     feats = Features.coerce(features)
     return _shardset.write_cache(iter(examples), feats.to_json(), str(path), format, shard_size,
                                  compression, threads, png_level, max_rows_per_file,
-                                 webp_quality, batch_size, build_id)
+                                 webp_quality, batch_size, build_id, compression_level,
+                                 record_checksums)

@@ -706,7 +706,14 @@ struct OpenSpec {
     lance_chunk_rows: Option<u64>,
     /// The features as JSON, for a cache that does not describe its own.
     features: Option<String>,
+    /// How rows are read: verify_on_read, in_memory, memory_fraction,
+    /// in_memory_fallback, version.
+    modes: ReadModes,
 }
+
+/// `open_cache`'s read modes: (verify_on_read, in_memory, memory_fraction,
+/// in_memory_fallback, version).
+type ReadModes = (bool, bool, Option<f64>, bool, Option<u64>);
 
 impl OpenSpec {
     fn open(&self) -> shardset::Result<Dataset> {
@@ -721,6 +728,17 @@ impl OpenSpec {
             let j: serde_json::Value = serde_json::from_str(f)
                 .map_err(|e| Error::InvalidFeature(format!("features description: {e}")))?;
             o = o.with_features(features_from_json(&j)?);
+        }
+        let (verify, in_memory, fraction, fallback, version) = self.modes;
+        o = o
+            .with_verify_on_read(verify)
+            .with_in_memory(in_memory)
+            .with_in_memory_fallback(fallback);
+        if let Some(f) = fraction {
+            o = o.try_with_memory_fraction(f)?;
+        }
+        if let Some(v) = version {
+            o = o.with_version(v);
         }
         let cache = shardset::open_cache_with(&self.path, &o)?;
         let ds = Dataset::new(cache);
@@ -1123,6 +1141,7 @@ impl PyDataset {
             self.spec.window,
             self.spec.lance_chunk_rows,
             self.spec.features.clone(),
+            self.spec.modes,
         );
         let args = (open, positions.map(|p| PyBytes::new(py, &p)));
         PyTuple::new(py, [f.into_any(), args.into_pyobject(py)?.into_any()])
@@ -1204,7 +1223,8 @@ impl Iterator for OwnedBatches {
 
 /// Opens a cache (any layout); see `shardset.open_cache`.
 #[pyfunction]
-#[pyo3(signature = (path, columns=None, decode_images=true, window=None, lance_chunk_rows=None, features=None))]
+#[pyo3(signature = (path, columns=None, decode_images=true, window=None, lance_chunk_rows=None, features=None, modes=(false, false, None, false, None)))]
+#[allow(clippy::too_many_arguments)]
 fn open_cache(
     py: Python<'_>,
     path: PathBuf,
@@ -1213,6 +1233,7 @@ fn open_cache(
     window: Option<(u32, u32, u32)>,
     lance_chunk_rows: Option<u64>,
     features: Option<String>,
+    modes: ReadModes,
 ) -> PyRes<PyDataset> {
     let spec = OpenSpec {
         path,
@@ -1221,6 +1242,7 @@ fn open_cache(
         window,
         lance_chunk_rows,
         features,
+        modes,
     };
     let s = spec.clone();
     let ds = py.detach(move || s.open()).py()?;
@@ -1239,12 +1261,13 @@ type OpenArgs = (
     Option<(u32, u32, u32)>,
     Option<u64>,
     Option<String>,
+    ReadModes,
 );
 
 /// Unpickles a dataset: opens the cache again, then the view's rows.
 #[pyfunction]
 fn _reopen(py: Python<'_>, args: OpenArgs, positions: Option<Vec<u8>>) -> PyRes<PyDataset> {
-    let (path, columns, decode_images, window, lance_chunk_rows, features) = args;
+    let (path, columns, decode_images, window, lance_chunk_rows, features, modes) = args;
     let d = open_cache(
         py,
         path,
@@ -1253,6 +1276,7 @@ fn _reopen(py: Python<'_>, args: OpenArgs, positions: Option<Vec<u8>>) -> PyRes<
         window,
         lance_chunk_rows,
         features,
+        modes,
     )?;
     match positions {
         None => Ok(d),
@@ -1341,7 +1365,7 @@ fn example_from_py(
 
 /// Writes a cache from an iterable of examples; see `shardset.write_cache`.
 #[pyfunction]
-#[pyo3(signature = (examples, features_json, path, format="arrow", shard_size=None, compression=None, threads=None, png_level=None, max_rows_per_file=None, window_quality=None, batch_size=None, build_id=None))]
+#[pyo3(signature = (examples, features_json, path, format="arrow", shard_size=None, compression=None, threads=None, png_level=None, max_rows_per_file=None, window_quality=None, batch_size=None, build_id=None, compression_level=None, record_checksums=false))]
 #[allow(clippy::too_many_arguments)]
 fn write_cache(
     py: Python<'_>,
@@ -1357,6 +1381,8 @@ fn write_cache(
     window_quality: Option<f32>,
     batch_size: Option<usize>,
     build_id: Option<String>,
+    compression_level: Option<i32>,
+    record_checksums: bool,
 ) -> PyRes<u64> {
     let j: serde_json::Value = serde_json::from_str(features_json)
         .map_err(|e| BadInputError::new_err(format!("features description: {e}")))?;
@@ -1371,6 +1397,22 @@ fn write_cache(
         Some(l) => shardset::PngCompression::level(l).py()?,
         None => shardset::PngCompression::Fast,
     };
+    let codec = compression
+        .as_deref()
+        .map(|c| match c {
+            "zstd" => Ok(shardset::Compression::Zstd),
+            "lz4" => Ok(shardset::Compression::Lz4),
+            "none" => Ok(shardset::Compression::None),
+            other => Err(BadInputError::new_err(format!(
+                "compression must be 'zstd', 'lz4' or 'none', got '{other}'"
+            ))),
+        })
+        .transpose()?;
+    if compression_level.is_some() && codec.is_none() {
+        return Err(BadInputError::new_err(
+            "compression_level needs compression='zstd'",
+        ));
+    }
     // What both row writers take: encode threads and rows per record batch.
     macro_rules! row_options {
         ($o:expr) => {{
@@ -1389,19 +1431,10 @@ fn write_cache(
             let mut o = row_options!(shardset::ArrowWriteOptions::default()
                 .try_with_shard_size_bytes(shard_size)
                 .py()?);
-            if let Some(c) = compression.as_deref() {
-                let c = match c {
-                    "zstd" => shardset::Compression::Zstd,
-                    "lz4" => shardset::Compression::Lz4,
-                    "none" => shardset::Compression::None,
-                    other => {
-                        return Err(BadInputError::new_err(format!(
-                            "compression must be 'zstd', 'lz4' or 'none', got '{other}'"
-                        )))
-                    }
-                };
-                o = o.with_compression(c);
+            if let Some(c) = codec {
+                o = o.try_with_compression_level(c, compression_level).py()?;
             }
+            o = o.with_record_checksums(record_checksums);
             if let Some(id) = build_id {
                 o = o.with_build_id(id);
             }
@@ -1413,6 +1446,14 @@ fn write_cache(
         }
         "lance" => {
             let mut o = row_options!(shardset::LanceWriteOptions::default());
+            if let Some(c) = codec {
+                o = o.try_with_compression(c, compression_level).py()?;
+            }
+            if record_checksums {
+                return Err(BadInputError::new_err(
+                    "record_checksums applies to format 'arrow' (Lance caches record a checksum per data file)",
+                ));
+            }
             if let Some(n) = max_rows_per_file {
                 o = o.try_with_max_rows_per_file(n).py()?;
             }
