@@ -500,3 +500,74 @@ fn a_stale_commit_is_refused_and_bad_edits_are_typed_errors() {
     let e = gc_versions(&dir, 0, false).unwrap_err();
     assert!(matches!(e, Error::InvalidArgument(_)), "{e}");
 }
+
+/// `shardset build --record-checksums`, then `cat --verify-on-read`
+/// names a changed row; `cat --version` reads an older version.
+#[test]
+fn the_cli_records_checksums_verifies_on_read_and_reads_versions() {
+    let tmp = tempfile::tempdir().unwrap();
+    let input = tmp.path().join("rows.jsonl");
+    let lines: String = (0..40)
+        .map(|i| format!("{{\"x\": {i}, \"s\": \"needle-{i:04}\"}}\n"))
+        .collect();
+    std::fs::write(&input, lines).unwrap();
+    let out_dir = tmp.path().join("out");
+    let out = shardset_cli()
+        .args(["build", "jsonl"])
+        .arg(&input)
+        .arg("--out")
+        .arg(&out_dir)
+        .args(["--record-checksums", "--batch-size", "8", "--json", "-q"])
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let dir = shardset::cache::gc::dirs_under(&out_dir)
+        .into_iter()
+        .find(|d| shardset::cache::gc::is_cache(d))
+        .expect("a cache under --out");
+    let cat = |extra: &[&str]| {
+        shardset_cli()
+            .arg("cat")
+            .arg(&dir)
+            .args(extra)
+            .output()
+            .unwrap()
+    };
+    assert!(cat(&["--verify-on-read", "--rows", "0..40"])
+        .status
+        .success());
+    // An edit, then the older version by id.
+    let set = tmp.path().join("set.jsonl");
+    std::fs::write(&set, "{\"row\": 2, \"s\": \"edited\"}\n").unwrap();
+    let e = shardset_cli()
+        .arg("edit")
+        .arg(&dir)
+        .arg("--set")
+        .arg(&set)
+        .output()
+        .unwrap();
+    assert!(e.status.success(), "{}", String::from_utf8_lossy(&e.stderr));
+    let v1 = String::from_utf8_lossy(&cat(&["--version", "1", "--rows", "2"]).stdout).into_owned();
+    let v2 =
+        String::from_utf8_lossy(&cat(&["--rows", "2", "--verify-on-read"]).stdout).into_owned();
+    assert!(
+        v1.contains("needle-0002") && v2.contains("edited"),
+        "{v1} {v2}"
+    );
+    // A changed byte is named on read.
+    let meta = open_cache(&dir).unwrap().metadata;
+    let first = meta.as_arrow_shards().unwrap().shard_filenames[0].clone();
+    let path = dir.join(&first);
+    let mut bytes = std::fs::read(&path).unwrap();
+    let at = bytes.windows(11).position(|w| w == b"needle-0005").unwrap();
+    bytes[at] ^= 0x20;
+    std::fs::write(&path, bytes).unwrap();
+    let out = cat(&["--verify-on-read", "--rows", "0..40"]);
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains(&first) && err.contains('5'), "{err}");
+}

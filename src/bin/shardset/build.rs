@@ -47,6 +47,10 @@ pub struct BuildOpts {
     /// arrow-rs at level 3 only.
     #[arg(long, requires = "compression")]
     pub compression_level: Option<i32>,
+    /// Keep one checksum per row (arrow), so `verify` names damaged rows
+    /// and `cat --verify-on-read` checks every row it reads.
+    #[arg(long)]
+    pub record_checksums: bool,
     /// Threads for reading and encoding (0 = one per core).
     #[arg(long, default_value_t = 0)]
     pub threads: usize,
@@ -440,9 +444,9 @@ fn reuse_features(b: &dyn DatasetBuilder, opts: &LoadOptions) -> Option<Features
 
 fn load_options(o: &BuildOpts, counter: Arc<AtomicU64>, batch: usize) -> CliResult<LoadOptions> {
     let format = o.format;
-    if format == StorageFormat::Lance && o.shard_size.is_some() {
+    if format == StorageFormat::Lance && (o.shard_size.is_some() || o.record_checksums) {
         return Err(CliError::Usage(
-            "--shard-size applies to --format arrow only".into(),
+            "--shard-size and --record-checksums apply to --format arrow only".into(),
         ));
     }
     let batch = o.batch_size.unwrap_or(batch);
@@ -458,6 +462,7 @@ fn load_options(o: &BuildOpts, counter: Arc<AtomicU64>, batch: usize) -> CliResu
         .map_err(usage)?
         .try_with_compression_level(o.compression.unwrap_or_default(), arrow_level)
         .map_err(level)?
+        .with_record_checksums(o.record_checksums)
         .with_encode_threads(o.threads)
         .with_progress(counter.clone());
     if let Some(s) = &o.shard_size {

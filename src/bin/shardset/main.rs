@@ -95,6 +95,13 @@ enum Cmd {
         /// Print bytes and images as base64 and arrays as nested lists.
         #[arg(long)]
         full: bool,
+        /// Read this version of an edited cache (`shardset log` lists them).
+        #[arg(long)]
+        version: Option<u64>,
+        /// Check every row against its per-record checksum (caches built
+        /// with --record-checksums); a changed row is an error naming it.
+        #[arg(long)]
+        verify_on_read: bool,
     },
     /// Write the images of one row as PNG files.
     Export {
@@ -270,7 +277,18 @@ fn main() -> ExitCode {
             rows,
             columns,
             full,
-        } => rows::cat(path, rows, columns, full),
+            version,
+            verify_on_read,
+        } => rows::cat(
+            path,
+            rows,
+            columns,
+            full,
+            rows::ReadMode {
+                version,
+                verify_on_read,
+            },
+        ),
         Cmd::Export {
             path,
             row,

@@ -203,14 +203,33 @@ pub fn cell_json(v: &Value, feature: Option<&Feature>, full: bool) -> J {
 }
 
 /// Opens a cache for reading raw cells (images as their stored bytes).
-fn open_dataset(path: &Path) -> CliResult<Dataset> {
-    let cache = open_cache_with(path, &OpenOptions::default().with_decode_images(false))?;
+fn open_dataset_with(path: &Path, opts: OpenOptions) -> CliResult<Dataset> {
+    let cache = open_cache_with(path, &opts.with_decode_images(false))?;
     Ok(Dataset::new(cache))
 }
 
+/// How `shardset cat` reads: a version, checked rows.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct ReadMode {
+    /// A kept version rather than the current one.
+    pub version: Option<u64>,
+    /// Check every row against its per-record checksum.
+    pub verify_on_read: bool,
+}
+
 /// Runs `shardset cat`.
-pub fn cat(path: PathBuf, rows: Option<String>, columns: Option<String>, full: bool) -> CliResult {
-    let mut ds = open_dataset(&path)?;
+pub fn cat(
+    path: PathBuf,
+    rows: Option<String>,
+    columns: Option<String>,
+    full: bool,
+    mode: ReadMode,
+) -> CliResult {
+    let mut opts = OpenOptions::default().with_verify_on_read(mode.verify_on_read);
+    if let Some(v) = mode.version {
+        opts = opts.with_version(v);
+    }
+    let mut ds = open_dataset_with(&path, opts)?;
     if let Some(cols) = columns {
         let cols: Vec<&str> = cols
             .split(',')
