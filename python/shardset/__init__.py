@@ -156,7 +156,8 @@ def open_cache(path, columns=None, decode_images=True, window=None, lance_chunk_
 
 def write_cache(examples, features, path, format="arrow", shard_size=None, compression=None,
                 threads=None, png_level=None, max_rows_per_file=None, webp_quality=None,
-                batch_size=None, build_id=None, compression_level=None, record_checksums=False):
+                batch_size=None, build_id=None, compression_level=None, record_checksums=False,
+                dedup=None):
     """Writes a cache from `examples` (an iterable of dicts or `(key, dict)`
     pairs) with `features` (ours, the reference's, or a JSON description),
     published atomically at `path`. The encoding runs in Rust on all cores
@@ -174,9 +175,13 @@ def write_cache(examples, features, path, format="arrow", shard_size=None, compr
     compressed by arrow-rs at level 3 only, and other levels are refused).
     "lance" also takes `compression` ("zstd", "lz4" or "none"), asked of
     Lance for every column. record_checksums: keep one checksum per row
-    (Arrow), which `open_cache(verify_on_read=True)` and `verify` check."""
+    (Arrow), which `open_cache(verify_on_read=True)` and `verify` check.
+    dedup: a size in bytes (4096 is usual): each binary cell (image, array,
+    bytes) at least that large is stored once, later repeats as refs to it
+    (Arrow); reads return the same bytes. A cache where something repeated
+    needs shardset to read it."""
     feats = Features.coerce(features)
     return _shardset.write_cache(iter(examples), feats.to_json(), str(path), format, shard_size,
                                  compression, threads, png_level, max_rows_per_file,
                                  webp_quality, batch_size, build_id, compression_level,
-                                 record_checksums)
+                                 record_checksums, dedup)

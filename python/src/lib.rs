@@ -1365,7 +1365,7 @@ fn example_from_py(
 
 /// Writes a cache from an iterable of examples; see `shardset.write_cache`.
 #[pyfunction]
-#[pyo3(signature = (examples, features_json, path, format="arrow", shard_size=None, compression=None, threads=None, png_level=None, max_rows_per_file=None, window_quality=None, batch_size=None, build_id=None, compression_level=None, record_checksums=false))]
+#[pyo3(signature = (examples, features_json, path, format="arrow", shard_size=None, compression=None, threads=None, png_level=None, max_rows_per_file=None, window_quality=None, batch_size=None, build_id=None, compression_level=None, record_checksums=false, dedup=None))]
 #[allow(clippy::too_many_arguments)]
 fn write_cache(
     py: Python<'_>,
@@ -1383,6 +1383,7 @@ fn write_cache(
     build_id: Option<String>,
     compression_level: Option<i32>,
     record_checksums: bool,
+    dedup: Option<u64>,
 ) -> PyRes<u64> {
     let j: serde_json::Value = serde_json::from_str(features_json)
         .map_err(|e| BadInputError::new_err(format!("features description: {e}")))?;
@@ -1434,7 +1435,10 @@ fn write_cache(
             if let Some(c) = codec {
                 o = o.try_with_compression_level(c, compression_level).py()?;
             }
-            o = o.with_record_checksums(record_checksums);
+            o = o
+                .with_record_checksums(record_checksums)
+                .try_with_dedup(dedup)
+                .py()?;
             if let Some(id) = build_id {
                 o = o.with_build_id(id);
             }
@@ -1449,9 +1453,9 @@ fn write_cache(
             if let Some(c) = codec {
                 o = o.try_with_compression(c, compression_level).py()?;
             }
-            if record_checksums {
+            if record_checksums || dedup.is_some() {
                 return Err(BadInputError::new_err(
-                    "record_checksums applies to format 'arrow' (Lance caches record a checksum per data file)",
+                    "record_checksums and dedup apply to format 'arrow' (Lance caches record a checksum per data file)",
                 ));
             }
             if let Some(n) = max_rows_per_file {

@@ -90,3 +90,22 @@ def test_versions_open_by_id(tmp_path):
     assert len(shardset.open_cache(d, version=1)) == 10
     with pytest.raises(shardset.ShardsetError, match="no version 2"):
         shardset.open_cache(d, version=2)
+
+
+def test_dedup_stores_repeats_once_and_reads_the_same_arrays(tmp_path):
+    import numpy as np
+    from shardset import Array3D
+    f = Features({"i": Value("int64"), "a": Array3D((16, 16, 16), "float32")})
+    tensors = [np.full((16, 16, 16), k, dtype=np.float32) + np.arange(16, dtype=np.float32)
+               for k in range(5)]
+    rows = [{"i": i, "a": tensors[i % 5]} for i in range(100)]
+    shardset.write_cache(rows, f, tmp_path / "d", dedup=4096)
+    shardset.write_cache(rows, f, tmp_path / "p")
+    d, p = shardset.open_cache(tmp_path / "d"), shardset.open_cache(tmp_path / "p")
+    for i in (0, 5, 57, 99):
+        np.testing.assert_array_equal(d[i]["a"], p[i]["a"])
+    meta = json.load(open(tmp_path / "d" / "_metadata.json"))
+    assert meta["cache_format_version"] == 2 and meta["requires"] == ["dedup"]
+    assert meta["dedup"]["cells"] == 95
+    size = lambda c: sum(json.load(open(tmp_path / c / "_metadata.json"))["shard_num_bytes"])
+    assert size("d") * 10 < size("p")

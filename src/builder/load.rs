@@ -364,6 +364,7 @@ pub fn load_with_report(
                 compression: w.compression(),
                 sources_digest: inputs_digest,
                 row_checksums: w.record_checksums(),
+                dedup_threshold: w.dedup_threshold(),
             };
             let prepared = prepare_resumable(&p.info.features, &p.dir, w, &lock, header)?;
             let resume = prepared.resume_point().clone();

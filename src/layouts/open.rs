@@ -426,6 +426,25 @@ fn open_arrow_shards(
     )
     .with_cache_bytes(opts.cache_bytes)
     .with_verify_on_read(opts.verify_on_read);
+    let backend = match &meta.dedup {
+        Some(d) => {
+            let schema = backend.schema();
+            let columns = d
+                .columns
+                .iter()
+                .map(|name| {
+                    schema.index_of(name).map_err(|_| {
+                        Error::metadata(
+                            path,
+                            format!("dedup names column '{name}', which the cache does not have"),
+                        )
+                    })
+                })
+                .collect::<Result<Vec<usize>>>()?;
+            backend.with_dedup(columns, d.shard_refs.clone())
+        }
+        None => backend,
+    };
     Ok((Arc::new(backend), source))
 }
 

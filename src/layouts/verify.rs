@@ -191,8 +191,16 @@ fn structure_arrow(cache: &Cache, rep: &mut VerifyReport) {
                 }
             }
         }
+        let mut refs_ok = true;
+        if let Err(e) = be.dedup_refs(i) {
+            rep.damaged(&error_path(&e, path), e.to_string());
+            refs_ok = false;
+        }
         batches += n;
         rows_total += got;
+        if !refs_ok {
+            continue;
+        }
         if got != rows && !rep.damage.iter().any(|d| &d.path == path) {
             rep.damaged(
                 path,

@@ -8,6 +8,7 @@ mod cli;
 mod common;
 mod crash;
 mod dataset_api;
+mod dedup;
 mod edit;
 mod fidelity;
 mod fuzz_replay;

@@ -51,6 +51,11 @@ pub struct BuildOpts {
     /// and `cat --verify-on-read` checks every row it reads.
     #[arg(long)]
     pub record_checksums: bool,
+    /// Store each binary cell (image, array, bytes) of at least SIZE (e.g.
+    /// 4KB) once, later repeats as refs to it (arrow). A cache where
+    /// something repeated needs shardset to read it.
+    #[arg(long, value_name = "SIZE")]
+    pub dedup: Option<String>,
     /// Threads for reading and encoding (0 = one per core).
     #[arg(long, default_value_t = 0)]
     pub threads: usize,
@@ -444,9 +449,11 @@ fn reuse_features(b: &dyn DatasetBuilder, opts: &LoadOptions) -> Option<Features
 
 fn load_options(o: &BuildOpts, counter: Arc<AtomicU64>, batch: usize) -> CliResult<LoadOptions> {
     let format = o.format;
-    if format == StorageFormat::Lance && (o.shard_size.is_some() || o.record_checksums) {
+    if format == StorageFormat::Lance
+        && (o.shard_size.is_some() || o.record_checksums || o.dedup.is_some())
+    {
         return Err(CliError::Usage(
-            "--shard-size and --record-checksums apply to --format arrow only".into(),
+            "--shard-size, --record-checksums and --dedup apply to --format arrow only".into(),
         ));
     }
     let batch = o.batch_size.unwrap_or(batch);
@@ -463,6 +470,14 @@ fn load_options(o: &BuildOpts, counter: Arc<AtomicU64>, batch: usize) -> CliResu
         .try_with_compression_level(o.compression.unwrap_or_default(), arrow_level)
         .map_err(level)?
         .with_record_checksums(o.record_checksums)
+        .try_with_dedup(
+            o.dedup
+                .as_deref()
+                .map(parse_size)
+                .transpose()
+                .map_err(|e| CliError::Usage(format!("--dedup: {e}")))?,
+        )
+        .map_err(|e| CliError::Usage(format!("--dedup: {e}")))?
         .with_encode_threads(o.threads)
         .with_progress(counter.clone());
     if let Some(s) = &o.shard_size {

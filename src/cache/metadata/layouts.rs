@@ -390,6 +390,14 @@ pub struct ArrowShardsMetadata {
     /// Ours: `true` when `_row_xxh64/` holds one checksum per row.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub row_checksums: Option<bool>,
+    /// Ours: what a reader must know to read this cache (with
+    /// `cache_format_version` 2): `dedup`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub requires: Option<Vec<String>>,
+    /// Ours: large repeated cells stored once (see
+    /// `layouts::arrow_shards::dedup`); absent when none were.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub dedup: Option<DedupInfo>,
     /// Ours: the version an edit committed (absent for a build, version 1).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub version: Option<crate::cache::versions::VersionInfo>,
@@ -397,6 +405,23 @@ pub struct ArrowShardsMetadata {
     /// zeroed, so that any changed byte of the metadata is detected.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub metadata_xxh64: Option<String>,
+}
+
+/// The `dedup` key of an `arrow-shards` cache whose repeated cells are stored once.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct DedupInfo {
+    /// Cells of at least this many bytes were deduped.
+    pub threshold_bytes: u64,
+    /// The content key: `xxh3-128` (with the length and the column).
+    pub hash: String,
+    /// The columns dedup applied to.
+    pub columns: Vec<String>,
+    /// Refs (deduped cells) per shard, in shard order.
+    pub shard_refs: Vec<u64>,
+    /// Deduped cells in all.
+    pub cells: u64,
+    /// Bytes those cells did not take.
+    pub bytes_saved: u64,
 }
 
 /// Checks a Lance cache's recorded fragment row counts against `num_rows`
@@ -485,6 +510,14 @@ impl ArrowShardsMetadata {
         if let Some(h) = &self.shard_xxh64 {
             if h.len() != n {
                 return Err(Error::metadata(path, "shard_xxh64 has the wrong length"));
+            }
+        }
+        if let Some(d) = &self.dedup {
+            if d.shard_refs.len() != n {
+                return Err(Error::metadata(
+                    path,
+                    "dedup.shard_refs has the wrong length",
+                ));
             }
         }
         let mut seen = std::collections::HashSet::new();

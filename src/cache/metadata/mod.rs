@@ -16,6 +16,14 @@ pub use layouts::*;
 
 /// The cache format version this build reads and writes.
 pub const CACHE_FORMAT_VERSION: i64 = 1;
+
+/// The cache format version of a cache that uses an extension of ours the
+/// reference does not read (listed under `requires`): the reference reads
+/// version 1 only, so it refuses such a cache instead of misreading it.
+pub const CACHE_FORMAT_VERSION_EXTENDED: i64 = 2;
+
+/// The extensions this version reads (`requires` of a version-2 cache).
+pub const KNOWN_REQUIREMENTS: &[&str] = &["dedup"];
 /// The metadata file name.
 pub const METADATA_FILE: &str = "_metadata.json";
 /// `layout` of Arrow IPC shard caches.
@@ -134,7 +142,14 @@ pub fn read_common_at(storage: &dyn Storage, path: &Path) -> Result<CommonMetada
     let version = version
         .as_i64()
         .ok_or_else(|| Error::metadata(&path, "'cache_format_version' is not an integer"))?;
-    if version != CACHE_FORMAT_VERSION {
+    let extended = version == CACHE_FORMAT_VERSION_EXTENDED && {
+        let req = obj.get("requires").and_then(J::as_array);
+        req.is_some_and(|r| {
+            r.iter()
+                .all(|x| x.as_str().is_some_and(|x| KNOWN_REQUIREMENTS.contains(&x)))
+        })
+    };
+    if version != CACHE_FORMAT_VERSION && !extended {
         return Err(Error::UnsupportedVersion {
             path,
             found: version,
@@ -167,6 +182,9 @@ pub fn read_common_at(storage: &dyn Storage, path: &Path) -> Result<CommonMetada
 /// layout. Everything that reads metadata goes through it; nothing outside
 /// this module reads a raw key.
 #[derive(Debug, Clone, PartialEq)]
+// Parsed once per open and never moved in a loop: the variants' sizes do
+// not matter, and boxing would only add a step to every key read.
+#[allow(clippy::large_enum_variant)]
 pub enum CacheMetadata {
     /// `arrow-shards`.
     ArrowShards(ArrowShardsMetadata),

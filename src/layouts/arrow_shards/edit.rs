@@ -114,6 +114,12 @@ impl Cache {
                 self.layout
             )));
         };
+        if meta.dedup.is_some() {
+            return Err(Error::InvalidArgument(format!(
+                "{} stores repeated cells once (dedup), whose refs name rows by position; staged edits are made to caches without dedup",
+                self.dir.display()
+            )));
+        }
         let mut starts = vec![0u64];
         for &r in &meta.shard_row_counts {
             starts.push(starts.last().copied().unwrap_or(0) + r);
@@ -563,6 +569,7 @@ impl Staging {
                 .shard_xxh64
                 .as_ref()
                 .map_or_else(String::new, |v| v[s].clone()),
+            refs: 0,
         };
         for s in 0..m.shard_filenames.len() {
             if plan.reused.contains(&s) {

@@ -84,6 +84,8 @@ pub struct ShardRecord {
     pub num_bytes: u64,
     /// xxh64 of the file, 16 hex chars.
     pub xxh64: String,
+    /// Deduped cells in it (see [`super::dedup`]).
+    pub refs: u64,
 }
 
 /// Shard name for an index.

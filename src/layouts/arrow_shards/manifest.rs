@@ -39,6 +39,9 @@ pub struct ManifestHeader {
     /// Whether per-record checksums are kept.
     #[serde(default)]
     pub row_checksums: bool,
+    /// The dedup threshold, when large repeated cells are stored once.
+    #[serde(default)]
+    pub dedup_threshold: Option<u64>,
 }
 
 /// One committed shard.
@@ -52,6 +55,9 @@ pub struct ManifestShard {
     pub num_bytes: u64,
     /// Its xxh64.
     pub xxh64: String,
+    /// Deduped cells in it (its refs file's entries).
+    #[serde(default)]
+    pub refs: u64,
     /// Cumulative row counts at which work units ended, as known when this
     /// shard was committed (lets a resume skip whole units).
     #[serde(default)]
@@ -163,6 +169,7 @@ mod tests {
             num_rows: r.num_rows,
             num_bytes: r.num_bytes,
             xxh64: r.xxh64,
+            refs: r.refs,
             unit_ends,
         })
         .unwrap();
@@ -178,6 +185,7 @@ mod tests {
             compression: Compression::None,
             sources_digest: String::new(),
             row_checksums: false,
+            dedup_threshold: None,
         }
     }
 
@@ -189,6 +197,7 @@ mod tests {
             num_rows: 10,
             num_bytes: bytes.len() as u64,
             xxh64: format!("{:016x}", xxhash_rust::xxh64::xxh64(bytes, 0)),
+            refs: 0,
         }
     }
 

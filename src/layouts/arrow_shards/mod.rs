@@ -1,6 +1,7 @@
 //! `arrow-shards`: Arrow IPC files rotated by a byte budget (the reference's
 //! layout), written resumably and read through memory maps.
 
+pub mod dedup;
 pub mod edit;
 pub mod format;
 pub mod integrity;

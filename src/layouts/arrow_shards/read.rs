@@ -26,6 +26,7 @@ use arrow_schema::{Schema, SchemaRef};
 use crate::error::{Error, Result};
 use crate::features::decode::RowDecoder;
 use crate::features::Features;
+use crate::layouts::arrow_shards::dedup::{cell_bytes, read_refs, refs_path, restored, CellRef};
 use crate::layouts::arrow_shards::format::BUILD_ID_FOOTER_KEY;
 use crate::layouts::arrow_shards::ipc::{block_rows, check_schema, map_file, read_footer};
 use crate::layouts::backend::{
@@ -117,6 +118,16 @@ struct Inner {
     lru: Mutex<BatchLru>,
     /// Every row read is checked against its stored checksum.
     verify_on_read: AtomicBool,
+    /// Deduped cells to put back, for a cache that has them.
+    dedup: OnceLock<DedupRead>,
+}
+
+/// What a reader of a cache with deduped cells needs: the columns that may
+/// hold refs and how many refs each shard has.
+#[derive(Debug, Clone)]
+struct DedupRead {
+    columns: Vec<usize>,
+    shard_refs: Vec<u64>,
 }
 
 #[derive(Debug)]
@@ -139,6 +150,8 @@ struct ShardData {
     batches: Vec<OnceLock<RecordBatch>>,
     /// The shard's row checksums, read on the first checked read.
     row_sums: OnceLock<Vec<u64>>,
+    /// The shard's deduped cells, read on first use.
+    refs: OnceLock<Vec<CellRef>>,
     /// True when the shard's batches are compressed (decoding allocates).
     compressed: bool,
     /// This shard's position in the cache (the LRU's key).
@@ -210,6 +223,7 @@ impl ShardData {
             batch_starts,
             batches,
             row_sums: OnceLock::new(),
+            refs: OnceLock::new(),
             compressed,
             index,
             schema: footer.schema,
@@ -419,6 +433,7 @@ impl ArrowShards {
                 shards,
                 lru: Mutex::new(BatchLru::new(DEFAULT_DECOMPRESSED_CACHE_BYTES)),
                 verify_on_read: AtomicBool::new(false),
+                dedup: OnceLock::new(),
             }),
         }
     }
@@ -431,6 +446,102 @@ impl ArrowShards {
     pub fn with_verify_on_read(self, yes: bool) -> Self {
         self.inner.verify_on_read.store(yes, Ordering::Relaxed);
         self
+    }
+
+    /// The same backend putting deduped cells back: `columns` (schema
+    /// positions) may hold refs, `shard_refs` counts each shard's (see
+    /// [`crate::layouts::arrow_shards::dedup`]). Set once.
+    pub fn with_dedup(self, columns: Vec<usize>, shard_refs: Vec<u64>) -> Self {
+        let _ = self.inner.dedup.set(DedupRead {
+            columns,
+            shard_refs,
+        });
+        self
+    }
+
+    /// The refs of shard `s` (empty without dedup), read and checked on first use.
+    fn refs<'a>(&self, s: usize, shard: &'a ShardData) -> Result<&'a [CellRef]> {
+        let Some(d) = self.inner.dedup.get() else {
+            return Ok(&[]);
+        };
+        let expected = d.shard_refs.get(s).copied().unwrap_or(0);
+        if expected == 0 {
+            return Ok(&[]);
+        }
+        if let Some(r) = shard.refs.get() {
+            return Ok(r);
+        }
+        let (dir, name) = shard.dir_and_name();
+        let rows = *shard.batch_starts.last().expect("one entry");
+        let r = read_refs(
+            self.inner.storage.as_ref(),
+            &refs_path(dir, &name),
+            expected,
+            self.inner.core.starts[s],
+            rows,
+            &d.columns,
+        )?;
+        let _ = shard.refs.set(r);
+        Ok(shard.refs.get().expect("just set"))
+    }
+
+    /// Puts deduped cells back into `batch`, whose row k is shard-local row
+    /// `rows[k].1` of shard `rows[k].0`: each gets the bytes of the cell it
+    /// refers to (read, and checked when verify-on-read is on, as any row).
+    fn restore(&self, batch: RecordBatch, rows: &[(usize, u64)]) -> Result<RecordBatch> {
+        if self.inner.dedup.get().is_none() {
+            return Ok(batch);
+        }
+        let mut per_col: std::collections::BTreeMap<usize, Vec<(usize, u64)>> =
+            std::collections::BTreeMap::new();
+        for (k, &(s, local)) in rows.iter().enumerate() {
+            let shard = self.shard(s)?;
+            let refs = self.refs(s, shard)?;
+            if refs.is_empty() {
+                continue;
+            }
+            let lo = refs.partition_point(|r| r.local < local);
+            for r in refs[lo..].iter().take_while(|r| r.local == local) {
+                per_col
+                    .entry(r.column as usize)
+                    .or_default()
+                    .push((k, r.target));
+            }
+        }
+        if per_col.is_empty() {
+            return Ok(batch);
+        }
+        let mut cols = batch.columns().to_vec();
+        for (c, list) in per_col {
+            let held: Vec<(RecordBatch, usize)> = list
+                .iter()
+                .map(|&(_, t)| self.row_batch(t))
+                .collect::<Result<_>>()?;
+            let values: Vec<&[u8]> = held
+                .iter()
+                .map(|(b, r)| cell_bytes(b.column(c), *r))
+                .collect();
+            let at: Vec<usize> = list.iter().map(|&(k, _)| k).collect();
+            cols[c] = restored(&cols[c], &at, &values);
+        }
+        RecordBatch::try_new(batch.schema(), cols)
+            .map_err(|e| Error::arrow(Some(&self.inner.core.dir), e))
+    }
+
+    /// The deduped cells of shard `i` (0 without dedup), its refs file read
+    /// and checked (magic, count, checksum, every ref pointing at an earlier
+    /// row of a deduped column).
+    ///
+    /// # Errors
+    /// [`Error::CorruptShard`] naming the refs file; a read error.
+    pub fn dedup_refs(&self, i: usize) -> Result<usize> {
+        let shard = self.shard(i)?;
+        Ok(self.refs(i, shard)?.len())
+    }
+
+    /// True when deduped cells may need putting back.
+    fn has_dedup(&self) -> bool {
+        self.inner.dedup.get().is_some()
     }
 
     /// Whether every row read is checked against its checksum.
@@ -649,16 +760,17 @@ impl Backend for ArrowShards {
     fn get_raw(&self, index: i64) -> Result<RecordBatch> {
         let row = normalize_index(index, self.len())?;
         let (batch, r) = self.row_batch(row)?;
-        Ok(batch.slice(r, 1))
+        self.restore(batch.slice(r, 1), &[self.locate(row)])
     }
 
     fn get(&self, index: i64) -> Result<Row> {
-        let row = normalize_index(index, self.len())?;
-        let (batch, r) = self.row_batch(row)?;
-        self.inner.core.decoder.decode_row(&batch, r)
+        self.get_with(index, &self.inner.core.decoder)
     }
 
     fn get_with(&self, index: i64, decoder: &RowDecoder) -> Result<Row> {
+        if self.has_dedup() {
+            return decoder.decode_row(&self.get_raw(index)?, 0);
+        }
         let row = normalize_index(index, self.len())?;
         let (batch, r) = self.row_batch(row)?;
         decoder.decode_row(&batch, r)
@@ -673,9 +785,13 @@ impl Backend for ArrowShards {
         let mut batches: Vec<RecordBatch> = Vec::new();
         let mut ids: Vec<(usize, u64, usize)> = Vec::new(); // (shard, batch j, slot in `batches`)
         let mut picks: Vec<(usize, usize)> = Vec::with_capacity(indices.len());
+        let mut locs: Vec<(usize, u64)> = Vec::new();
         for &ix in indices {
             let row = normalize_index(ix, n)?;
             let (s, local) = self.locate(row);
+            if self.has_dedup() {
+                locs.push((s, local));
+            }
             let shard = self.shard(s)?;
             let (j, r) = shard.locate(local);
             let slot = match ids.iter().rev().find(|(a, b, _)| *a == s && *b == j as u64) {
@@ -695,15 +811,22 @@ impl Backend for ArrowShards {
                 && last - first + 1 == picks.len()
                 && picks.windows(2).all(|w| w[1].1 == w[0].1 + 1);
             if contiguous {
-                return Ok(batches[0].slice(first, picks.len()));
+                return self.restore(batches[0].slice(first, picks.len()), &locs);
             }
         }
         let refs: Vec<&RecordBatch> = batches.iter().collect();
-        arrow_select::interleave::interleave_record_batch(&refs, &picks)
-            .map_err(|e| Error::arrow(Some(&self.inner.core.dir), e))
+        let out = arrow_select::interleave::interleave_record_batch(&refs, &picks)
+            .map_err(|e| Error::arrow(Some(&self.inner.core.dir), e))?;
+        self.restore(out, &locs)
     }
 
     fn slice(&self, start: u64, len: u64) -> Result<RecordBatch> {
+        if self.has_dedup() && start < self.len() {
+            // Rows by index, so each deduped cell is put back.
+            let end = start.saturating_add(len).min(self.len());
+            let idx: Vec<i64> = (start..end).map(|i| i as i64).collect();
+            return self.take(&idx);
+        }
         let end = start.saturating_add(len);
         crate::layouts::backend::slice_from_pieces(
             self.len(),
@@ -729,7 +852,12 @@ impl Backend for ArrowShards {
                 let d = this.shard(s)?;
                 let batch = d.batch(j, &this.inner.lru)?;
                 this.check(s, d, j, &batch, 0..batch.num_rows())?;
-                Ok(batch)
+                if !this.has_dedup() || this.refs(s, d)?.is_empty() {
+                    return Ok(batch);
+                }
+                let (a, b) = (d.batch_starts[j], d.batch_starts[j + 1]);
+                let locs: Vec<(usize, u64)> = (a..b).map(|l| (s, l)).collect();
+                this.restore(batch, &locs)
             }))
         });
         Ok(Box::new(iter))
@@ -761,6 +889,10 @@ impl Backend for ArrowShards {
         )
         .with_cache_bytes(self.cache_bytes())
         .with_verify_on_read(self.verify_on_read());
+        let fresh = match i.dedup.get() {
+            Some(d) => fresh.with_dedup(d.columns.clone(), d.shard_refs.clone()),
+            None => fresh,
+        };
         // A copy of a cache held in memory is mapped: loading it again in
         // every worker would multiply the memory the guard allowed once.
         Box::new(fresh)

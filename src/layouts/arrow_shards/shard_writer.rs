@@ -13,6 +13,7 @@ use xxhash_rust::xxh64::Xxh64;
 
 use crate::cache::build::ResumeLog;
 use crate::error::{Error, Result};
+use crate::layouts::arrow_shards::dedup::{eligible_columns, encode_refs, refs_path, Deduper};
 use crate::layouts::arrow_shards::format::{
     pyarrow_nbytes, shard_filename, Compression, ShardRecord, BUILD_ID_FOOTER_KEY,
 };
@@ -67,6 +68,10 @@ pub struct ShardWriter {
     /// The file name of the shard at a position (`shard-NNNNN.arrow`
     /// unless an edit names its new shards).
     naming: Box<dyn Fn(usize) -> String + Send>,
+    /// Large repeated cells stored once, when on.
+    dedup: Option<Deduper>,
+    /// Rows of the shards done.
+    rows_done: u64,
 }
 
 impl ShardWriter {
@@ -105,7 +110,24 @@ impl ShardWriter {
             unit_ends: None,
             row_sums: None,
             naming: Box::new(shard_filename),
+            dedup: None,
+            rows_done: 0,
         })
+    }
+
+    /// Stores each binary cell of at least `threshold` bytes whose bytes
+    /// were written before as a ref to its first occurrence (see
+    /// [`super::dedup`]). A resumed build dedups against the rows it writes
+    /// itself, not those of the killed build it continues.
+    pub fn with_dedup(mut self, threshold: u64) -> Self {
+        self.dedup = Some(Deduper::new(threshold, eligible_columns(&self.schema)));
+        self
+    }
+
+    /// Cells deduped and the bytes they did not take, so far (`None` when
+    /// dedup is off).
+    pub fn dedup_totals(&self) -> Option<(u64, u64)> {
+        self.dedup.as_ref().map(|d| (d.cells, d.bytes_saved))
     }
 
     /// Names the shard at each position (counted from the shards already
@@ -129,6 +151,7 @@ impl ShardWriter {
         manifest: ResumeLog<ManifestShard>,
         unit_ends: Option<UnitEnds>,
     ) -> Self {
+        self.rows_done = done.iter().map(|r| r.num_rows).sum();
         self.done = done;
         self.manifest = Some(manifest);
         self.unit_ends = unit_ends;
@@ -172,6 +195,14 @@ impl ShardWriter {
             Some(s) => s,
             None => self.open_next()?,
         };
+        let deduped;
+        let batch = match &mut self.dedup {
+            Some(d) => {
+                deduped = d.apply(batch, self.rows_done + shard.rows, shard.rows)?;
+                &deduped
+            }
+            None => batch,
+        };
         shard
             .writer
             .write(batch)
@@ -213,12 +244,26 @@ impl ShardWriter {
             rows.clear();
             cols.clear();
         }
+        let mut refs = 0;
+        if let Some(d) = &mut self.dedup {
+            if !d.shard_refs.is_empty() {
+                let path = refs_path(&self.dir, &shard.filename);
+                self.storage
+                    .create_dir_all(path.parent().expect("in _dedup"))?;
+                self.storage
+                    .write_atomic(&path, &encode_refs(&d.shard_refs))?;
+                refs = d.shard_refs.len() as u64;
+                d.shard_refs.clear();
+            }
+        }
         let record = ShardRecord {
             filename: shard.filename,
             num_rows: shard.rows,
             num_bytes: hf.bytes,
             xxh64: format!("{:016x}", hf.hasher.digest()),
+            refs,
         };
+        self.rows_done += record.num_rows;
         if let Some(m) = &mut self.manifest {
             let committed: u64 =
                 self.done.iter().map(|r| r.num_rows).sum::<u64>() + record.num_rows;
@@ -232,6 +277,7 @@ impl ShardWriter {
                 num_rows: record.num_rows,
                 num_bytes: record.num_bytes,
                 xxh64: record.xxh64.clone(),
+                refs: record.refs,
                 unit_ends: ends,
             })?;
         }

@@ -14,7 +14,8 @@ use std::sync::Arc;
 use crate::cache::build::{Build, ResumePoint};
 use crate::cache::lock::CacheLock;
 use crate::cache::metadata::{
-    ArrowShardsMetadata, WriterInfo, CACHE_FORMAT_VERSION, LAYOUT_ARROW_SHARDS,
+    ArrowShardsMetadata, DedupInfo, WriterInfo, CACHE_FORMAT_VERSION,
+    CACHE_FORMAT_VERSION_EXTENDED, LAYOUT_ARROW_SHARDS,
 };
 use crate::cache::pipeline::{self, checked_batch_size, PipelineOptions, DEFAULT_BATCH_SIZE};
 use crate::error::{BoxError, Error, Result};
@@ -43,6 +44,7 @@ pub struct ArrowWriteOptions {
     record_checksums: bool,
     progress: Option<Arc<AtomicU64>>,
     png: PngCompression,
+    dedup: Option<u64>,
 }
 
 /// The shard byte budget unless one is set: 256 MiB, the one default of the
@@ -66,6 +68,7 @@ impl Default for ArrowWriteOptions {
             record_checksums: false,
             progress: None,
             png: PngCompression::Fast,
+            dedup: None,
         }
     }
 }
@@ -143,6 +146,33 @@ impl ArrowWriteOptions {
     pub fn with_record_checksums(mut self, yes: bool) -> Self {
         self.record_checksums = yes;
         self
+    }
+
+    /// Stores each binary cell (image, array, `binary` value) of at least
+    /// `threshold` bytes once: a later cell with the same bytes (xxh3-128
+    /// and length, in the same column) is stored as a ref to the first (see
+    /// [`crate::layouts::arrow_shards::dedup`]). Reads return the bytes
+    /// written. A cache where something repeated is marked as needing
+    /// shardset to read it (`cache_format_version` 2, `requires: ["dedup"]`);
+    /// one where nothing did is the cache a write without dedup makes.
+    /// [`DEFAULT_DEDUP_THRESHOLD`](crate::layouts::arrow_shards::dedup::DEFAULT_DEDUP_THRESHOLD)
+    /// is 4 KiB.
+    ///
+    /// # Errors
+    /// [`Error::InvalidArgument`] for a threshold of 0.
+    pub fn try_with_dedup(mut self, threshold: Option<u64>) -> Result<Self> {
+        if threshold == Some(0) {
+            return Err(Error::InvalidArgument(
+                "the dedup threshold must be at least 1 byte".into(),
+            ));
+        }
+        self.dedup = threshold;
+        Ok(self)
+    }
+
+    /// The dedup threshold, when dedup is on.
+    pub fn dedup_threshold(&self) -> Option<u64> {
+        self.dedup
     }
 
     /// How PNG images given as pixels are deflated (default
@@ -299,6 +329,10 @@ where
         build_id.clone(),
     )?
     .with_record_checksums(opts.record_checksums);
+    let shards = match opts.dedup {
+        Some(t) => shards.with_dedup(t),
+        None => shards,
+    };
     let extra = Extra::default();
     finish_build(examples, features, build, opts, shards, build_id, 0, extra)
 }
@@ -395,6 +429,7 @@ pub fn prepare_resumable(
             num_rows: s.num_rows,
             num_bytes: s.num_bytes,
             xxh64: s.xxh64,
+            refs: s.refs,
         })
         .collect();
     let shards = ShardWriter::new(
@@ -408,6 +443,10 @@ pub fn prepare_resumable(
     )?
     .with_record_checksums(opts.record_checksums)
     .with_manifest(done, manifest, Some(resume.unit_ends_sink()));
+    let shards = match opts.dedup {
+        Some(t) => shards.with_dedup(t),
+        None => shards,
+    };
     Ok(PreparedBuild {
         build,
         shards,
@@ -453,10 +492,31 @@ where
             Ok(())
         },
     )?;
+    let totals = shards.dedup_totals();
     let records = shards.finish()?;
     let rows: u64 = records.iter().map(|r| r.num_rows).sum();
+    // Refs in any shard (this run's or a resumed build's) mark the cache.
+    let refs: u64 = records.iter().map(|r| r.refs).sum();
+    let dedup = (refs > 0).then(|| {
+        let schema = features.arrow_schema();
+        DedupInfo {
+            threshold_bytes: opts.dedup.unwrap_or(0),
+            hash: "xxh3-128".into(),
+            columns: crate::layouts::arrow_shards::dedup::eligible_columns(&schema)
+                .into_iter()
+                .map(|c| schema.field(c).name().clone())
+                .collect(),
+            shard_refs: records.iter().map(|r| r.refs).collect(),
+            cells: refs,
+            bytes_saved: totals.map_or(0, |t| t.1),
+        }
+    });
     let metadata = ArrowShardsMetadata {
-        cache_format_version: CACHE_FORMAT_VERSION,
+        cache_format_version: if dedup.is_some() {
+            CACHE_FORMAT_VERSION_EXTENDED
+        } else {
+            CACHE_FORMAT_VERSION
+        },
         format: "arrow".into(),
         layout: LAYOUT_ARROW_SHARDS.into(),
         schema_fingerprint: features.fingerprint(),
@@ -477,6 +537,10 @@ where
         writer: Some(WriterInfo::current()),
         build_id: Some(build_id),
         row_checksums: opts.record_checksums.then_some(true),
+        requires: dedup
+            .is_some()
+            .then(|| vec![crate::layouts::arrow_shards::dedup::DEDUP_REQUIREMENT.to_string()]),
+        dedup,
         version: None,
         metadata_xxh64: None,
     };
