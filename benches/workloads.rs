@@ -134,6 +134,7 @@ fn main() {
         #[cfg(feature = "video")]
         Some("versus-clips") => return versus_clips(&args),
         Some("codecs") => return codecs(&args),
+        Some("seed-systems") => return common::seed::seed_systems(&args),
         #[cfg(feature = "video")]
         Some("versus-frames-build") => return versus_frames_build(&args),
         #[cfg(feature = "video")]

@@ -1,6 +1,8 @@
 //! Datasets shared by the benchmarks (the Python comparison builds the same ones).
 #![allow(dead_code)]
 
+pub mod seed;
+
 use shardset::SplitMix64;
 use shardset::{Dtype, Example, Feature, Features, ImageData};
 

@@ -382,12 +382,27 @@ fn build_jsonl_as_lance() {
             file.to_str().unwrap(),
             "--format",
             "lance",
-            "--compression",
-            "zstd",
+            "--dedup",
+            "4KB",
         ],
         2,
     );
-    assert!(e.contains("--compression"), "{e}");
+    assert!(e.contains("--dedup"), "{e}");
+    // A zstd level arrow-rs does not write is refused for Arrow.
+    let e = fails(
+        &root,
+        &[
+            "build",
+            "jsonl",
+            file.to_str().unwrap(),
+            "--compression",
+            "zstd",
+            "--compression-level",
+            "9",
+        ],
+        2,
+    );
+    assert!(e.contains("level 3"), "{e}");
 }
 
 #[test]
