@@ -5,6 +5,10 @@
 use std::path::{Path, PathBuf};
 
 use arrow_array::cast::AsArray;
+use arrow_array::types::{
+    ArrowPrimitiveType, Float16Type, Float32Type, Float64Type, Int16Type, Int32Type, Int64Type,
+    Int8Type, UInt16Type, UInt32Type, UInt64Type, UInt8Type,
+};
 use arrow_array::{Array, RecordBatch};
 use arrow_schema::DataType;
 use xxhash_rust::xxh64::Xxh64;
@@ -43,15 +47,32 @@ fn hash_cell(h: &mut Xxh64, a: &dyn Array, i: usize) {
                 hash_cell(h, c.as_ref(), i);
             }
         }
-        t => {
-            if let Some(w) = t.primitive_width() {
-                let data = a.to_data();
-                let buf = &data.buffers()[0];
-                let start = (data.offset() + i) * w;
-                if start + w <= buf.len() {
-                    h.update(&buf.as_slice()[start..start + w]);
-                }
+        _ => {
+            // The value's little-endian bytes, read from the typed values
+            // (no `to_data`, which clones the array's description per cell).
+            macro_rules! native {
+                ($($t:ty),*) => {
+                    $(if let Some(p) = a.as_primitive_opt::<$t>() {
+                        let w = std::mem::size_of::<<$t as ArrowPrimitiveType>::Native>();
+                        let bytes = p.values().inner().as_slice();
+                        h.update(&bytes[i * w..(i + 1) * w]);
+                        return;
+                    })*
+                };
             }
+            native!(
+                Int8Type,
+                Int16Type,
+                Int32Type,
+                Int64Type,
+                UInt8Type,
+                UInt16Type,
+                UInt32Type,
+                UInt64Type,
+                Float16Type,
+                Float32Type,
+                Float64Type
+            );
         }
     }
 }

@@ -210,3 +210,53 @@ fn damaged_refs_are_named_never_read_as_empty_cells() {
         "{e}"
     );
 }
+
+/// An image folder holding the same picture many times, built with
+/// `--dedup`: each copy after the first is stored as a ref, `inspect` says
+/// so, and every row reads the picture's bytes.
+#[test]
+fn the_cli_builds_an_image_folder_with_dedup() {
+    let tmp = tempfile::tempdir().unwrap();
+    let src = tmp.path().join("pics");
+    let mut rng = shardset::SplitMix64::new(3);
+    let noise: Vec<u8> = (0..32 * 32 * 3).map(|_| rng.below(256) as u8).collect();
+    let img = shardset::ImageData::new(32, 32, 3, noise).unwrap();
+    let png = shardset::features::image::encode(&img, shardset::ImageFormat::Png).unwrap();
+    assert!(png.len() > 1024);
+    for class in ["a", "b"] {
+        std::fs::create_dir_all(src.join(class)).unwrap();
+        for k in 0..5 {
+            std::fs::write(src.join(class).join(format!("{k}.png")), &png).unwrap();
+        }
+    }
+    let out = tmp.path().join("out");
+    let o = shardset_cli()
+        .args(["build", "imagefolder"])
+        .arg(&src)
+        .arg("--out")
+        .arg(&out)
+        .args(["--dedup", "1KB", "-q"])
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let dir = out.join("train");
+    let j: serde_json::Value = serde_json::from_slice(
+        &shardset_cli()
+            .arg("inspect")
+            .arg(&dir)
+            .arg("--json")
+            .output()
+            .unwrap()
+            .stdout,
+    )
+    .unwrap();
+    assert_eq!(j["dedup"]["cells"], 9, "{j}");
+    let c = open_cache_with(&dir, &OpenOptions::default().with_decode_images(false)).unwrap();
+    for i in 0..10 {
+        let r = c.backend.get(i).unwrap();
+        let Some(Value::Bytes(b)) = r.get("image") else {
+            panic!("{r:?}")
+        };
+        assert_eq!(b.as_ref(), png.as_slice(), "row {i}");
+    }
+}

@@ -210,3 +210,41 @@ fn the_memory_guard_refuses_naming_both_sizes_or_falls_back_to_maps() {
         ));
     }
 }
+
+/// The decompressed batches a compressed cache keeps are counted by the
+/// bytes their buffers span: buffers arrow-rs stored uncompressed (random
+/// bytes do not compress) are slices of the mapped file, and counting the
+/// whole file for each of them filled the budget with a few batches, so
+/// random reads decompressed again and again.
+#[test]
+fn kept_decompressed_batches_are_counted_by_their_own_bytes() {
+    use shardset::{ArrowShards, Dtype, Example, Feature, Features, SplitMix64};
+    let f = Features::new()
+        .with("x", Feature::value(Dtype::Int32))
+        .with("data", Feature::value(Dtype::Binary));
+    let mut rng = SplitMix64::new(5);
+    let rows = (0..20_000).map(move |i| {
+        let b: Vec<u8> = (0..8).flat_map(|_| rng.next_u64().to_le_bytes()).collect();
+        Example::new().with("x", i as i32).with("data", b)
+    });
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("z");
+    write_arrow_cache(
+        rows,
+        &f,
+        &dir,
+        &ArrowWriteOptions::default().with_compression(Compression::Zstd),
+    )
+    .unwrap();
+    let c = open_cache_with(&dir, &OpenOptions::default().with_cache_bytes(64 << 20)).unwrap();
+    let a = c.backend.as_any().downcast_ref::<ArrowShards>().unwrap();
+    let data = a.in_memory_bytes().unwrap();
+    for i in 0..20_000 {
+        c.backend.get(i).unwrap();
+    }
+    let kept = a.cached_bytes() as u64;
+    assert!(
+        kept <= data + data / 10 && kept >= data - data / 10,
+        "{kept} bytes kept for {data} bytes of decompressed data"
+    );
+}

@@ -60,7 +60,13 @@ fn report(dir: &Path, verify: bool) -> CliResult<J> {
         "format": m.format(),
         "num_rows": cache.len(),
         "num_shards": cache.backend.num_shards(),
-        "compression": m.as_arrow_shards().map_or("none", |a| a.compression.name()),
+        "compression": m.as_arrow_shards().map_or_else(
+            || m.to_json().get("compression").and_then(J::as_str).unwrap_or("none").to_string(),
+            |a| a.compression.name().to_string(),
+        ),
+        "compression_level": m.to_json().get("compression_level").cloned().unwrap_or(J::Null),
+        "version": shardset::cache::versions::version_id(m),
+        "dedup": m.to_json().get("dedup").cloned().unwrap_or(J::Null),
         "schema_fingerprint": Some(m.schema_fingerprint()).filter(|f| !f.is_empty()),
         "writer": m.writer(),
         "build_id": m.build_id(),
@@ -99,7 +105,23 @@ fn print_human(r: &J, arrow_checksum_hint: bool) {
         s(r, "format")
     );
     println!("rows         {}", count(u(r, "num_rows")));
-    println!("compression  {}", s(r, "compression"));
+    match r.get("compression_level").and_then(J::as_i64) {
+        Some(l) => println!("compression  {} (level {l})", s(r, "compression")),
+        None => println!("compression  {}", s(r, "compression")),
+    }
+    if u(r, "version") > 1 {
+        println!(
+            "version      {} (edited; `shardset log` lists the versions kept)",
+            u(r, "version")
+        );
+    }
+    if let Some(d) = r.get("dedup").filter(|d| !d.is_null()) {
+        println!(
+            "dedup        {} repeated cell(s) stored once, {} saved",
+            count(u(d, "cells")),
+            human(u(d, "bytes_saved"))
+        );
+    }
     println!("fingerprint  {}", s(r, "schema_fingerprint"));
     if let Some(w) = r.get("writer").filter(|w| !w.is_null()) {
         println!("writer       {} {}", s(w, "name"), s(w, "version"));

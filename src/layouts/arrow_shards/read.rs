@@ -91,7 +91,7 @@ impl BatchLru {
     /// Keeps `batch` unless it alone exceeds the budget, evicting the least
     /// recently used batches to make room.
     fn insert(&mut self, key: (usize, usize), batch: &RecordBatch) {
-        let size = batch.get_array_memory_size();
+        let size = batch_bytes(batch);
         if size > self.budget || self.map.contains_key(&key) {
             return;
         }
@@ -100,6 +100,19 @@ impl BatchLru {
         self.used += size;
         self.map.insert(key, (batch.clone(), size, self.tick));
     }
+}
+
+/// The bytes a decoded batch's buffers span. Not `get_array_memory_size`:
+/// a buffer the IPC file stored uncompressed (arrow-rs does so when
+/// compressing would not shrink it) is a slice of the whole mapped file,
+/// whose capacity that would count for every batch, so a cache of a few
+/// batches' worth would fill the budget.
+fn batch_bytes(batch: &RecordBatch) -> usize {
+    batch
+        .columns()
+        .iter()
+        .map(|c| c.to_data().get_slice_memory_size().unwrap_or(0))
+        .sum()
 }
 
 /// A memory-mapped `arrow-shards` cache.
