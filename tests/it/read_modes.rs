@@ -225,7 +225,7 @@ fn kept_decompressed_batches_are_counted_by_their_own_bytes() {
     let mut rng = SplitMix64::new(5);
     let rows = (0..20_000).map(move |i| {
         let b: Vec<u8> = (0..8).flat_map(|_| rng.next_u64().to_le_bytes()).collect();
-        Example::new().with("x", i as i32).with("data", b)
+        Example::new().with("x", i).with("data", b)
     });
     let tmp = tempfile::tempdir().unwrap();
     let dir = tmp.path().join("z");
