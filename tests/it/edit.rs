@@ -540,6 +540,8 @@ fn the_cli_records_checksums_verifies_on_read_and_reads_versions() {
     assert!(cat(&["--verify-on-read", "--rows", "0..40"])
         .status
         .success());
+    let mem = cat(&["--in-memory", "--rows", "39"]);
+    assert!(String::from_utf8_lossy(&mem.stdout).contains("needle-0039"));
     // An edit, then the older version by id.
     let set = tmp.path().join("set.jsonl");
     std::fs::write(&set, "{\"row\": 2, \"s\": \"edited\"}\n").unwrap();

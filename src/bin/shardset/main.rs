@@ -102,6 +102,10 @@ enum Cmd {
         /// with --record-checksums); a changed row is an error naming it.
         #[arg(long)]
         verify_on_read: bool,
+        /// Load the cache into memory first; refused, naming both sizes,
+        /// when it needs more than half the memory available.
+        #[arg(long)]
+        in_memory: bool,
     },
     /// Write the images of one row as PNG files.
     Export {
@@ -279,6 +283,7 @@ fn main() -> ExitCode {
             full,
             version,
             verify_on_read,
+            in_memory,
         } => rows::cat(
             path,
             rows,
@@ -287,6 +292,7 @@ fn main() -> ExitCode {
             rows::ReadMode {
                 version,
                 verify_on_read,
+                in_memory,
             },
         ),
         Cmd::Export {

@@ -215,6 +215,8 @@ pub struct ReadMode {
     pub version: Option<u64>,
     /// Check every row against its per-record checksum.
     pub verify_on_read: bool,
+    /// Load the cache into memory first (behind the memory guard).
+    pub in_memory: bool,
 }
 
 /// Runs `shardset cat`.
@@ -225,7 +227,9 @@ pub fn cat(
     full: bool,
     mode: ReadMode,
 ) -> CliResult {
-    let mut opts = OpenOptions::default().with_verify_on_read(mode.verify_on_read);
+    let mut opts = OpenOptions::default()
+        .with_verify_on_read(mode.verify_on_read)
+        .with_in_memory(mode.in_memory);
     if let Some(v) = mode.version {
         opts = opts.with_version(v);
     }
