@@ -54,6 +54,7 @@ fn report(dir: &Path, verify: bool) -> CliResult<J> {
             })
         })
         .collect();
+    let raw = m.to_json();
     Ok(json!({
         "path": dir,
         "layout": cache.layout,
@@ -61,12 +62,12 @@ fn report(dir: &Path, verify: bool) -> CliResult<J> {
         "num_rows": cache.len(),
         "num_shards": cache.backend.num_shards(),
         "compression": m.as_arrow_shards().map_or_else(
-            || m.to_json().get("compression").and_then(J::as_str).unwrap_or("none").to_string(),
+            || raw.get("compression").and_then(J::as_str).unwrap_or("none").to_string(),
             |a| a.compression.name().to_string(),
         ),
-        "compression_level": m.to_json().get("compression_level").cloned().unwrap_or(J::Null),
+        "compression_level": raw.get("compression_level").cloned().unwrap_or(J::Null),
         "version": shardset::cache::versions::version_id(m),
-        "dedup": m.to_json().get("dedup").cloned().unwrap_or(J::Null),
+        "dedup": raw.get("dedup").cloned().unwrap_or(J::Null),
         "schema_fingerprint": Some(m.schema_fingerprint()).filter(|f| !f.is_empty()),
         "writer": m.writer(),
         "build_id": m.build_id(),

@@ -193,10 +193,8 @@ impl Deduper {
                 _ => self.scan(col.as_binary::<i64>(), c, first_row, first_local, &mut refs),
             };
             if let Some(dup) = found {
-                cols[c] = match col.data_type() {
-                    DataType::Binary => Arc::new(emptied(col.as_binary::<i32>(), &dup)),
-                    _ => Arc::new(emptied(col.as_binary::<i64>(), &dup)),
-                };
+                let empty: Vec<&[u8]> = vec![&[]; dup.len()];
+                cols[c] = restored(&col, &dup, &empty);
                 changed = true;
             }
         }
@@ -210,8 +208,8 @@ impl Deduper {
 }
 
 impl Deduper {
-    /// Marks the cells of column `c` seen before (refs pushed); `None` when
-    /// none was.
+    /// The rows of column `c` whose bytes were seen before (refs pushed),
+    /// in order; `None` when there is none.
     fn scan<O: OffsetSizeTrait>(
         &mut self,
         a: &GenericBinaryArray<O>,
@@ -219,10 +217,9 @@ impl Deduper {
         first_row: u64,
         first_local: u64,
         refs: &mut Vec<CellRef>,
-    ) -> Option<Vec<bool>> {
-        let mut dup: Vec<bool> = vec![false; a.len()];
-        let mut any = false;
-        for (r, d) in dup.iter_mut().enumerate() {
+    ) -> Option<Vec<usize>> {
+        let mut dup = Vec::new();
+        for r in 0..a.len() {
             if a.is_null(r) {
                 continue;
             }
@@ -233,8 +230,7 @@ impl Deduper {
             let key = (c, xxhash_rust::xxh3::xxh3_128(v), v.len() as u64);
             match self.seen.get(&key) {
                 Some(&target) => {
-                    *d = true;
-                    any = true;
+                    dup.push(r);
                     refs.push(CellRef {
                         local: first_local + r as u64,
                         column: c as u32,
@@ -248,59 +244,44 @@ impl Deduper {
                 }
             }
         }
-        any.then_some(dup)
+        (!dup.is_empty()).then_some(dup)
     }
-}
-
-/// `a` with the cells marked in `empty` made empty (nulls kept).
-fn emptied<O: OffsetSizeTrait>(a: &GenericBinaryArray<O>, empty: &[bool]) -> GenericBinaryArray<O> {
-    let mut offsets = Vec::with_capacity(a.len() + 1);
-    let mut values = Vec::new();
-    offsets.push(O::usize_as(0));
-    for (r, &e) in empty.iter().enumerate() {
-        if !e && !a.is_null(r) {
-            values.extend_from_slice(a.value(r));
-        }
-        offsets.push(O::usize_as(values.len()));
-    }
-    GenericBinaryArray::<O>::new(
-        OffsetBuffer::new(offsets.into()),
-        Buffer::from_vec(values),
-        a.nulls().cloned(),
-    )
 }
 
 /// Column `a` (binary or large binary) with the cells at `rows` (sorted)
 /// replaced by `values` (same order).
 pub fn restored(a: &ArrayRef, rows: &[usize], values: &[&[u8]]) -> ArrayRef {
-    fn go<O: OffsetSizeTrait>(
-        a: &GenericBinaryArray<O>,
-        rows: &[usize],
-        values: &[&[u8]],
-    ) -> GenericBinaryArray<O> {
-        let mut offsets = Vec::with_capacity(a.len() + 1);
-        let mut out = Vec::new();
-        offsets.push(O::usize_as(0));
-        let mut k = 0;
-        for r in 0..a.len() {
-            if k < rows.len() && rows[k] == r {
-                out.extend_from_slice(values[k]);
-                k += 1;
-            } else if !a.is_null(r) {
-                out.extend_from_slice(a.value(r));
-            }
-            offsets.push(O::usize_as(out.len()));
-        }
-        GenericBinaryArray::<O>::new(
-            OffsetBuffer::new(offsets.into()),
-            Buffer::from_vec(out),
-            a.nulls().cloned(),
-        )
-    }
     match a.data_type() {
-        DataType::Binary => Arc::new(go(a.as_binary::<i32>(), rows, values)),
-        _ => Arc::new(go(a.as_binary::<i64>(), rows, values)),
+        DataType::Binary => Arc::new(replaced(a.as_binary::<i32>(), rows, values)),
+        _ => Arc::new(replaced(a.as_binary::<i64>(), rows, values)),
     }
+}
+
+/// `a` with the cells at `rows` (sorted) replaced by `values` (same order),
+/// nulls kept: how a repeat is emptied and how it is put back.
+fn replaced<O: OffsetSizeTrait>(
+    a: &GenericBinaryArray<O>,
+    rows: &[usize],
+    values: &[&[u8]],
+) -> GenericBinaryArray<O> {
+    let mut offsets = Vec::with_capacity(a.len() + 1);
+    let mut out = Vec::new();
+    offsets.push(O::usize_as(0));
+    let mut k = 0;
+    for r in 0..a.len() {
+        if k < rows.len() && rows[k] == r {
+            out.extend_from_slice(values[k]);
+            k += 1;
+        } else if !a.is_null(r) {
+            out.extend_from_slice(a.value(r));
+        }
+        offsets.push(O::usize_as(out.len()));
+    }
+    GenericBinaryArray::<O>::new(
+        OffsetBuffer::new(offsets.into()),
+        Buffer::from_vec(out),
+        a.nulls().cloned(),
+    )
 }
 
 /// The bytes of cell `r` of a binary or large binary column.

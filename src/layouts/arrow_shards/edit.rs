@@ -43,8 +43,7 @@ use crate::cache::metadata::{
 use crate::cache::pipeline::DEFAULT_BATCH_SIZE;
 use crate::cache::rowsum;
 use crate::cache::versions::{
-    kept_version_ids, read_version, version_id, version_path, ChangeSummary, VersionInfo,
-    VERSIONS_DIR,
+    kept_version_ids, version_id, version_path, ChangeSummary, VersionInfo, VERSIONS_DIR,
 };
 use crate::error::{Error, Result};
 use crate::features::decode::RowDecoder;
@@ -773,7 +772,10 @@ pub fn gc_versions(dir: &Path, keep: usize, dry_run: bool) -> Result<VersionGc> 
         named.extend(m.shard_filenames.iter().cloned());
     }
     for &id in kept {
-        if let Some(m) = read_version(storage, dir, id)?.as_arrow_shards() {
+        // Below the current version: its own file (read_version would read
+        // `_metadata.json` again for each).
+        let meta = CacheMetadata::read_at(storage, dir, &version_path(dir, id))?;
+        if let Some(m) = meta.as_arrow_shards() {
             named.extend(m.shard_filenames.iter().cloned());
         }
     }
