@@ -194,6 +194,17 @@ pub fn shardset_cli() -> std::process::Command {
     std::process::Command::new(env!("CARGO_BIN_EXE_shardset"))
 }
 
+/// Runs `cmd` and fails the test with its stderr unless it succeeded.
+pub fn succeeded(cmd: &mut std::process::Command) -> std::process::Output {
+    let out = cmd.output().unwrap();
+    assert!(
+        out.status.success(),
+        "{cmd:?} failed:\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    out
+}
+
 /// A command running the set-up's Python.
 pub fn python() -> std::process::Command {
     std::process::Command::new(python_path())

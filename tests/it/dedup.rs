@@ -230,15 +230,14 @@ fn the_cli_builds_an_image_folder_with_dedup() {
         }
     }
     let out = tmp.path().join("out");
-    let o = shardset_cli()
-        .args(["build", "imagefolder"])
-        .arg(&src)
-        .arg("--out")
-        .arg(&out)
-        .args(["--dedup", "1KB", "-q"])
-        .output()
-        .unwrap();
-    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    succeeded(
+        shardset_cli()
+            .args(["build", "imagefolder"])
+            .arg(&src)
+            .arg("--out")
+            .arg(&out)
+            .args(["--dedup", "1KB", "-q"]),
+    );
     let dir = out.join("train");
     let j: serde_json::Value = serde_json::from_slice(
         &shardset_cli()

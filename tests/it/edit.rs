@@ -395,18 +395,13 @@ fn a_crash_at_every_step_of_a_commit_leaves_the_old_or_the_new_version() {
 fn the_cli_plans_commits_and_lists_versions() {
     let case = cli_edit_case();
     let before = snapshot(&case.dir);
-    let out = shardset_cli()
-        .arg("edit")
-        .arg(&case.dir)
-        .arg("--set")
-        .arg(&case.set)
-        .args(["--dry-run", "--json"])
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
+    let out = succeeded(
+        shardset_cli()
+            .arg("edit")
+            .arg(&case.dir)
+            .arg("--set")
+            .arg(&case.set)
+            .args(["--dry-run", "--json"]),
     );
     let j: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
     assert_eq!(j["plan"]["version"], 2);
@@ -512,18 +507,13 @@ fn the_cli_records_checksums_verifies_on_read_and_reads_versions() {
         .collect();
     std::fs::write(&input, lines).unwrap();
     let out_dir = tmp.path().join("out");
-    let out = shardset_cli()
-        .args(["build", "jsonl"])
-        .arg(&input)
-        .arg("--out")
-        .arg(&out_dir)
-        .args(["--record-checksums", "--batch-size", "8", "--json", "-q"])
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
+    succeeded(
+        shardset_cli()
+            .args(["build", "jsonl"])
+            .arg(&input)
+            .arg("--out")
+            .arg(&out_dir)
+            .args(["--record-checksums", "--batch-size", "8", "--json", "-q"]),
     );
     let dir = shardset::cache::gc::dirs_under(&out_dir)
         .into_iter()
@@ -545,14 +535,7 @@ fn the_cli_records_checksums_verifies_on_read_and_reads_versions() {
     // An edit, then the older version by id.
     let set = tmp.path().join("set.jsonl");
     std::fs::write(&set, "{\"row\": 2, \"s\": \"edited\"}\n").unwrap();
-    let e = shardset_cli()
-        .arg("edit")
-        .arg(&dir)
-        .arg("--set")
-        .arg(&set)
-        .output()
-        .unwrap();
-    assert!(e.status.success(), "{}", String::from_utf8_lossy(&e.stderr));
+    succeeded(shardset_cli().arg("edit").arg(&dir).arg("--set").arg(&set));
     let v1 = String::from_utf8_lossy(&cat(&["--version", "1", "--rows", "2"]).stdout).into_owned();
     let v2 =
         String::from_utf8_lossy(&cat(&["--rows", "2", "--verify-on-read"]).stdout).into_owned();

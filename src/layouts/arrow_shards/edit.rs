@@ -228,10 +228,14 @@ impl Staging {
 
     /// The row of the staged view at `index` (negative counts from the end).
     fn slot(&self, index: i64) -> Result<Slot> {
-        let i = normalize_index(index, self.len())?;
+        Ok(self.slot_at(normalize_index(index, self.len())?))
+    }
+
+    /// The row of the staged view at position `i` (`i < len()`).
+    fn slot_at(&self, i: u64) -> Slot {
         let live = self.base_len() - self.deleted.len() as u64;
         if i >= live {
-            return Ok(Slot::New((i - live) as usize));
+            return Slot::New((i - live) as usize);
         }
         // The smallest parent row r with i + 1 live rows in 0..=r.
         let (mut lo, mut hi) = (i, i + self.deleted.len() as u64);
@@ -244,7 +248,7 @@ impl Staging {
                 lo = mid + 1;
             }
         }
-        Ok(Slot::Base(lo))
+        Slot::Base(lo)
     }
 
     fn encode(&self, features: Arc<Features>, ex: Example, row: u64) -> Result<RecordBatch> {
@@ -300,8 +304,8 @@ impl Staging {
     /// [`Error::IndexOutOfRange`]; [`Error::Encode`] naming the column when
     /// the example does not fit the features (nothing is staged then).
     pub fn set_row(&mut self, index: i64, example: Example) -> Result<()> {
-        let slot = self.slot(index)?;
         let at = normalize_index(index, self.len())?;
+        let slot = self.slot_at(at);
         let batch = self.encode(self.features.clone(), example, at)?;
         self.put(slot, batch);
         self.rows_set += 1;
@@ -315,8 +319,8 @@ impl Staging {
     /// the features do not have; [`Error::Encode`] for a value that does
     /// not fit the column.
     pub fn set_cell(&mut self, index: i64, column: &str, value: impl Into<Value>) -> Result<()> {
-        let slot = self.slot(index)?;
         let at = normalize_index(index, self.len())?;
+        let slot = self.slot_at(at);
         let (pos, feature) = self
             .features
             .iter()
