@@ -146,6 +146,17 @@ tensor_element!(f32, Dtype::Float32);
 tensor_element!(f64, Dtype::Float64);
 tensor_element!(half::f16, Dtype::Float16);
 
+/// numpy's bool: one byte, 0 or 1.
+impl TensorElement for bool {
+    const DTYPE: Dtype = Dtype::Bool;
+    fn put(self, out: &mut Vec<u8>) {
+        out.push(self as u8);
+    }
+    fn get(bytes: &[u8]) -> Self {
+        bytes[0] != 0
+    }
+}
+
 impl Tensor {
     /// Packs typed values with a shape.
     ///

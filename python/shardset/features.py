@@ -72,15 +72,24 @@ class Image:
 class _Array:
     rank = 0
 
-    def __init__(self, shape, dtype="uint8"):
+    def __init__(self, shape, dtype="uint8", fixed_size=False):
+        """fixed_size: store each cell as Arrow `fixed_size_binary` (no
+        offsets; row i at i * cell bytes) instead of the reference's
+        `large_binary`. Both read back the same arrays, by shardset and by
+        the reference; it is not part of the repr (nor of the schema
+        fingerprint)."""
         if len(shape) != self.rank:
             raise ValueError(f"{type(self).__name__} needs a shape of length {self.rank}, "
                              f"got {tuple(shape)}")
         self.shape = tuple(int(s) for s in shape)
         self.dtype = dtype
+        self.fixed_size = bool(fixed_size)
 
     def describe(self):
-        return {"type": type(self).__name__, "shape": list(self.shape), "dtype": self.dtype}
+        d = {"type": type(self).__name__, "shape": list(self.shape), "dtype": self.dtype}
+        if self.fixed_size:
+            d["fixed_size"] = True
+        return d
 
     def __repr__(self):
         return f"{type(self).__name__}(shape={self.shape!r}, dtype={self.dtype!r})"
@@ -122,7 +131,8 @@ def _from_description(d):
     if t == "Image":
         return Image(d.get("encode_format", "PNG"))
     if t in ("Array3D", "Array4D"):
-        return (Array3D if t == "Array3D" else Array4D)(d["shape"], d["dtype"])
+        return (Array3D if t == "Array3D" else Array4D)(d["shape"], d["dtype"],
+                                                        d.get("fixed_size", False))
     if t == "Video":
         return Video(d.get("storage", "path"), d.get("allowed_extensions", ()))
     raise ValueError(f"unknown feature type {t!r}")
@@ -170,7 +180,8 @@ def _from_foreign(f):
     if kind == "Image":
         return Image(getattr(f, "encode_format", "PNG"))
     if kind in ("Array3D", "Array4D"):
-        return (Array3D if kind == "Array3D" else Array4D)(f.shape, f.dtype)
+        return (Array3D if kind == "Array3D" else Array4D)(f.shape, f.dtype,
+                                                           getattr(f, "fixed_size", False))
     if kind == "Video":
         return Video(f.storage, getattr(f, "allowed_extensions", (".mp4",)))
     raise TypeError(f"not a feature: {f!r}")

@@ -297,3 +297,35 @@ def test_a_cache_written_from_python_is_byte_identical_to_one_written_from_rust(
         a = open(tmp_path / "rust" / f, "rb").read()
         b = open(tmp_path / "py" / f, "rb").read()
         assert a == b, f
+
+
+@pytest.mark.parametrize("fmt", ["arrow", "lance"])
+def test_fixed_size_arrays_round_trip_without_offsets(tmp_path, fmt):
+    import pyarrow as pa
+    rng = np.random.default_rng(3)
+    rows = [{"i": i, "a": None if i % 5 == 2 else rng.standard_normal((2, 3, 4)).astype("float32"),
+             "b": rng.integers(0, 255, (1, 2, 2, 3), dtype=np.uint8)} for i in range(30)]
+    feats = Features({"i": Value("int64"), "a": Array3D((2, 3, 4), "float32", fixed_size=True),
+                      "b": Array4D((1, 2, 2, 3), "uint8", fixed_size=True)})
+    shardset.write_cache(rows, feats, tmp_path / "c", format=fmt, batch_size=8)
+    ds = shardset.open_cache(tmp_path / "c")
+    assert ds.features.describe() == feats.describe()
+    assert ds.features["a"].fixed_size and ds.features.describe()["a"]["fixed_size"] is True
+    # The repr is the reference's: the storage choice is not in it.
+    assert repr(ds.features["a"]) == "Array3D(shape=(2, 3, 4), dtype='float32')"
+    for i, want in enumerate(rows):
+        got = ds[i]
+        if want["a"] is None:
+            assert got["a"] is None
+        else:
+            np.testing.assert_array_equal(got["a"], want["a"])
+        np.testing.assert_array_equal(got["b"], want["b"])
+    batch = ds.take_batch([0, 29, 1])
+    np.testing.assert_array_equal(batch["b"], np.stack([rows[k]["b"] for k in (0, 29, 1)]))
+    if fmt == "arrow":
+        import json
+        import pyarrow.ipc as ipc
+        meta = json.load(open(tmp_path / "c" / "_metadata.json"))
+        t = ipc.open_file(pa.memory_map(str(tmp_path / "c" / meta["shard_filenames"][0])))
+        assert t.schema.field("a").type == pa.binary(96)
+        assert t.schema.field("b").type == pa.binary(12)

@@ -61,3 +61,28 @@ def test_the_reference_reads_a_cache_written_from_python(tmp_path, ref, fmt):
     # And shardset reads it back with the reference's own Features classes.
     back = shardset.open_cache(d, features=theirs)
     assert back[7]["name"] == "r7" and back.take_batch([1, 2])["x"].tolist() == [-4, -3]
+
+
+@pytest.mark.parametrize("fmt", ["arrow", "lance"])
+def test_the_reference_reads_fixed_size_arrays(tmp_path, ref, fmt):
+    """Arrays stored as fixed_size_binary: the reference opens the cache
+    with its own Array3D (same repr, same fingerprint) and reads the same
+    arrays as from its large_binary storage."""
+    cache, dataset, s = ref
+    from shardset import Array3D
+    rng = np.random.default_rng(1)
+    rows = [{"i": i, "a": rng.standard_normal((2, 3, 4)).astype("float32")} for i in range(25)]
+    ours = Features({"i": Value("int64"), "a": Array3D((2, 3, 4), "float32", fixed_size=True)})
+    theirs = s.Features({"i": s.Value("int64"), "a": s.Array3D((2, 3, 4), "float32")})
+    d = tmp_path / "c"
+    shardset.write_cache(rows, ours, d, format=fmt, batch_size=8)
+    res = cache.open_cache(d, theirs)
+    for form in ("numpy", "torch"):
+        ds = dataset.StableDataset(theirs, s.DatasetInfo(features=theirs),
+                                   backend=res.backend).with_format(form)
+        assert len(ds) == 25
+        for i, want in enumerate(rows):
+            np.testing.assert_array_equal(np.asarray(ds[i]["a"]), want["a"])
+        got = ds.__getitems__([24, 0, 7])
+        for g, k in zip(got, (24, 0, 7)):
+            np.testing.assert_array_equal(np.asarray(g["a"]), rows[k]["a"])

@@ -35,6 +35,9 @@ fn hash_cell(h: &mut Xxh64, a: &dyn Array, i: usize) {
         DataType::Utf8 => h.update(a.as_string::<i32>().value(i).as_bytes()),
         DataType::Binary => h.update(a.as_binary::<i32>().value(i)),
         DataType::LargeBinary => h.update(a.as_binary::<i64>().value(i)),
+        // The same bytes as a large_binary cell: one checksum whichever
+        // way an array column is stored.
+        DataType::FixedSizeBinary(_) => h.update(a.as_fixed_size_binary().value(i)),
         DataType::List(_) => {
             let child = a.as_list::<i32>().value(i);
             h.update(&(child.len() as u64).to_le_bytes());

@@ -316,8 +316,7 @@ pub fn decode_cell(
                 return Ok(prim!(a, Int64Type, row, f, Value::Int));
             }
             Feature::Image(_) | Feature::Array(_) => {
-                let b = a.as_binary_opt::<i64>().ok_or_else(|| type_err(f, a))?;
-                return Ok(Value::Bytes(shared_slice(b, row)));
+                return Ok(Value::Bytes(binary_cell(f, a, row)?));
             }
             _ => {}
         }
@@ -375,11 +374,10 @@ pub fn decode_cell(
             }
         }
         Feature::Array(arr) => {
-            let b = a.as_binary_opt::<i64>().ok_or_else(|| type_err(f, a))?;
-            let bytes = b.value(row);
+            let bytes = binary_cell(f, a, row)?;
             if arr.shape.is_empty() {
                 // Shape never stored (reference cache opened without its features).
-                Value::Bytes(shared_slice(b, row))
+                Value::Bytes(bytes)
             } else {
                 let want =
                     arr.shape.iter().product::<usize>() * arr.dtype.byte_width().unwrap_or(1);
@@ -394,7 +392,7 @@ pub fn decode_cell(
                 Value::Tensor(Box::new(Tensor {
                     dtype: arr.dtype,
                     shape: arr.shape.clone(),
-                    data: bytes.to_vec(),
+                    data: bytes.as_slice().to_vec(),
                 }))
             }
         }
@@ -413,6 +411,27 @@ pub fn decode_cell(
             Value::Video(Box::new(r))
         }
     })
+}
+
+/// A zero-copy view of one cell of an image or array column: a
+/// `large_binary` value, or (arrays stored fixed-size) the `i * width`
+/// slice of a `fixed_size_binary` column, found without offsets.
+fn binary_cell(
+    f: &Feature,
+    a: &dyn Array,
+    row: usize,
+) -> std::result::Result<crate::value::Bytes, String> {
+    if let Some(b) = a.as_binary_opt::<i64>() {
+        return Ok(shared_slice(b, row));
+    }
+    match (f, a.as_fixed_size_binary_opt()) {
+        (Feature::Array(_), Some(b)) => {
+            let w = b.value_length() as usize;
+            Ok(b.values()
+                .slice_with_length(b.value_offset(row) as usize, w))
+        }
+        _ => Err(type_err(f, a)),
+    }
 }
 
 /// A zero-copy view of one binary cell.

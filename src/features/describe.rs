@@ -40,7 +40,11 @@ pub fn feature_to_json(f: &Feature) -> J {
         Feature::Sequence(inner) => json!({"type": "Sequence", "feature": feature_to_json(inner)}),
         Feature::Image(fmt) => json!({"type": "Image", "encode_format": fmt.as_str()}),
         Feature::Array(a) => {
-            json!({"type": f.class_name(), "shape": a.shape, "dtype": a.dtype.name()})
+            let mut j = json!({"type": f.class_name(), "shape": a.shape, "dtype": a.dtype.name()});
+            if a.fixed_size {
+                j["fixed_size"] = J::Bool(true);
+            }
+            j
         }
         Feature::Video(v) => json!({
             "type": "Video",
@@ -144,7 +148,17 @@ pub fn feature_from_json(j: &J) -> std::result::Result<Feature, String> {
             if shape.len() != ndim {
                 return Err(format!("{t} needs {ndim} dimensions, shape is {shape:?}"));
             }
-            match Feature::array(shape, dtype).map_err(e2s)? {
+            let fixed = match o.get("fixed_size") {
+                None => false,
+                Some(J::Bool(b)) => *b,
+                Some(_) => return Err("'fixed_size' must be true or false".into()),
+            };
+            let f = if fixed {
+                Feature::fixed_array(shape, dtype)
+            } else {
+                Feature::array(shape, dtype)
+            };
+            match f.map_err(e2s)? {
                 Feature::Array(a) => Feature::Array(ArrayFeature { ndim, ..a }),
                 other => other,
             }

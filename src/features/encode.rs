@@ -12,7 +12,7 @@ use std::sync::Arc;
 use arrow_array::builder::*;
 use arrow_array::{ArrayRef, ListArray, RecordBatch, StructArray};
 use arrow_buffer::{NullBufferBuilder, OffsetBuffer, ScalarBuffer};
-use arrow_schema::{Field, SchemaRef};
+use arrow_schema::{DataType, Field, SchemaRef};
 
 use super::{
     image, video, ArrayFeature, ClassLabel, Dtype, Feature, Features, ImageFormat, VideoFeature,
@@ -69,6 +69,7 @@ macro_rules! encoders {
             },
             Image(LargeBinaryBuilder, ImageFormat, image::PngCompression),
             Array(LargeBinaryBuilder, ArrayFeature),
+            FixedArray(FixedSizeBinaryBuilder, ArrayFeature),
             Video(Box<VideoBuilders>, VideoFeature),
         }
 
@@ -90,7 +91,10 @@ macro_rules! encoders {
                         field: Arc::new(Field::new("item", inner.arrow_type(), true)),
                     },
                     Feature::Image(fmt) => Enc::Image(LargeBinaryBuilder::new(), *fmt, image::PngCompression::default()),
-                    Feature::Array(a) => Enc::Array(LargeBinaryBuilder::new(), a.clone()),
+                    Feature::Array(a) => match a.arrow_type() {
+                        DataType::FixedSizeBinary(n) => Enc::FixedArray(FixedSizeBinaryBuilder::new(n), a.clone()),
+                        _ => Enc::Array(LargeBinaryBuilder::new(), a.clone()),
+                    },
                     Feature::Video(v) => Enc::Video(Box::default(), v.clone()),
                 }
             }
@@ -153,6 +157,10 @@ macro_rules! encoders {
                     }
                     Enc::Image(b, fmt, png) => b.append_value(encode_image(v, *fmt, *png)?.as_slice()),
                     Enc::Array(b, a) => b.append_value(encode_array(v, a)?.as_slice()),
+                    // encode_array checked the length: it is the column's width.
+                    Enc::FixedArray(b, a) => b
+                        .append_value(encode_array(v, a)?.as_slice())
+                        .map_err(|e| e.to_string())?,
                     Enc::Video(b, feat) => match video::encode(v, feat, cache_dir)? {
                         Some(cell) => b.append(cell),
                         None => b.append_null(),
@@ -177,6 +185,7 @@ macro_rules! encoders {
                         nulls.append_null();
                     }
                     Enc::Image(b, _, _) | Enc::Array(b, _) => b.append_null(),
+                    Enc::FixedArray(b, _) => b.append_null(),
                     Enc::Video(b, _) => b.append_null(),
                 }
             }
@@ -198,6 +207,7 @@ macro_rules! encoders {
                         Arc::new(ListArray::new(field.clone(), offs, values, nulls.finish()))
                     }
                     Enc::Image(b, _, _) | Enc::Array(b, _) => Arc::new(b.finish()),
+                    Enc::FixedArray(b, _) => Arc::new(b.finish()),
                     Enc::Video(b, _) => Arc::new(b.finish()),
                 }
             }

@@ -151,6 +151,15 @@ impl ImageFormat {
 }
 
 /// A fixed-shape N-D array (2 to 5 dims), stored as flat C-order bytes.
+///
+/// By default a cell is a `large_binary` value, as the reference stores
+/// it: an 8-byte offset per row locates the bytes. With `fixed_size` the
+/// column is `fixed_size_binary(n)` (n = the shape's bytes): no offsets
+/// buffer, row i at byte `i * n`, and a batch's cells are one contiguous
+/// `[rows, ...shape]` block. Both read back the same values, by us and by
+/// the reference; `fixed_size` is a storage choice, not part of the
+/// feature's `repr` (so not of the schema fingerprint): the Arrow schema
+/// and the features description record it.
 #[derive(Debug, Clone, PartialEq)]
 pub struct ArrayFeature {
     /// The shape; empty only when inferred from a cache that never stored it.
@@ -159,6 +168,25 @@ pub struct ArrayFeature {
     pub dtype: Dtype,
     /// Number of dimensions of the class name (`Array3D` = 3), kept when the shape is unknown.
     pub ndim: usize,
+    /// Stored as `fixed_size_binary` of the shape's byte size (see above).
+    pub fixed_size: bool,
+}
+
+impl ArrayFeature {
+    /// Bytes of one cell (shape product × dtype width); None when the shape is unknown.
+    pub fn cell_bytes(&self) -> Option<usize> {
+        (!self.shape.is_empty())
+            .then(|| self.shape.iter().product::<usize>() * self.dtype.byte_width().unwrap_or(1))
+    }
+
+    /// The Arrow type of the column: `fixed_size_binary(cell bytes)` when
+    /// `fixed_size` (and the shape is known), else `large_binary`.
+    pub fn arrow_type(&self) -> DataType {
+        match (self.fixed_size, self.cell_bytes()) {
+            (true, Some(n)) => DataType::FixedSizeBinary(n as i32),
+            _ => DataType::LargeBinary,
+        }
+    }
 }
 
 /// A video column.
@@ -247,7 +275,30 @@ impl Feature {
             ndim: shape.len(),
             shape,
             dtype,
+            fixed_size: false,
         }))
+    }
+
+    /// An N-D array feature stored as `fixed_size_binary`: no offsets, row
+    /// i at a fixed place (see [`ArrayFeature`]).
+    ///
+    /// # Errors
+    /// As [`Feature::array`], and for a cell of 2 GiB or more (Arrow's
+    /// fixed width is an i32).
+    pub fn fixed_array(shape: impl Into<Vec<usize>>, dtype: Dtype) -> Result<Self> {
+        let Feature::Array(mut a) = Feature::array(shape, dtype)? else {
+            unreachable!("Feature::array makes an array feature")
+        };
+        let bytes = a.cell_bytes().unwrap_or(0);
+        if bytes == 0 || i32::try_from(bytes).is_err() {
+            return Err(Error::InvalidFeature(format!(
+                "a fixed-size array cell must have 1 byte to 2 GiB, shape {:?} of {} has {bytes}",
+                a.shape,
+                a.dtype.name()
+            )));
+        }
+        a.fixed_size = true;
+        Ok(Feature::Array(a))
     }
 
     /// `Video(storage=...)` with the default extension allow-list.
@@ -311,7 +362,8 @@ impl Feature {
             Feature::Sequence(inner) => {
                 DataType::List(Arc::new(Field::new("item", inner.arrow_type(), true)))
             }
-            Feature::Image(_) | Feature::Array(_) => DataType::LargeBinary,
+            Feature::Image(_) => DataType::LargeBinary,
+            Feature::Array(a) => a.arrow_type(),
             Feature::Video(_) => DataType::Struct(video_struct_fields()),
         }
     }
@@ -461,12 +513,15 @@ fn infer_feature(
     match (class, t) {
         (Some("ClassLabel"), DataType::Int64) => Some(Feature::ClassLabel(ClassLabel::unknown())),
         (Some("Image"), DataType::LargeBinary) => Some(Feature::image()),
-        (Some(c), DataType::LargeBinary) if c.starts_with("Array") && c.ends_with('D') => {
+        (Some(c), DataType::LargeBinary | DataType::FixedSizeBinary(_))
+            if c.starts_with("Array") && c.ends_with('D') =>
+        {
             let ndim: usize = c[5..c.len() - 1].parse().ok()?;
             Some(Feature::Array(ArrayFeature {
                 shape: Vec::new(),
                 dtype: Dtype::UInt8,
                 ndim,
+                fixed_size: matches!(t, DataType::FixedSizeBinary(_)),
             }))
         }
         (Some("Video"), DataType::Struct(_)) => {

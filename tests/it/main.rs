@@ -11,6 +11,7 @@ mod dataset_api;
 mod dedup;
 mod edit;
 mod fidelity;
+mod fixed_arrays;
 mod fuzz_replay;
 mod golden;
 mod integrity;

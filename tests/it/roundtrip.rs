@@ -47,6 +47,10 @@ fn all_kinds_features() -> Features {
             "a5",
             Feature::array(vec![1, 2, 1, 2, 1], Dtype::Int64).unwrap(),
         )
+        .with(
+            "a3f",
+            Feature::fixed_array(vec![2, 1, 3], Dtype::Float32).unwrap(),
+        )
         .with("vp", Feature::video(VideoStorage::Path))
         .with("vb", Feature::video(VideoStorage::Bytes))
 }
@@ -84,6 +88,10 @@ fn all_kinds_example(i: i64) -> Example {
         .with(
             "a5",
             Tensor::from_vec(vec![1, 2, 1, 2, 1], vec![-1i64, 2, -3, i]).unwrap(),
+        )
+        .with(
+            "a3f",
+            Tensor::from_vec(vec![2, 1, 3], vec![0.5f32, -1.0, 2.0, 3.5, i as f32, -0.0]).unwrap(),
         )
         .with("vp", video.clone())
         .with("vb", video)
@@ -147,6 +155,13 @@ fn every_feature_kind_roundtrips() {
     assert_eq!(
         (t.shape.clone(), t.to_vec::<i64>().unwrap()),
         (vec![1, 2, 1, 2, 1], vec![-1, 2, -3, 3])
+    );
+    let Value::Tensor(t) = r.get("a3f").unwrap() else {
+        panic!()
+    };
+    assert_eq!(
+        (t.shape.clone(), t.to_vec::<f32>().unwrap()),
+        (vec![2, 1, 3], vec![0.5, -1.0, 2.0, 3.5, 3.0, -0.0])
     );
     let want = std::fs::read(&video).unwrap();
     for col in ["vp", "vb"] {

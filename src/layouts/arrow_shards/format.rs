@@ -56,6 +56,8 @@ fn array_nbytes(a: &dyn Array) -> u64 {
             let o = s.value_offsets();
             len * 8 + (o[o.len() - 1] - o[0]) as u64
         }
+        // pyarrow's nbytes: the values only (no offsets buffer).
+        DataType::FixedSizeBinary(w) => len * *w as u64,
         DataType::List(_) => {
             let l = a.as_list::<i32>();
             let o = l.value_offsets();

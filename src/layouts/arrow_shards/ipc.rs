@@ -62,6 +62,15 @@ fn check_fb_field(f: arrow_ipc::Field<'_>, depth: usize) -> std::result::Result<
     let nchild = f.children().map_or(0, |c| c.len());
     match f.type_type() {
         T::Bool | T::Binary | T::LargeBinary | T::Utf8 | T::LargeUtf8 => {}
+        T::FixedSizeBinary => {
+            let w = f
+                .type_as_fixed_size_binary()
+                .ok_or("a fixed-size binary field has no parameters")?
+                .byteWidth();
+            if w <= 0 {
+                return Err(format!("a fixed-size binary field has byte width {w}"));
+            }
+        }
         T::Int => {
             let i = f.type_as_int().ok_or("an Int field has no parameters")?;
             if ![8, 16, 32, 64].contains(&i.bitWidth()) {
@@ -214,6 +223,10 @@ fn check_field(
             need("offsets", offsets(8), 8)?;
             need("values", 0, 1)?;
         }
+        D::FixedSizeBinary(w) => {
+            need("validity", validity, 1)?;
+            need("values", len.saturating_mul(*w as usize), 1)?;
+        }
         D::List(item) => {
             need("validity", validity, 1)?;
             need("offsets", offsets(4), 4)?;
@@ -355,6 +368,7 @@ fn buffer_count(t: &arrow_schema::DataType) -> usize {
     match t {
         D::Null => 0,
         D::Utf8 | D::Binary | D::LargeUtf8 | D::LargeBinary => 3,
+        D::FixedSizeBinary(_) => 2,
         D::List(item) | D::LargeList(item) => 2 + buffer_count(item.data_type()),
         D::Struct(children) => {
             1 + children
