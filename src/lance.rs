@@ -77,20 +77,31 @@ pub fn lance_err(path: &std::path::Path, e: impl std::fmt::Display) -> Error {
 }
 
 /// Reads every row of the Lance dataset at `dir` (the `columns` given), one
-/// fragment after another and in row order, handing each decoded batch to
+/// fragment after another and in row order (of Lance version `version`;
+/// None: the latest), handing each decoded batch to
 /// `f`; returns each fragment's row count. Memory stays at a batch or so.
 ///
 /// # Errors
 /// [`Error::CorruptShard`] naming the dataset when Lance cannot open it or a
 /// batch does not decode.
-pub fn scan_dataset<F>(dir: &std::path::Path, columns: &[String], mut f: F) -> Result<Vec<u64>>
+pub fn scan_dataset<F>(
+    dir: &std::path::Path,
+    version: Option<u64>,
+    columns: &[String],
+    mut f: F,
+) -> Result<Vec<u64>>
 where
     F: FnMut(&arrow_array::RecordBatch) + Send,
 {
     use futures::StreamExt;
     let uri = dir_uri(dir)?;
     block_on(async move {
-        let ds = Arc::new(lance::Dataset::open(&uri).await?);
+        let ds = lance::Dataset::open(&uri).await?;
+        let ds = match version {
+            Some(v) if ds.version().version != v => ds.checkout_version(v).await?,
+            _ => ds,
+        };
+        let ds = Arc::new(ds);
         let mut counts = Vec::new();
         for frag in ds.get_fragments() {
             let mut scan = frag.scan();

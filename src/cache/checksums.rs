@@ -76,8 +76,13 @@ pub(crate) fn read_file_checksums(storage: &dyn Storage, path: &Path) -> Result<
     Ok(stamp)
 }
 
+/// Files a Lance dataset replaces in place (a hint of its latest version,
+/// rewritten at each commit): not data, never stamped nor checked.
+pub(crate) const MUTABLE_FILES: &[&str] = &["_versions/latest_version_hint.json"];
+
 /// The data files of a cache: every regular file under it but the metadata,
-/// the stamp itself and the top-level names in `exclude`, relative and sorted.
+/// the stamp itself, [`MUTABLE_FILES`] and the top-level names in
+/// `exclude`, relative and sorted.
 fn data_files(storage: &dyn Storage, dir: &Path, exclude: &[&str]) -> Result<Vec<String>> {
     Ok(storage
         .walk_files(dir)?
@@ -85,7 +90,10 @@ fn data_files(storage: &dyn Storage, dir: &Path, exclude: &[&str]) -> Result<Vec
         .map(|rel| rel.to_string_lossy().into_owned())
         .filter(|s| {
             let top = s.split('/').next().unwrap_or("");
-            s != METADATA_FILE && s != CHECKSUMS_FILE && !exclude.contains(&top)
+            s != METADATA_FILE
+                && s != CHECKSUMS_FILE
+                && !MUTABLE_FILES.contains(&s.as_str())
+                && !exclude.contains(&top)
         })
         .collect())
 }
@@ -114,6 +122,49 @@ pub(crate) fn write_file_checksums(
             xxh64: xxh64_file_in(storage, &p)?,
             path: rel,
             bytes,
+        });
+    }
+    let n = files.len();
+    let stamp = Stamp {
+        algorithm: "xxh64".into(),
+        files,
+    };
+    let text = serde_json::to_vec_pretty(&stamp).expect("serializable");
+    storage.write_atomic(&path, &text)?;
+    Ok(n)
+}
+
+/// Brings an existing [`CHECKSUMS_FILE`] up to date after files were added
+/// and removed (never changed: Lance writes each data file once): entries
+/// of files still there are kept, new files are hashed, gone ones dropped.
+///
+/// # Errors
+/// As [`read_file_checksums`] and [`write_file_checksums`].
+pub(crate) fn update_file_checksums(
+    storage: &dyn Storage,
+    dir: &Path,
+    exclude: &[&str],
+) -> Result<usize> {
+    let path = dir.join(CHECKSUMS_FILE);
+    let old = read_file_checksums(storage, &path)?;
+    let known: std::collections::HashMap<&str, &StampedFile> =
+        old.files.iter().map(|f| (f.path.as_str(), f)).collect();
+    let mut files = Vec::new();
+    for rel in data_files(storage, dir, exclude)? {
+        let p = dir.join(&rel);
+        let bytes = storage
+            .stat(&p)?
+            .map(|e| e.len)
+            .ok_or_else(|| Error::io("stat", &p, std::io::ErrorKind::NotFound.into()))?;
+        let xxh64 = match known.get(rel.as_str()) {
+            // Lance writes a data file once: a known one is unchanged.
+            Some(f) if f.bytes == bytes && rel.starts_with("data/") => f.xxh64.clone(),
+            _ => xxh64_file_in(storage, &p)?,
+        };
+        files.push(StampedFile {
+            path: rel,
+            bytes,
+            xxh64,
         });
     }
     let n = files.len();

@@ -9,7 +9,7 @@ use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
 
-use crate::cache::metadata::{read_common_at, CacheMetadata};
+use crate::cache::metadata::CacheMetadata;
 use crate::error::{Error, Result};
 use crate::storage::Storage;
 
@@ -78,9 +78,16 @@ pub struct VersionEntry {
 
 /// The version id a cache's metadata records (1 when it records none).
 pub fn version_id(meta: &CacheMetadata) -> u64 {
-    meta.as_arrow_shards()
-        .and_then(|m| m.version.as_ref())
-        .map_or(1, |v| v.id)
+    version_info(meta).map_or(1, |v| v.id)
+}
+
+/// The `version` key of a cache's metadata (layouts that are edited).
+pub fn version_info(meta: &CacheMetadata) -> Option<&VersionInfo> {
+    match meta {
+        CacheMetadata::ArrowShards(m) => m.version.as_ref(),
+        CacheMetadata::LanceRows(m) => m.version.as_ref(),
+        _ => None,
+    }
 }
 
 /// Reads the metadata of version `id` of the cache at `dir` (the current
@@ -122,28 +129,32 @@ pub fn list_versions(storage: &dyn Storage, dir: &Path) -> Result<Vec<VersionEnt
         if id >= now {
             continue;
         }
-        let common = read_common_at(storage, &version_path(dir, id))?;
-        let m: crate::cache::metadata::ArrowShardsMetadata = common.parse_as(
-            "arrow",
-            crate::cache::metadata::LAYOUT_ARROW_SHARDS,
-            "an Arrow sharded cache",
-        )?;
+        let m = CacheMetadata::read_at(storage, dir, &version_path(dir, id))?;
         out.push(VersionEntry {
             id,
-            num_rows: m.num_rows,
-            num_shards: m.num_shards,
-            info: m.version,
+            num_rows: m.num_rows(),
+            num_shards: shard_count(&m),
+            info: version_info(&m).cloned(),
             current: false,
         });
     }
     out.push(VersionEntry {
         id: now,
         num_rows: current.num_rows(),
-        num_shards: current.as_arrow_shards().map_or(0, |m| m.num_shards),
-        info: current.as_arrow_shards().and_then(|m| m.version.clone()),
+        num_shards: shard_count(&current),
+        info: version_info(&current).cloned(),
         current: true,
     });
     Ok(out)
+}
+
+/// Shards (Arrow files or Lance fragments) a version records.
+fn shard_count(meta: &CacheMetadata) -> u64 {
+    match meta {
+        CacheMetadata::ArrowShards(m) => m.num_shards,
+        CacheMetadata::LanceRows(m) => m.fragment_row_counts.as_ref().map_or(0, |c| c.len() as u64),
+        CacheMetadata::VideoFrames(_) => 0,
+    }
 }
 
 /// The ids of the version files under `dir`, sorted.

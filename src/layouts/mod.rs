@@ -9,6 +9,7 @@
 
 pub mod arrow_shards;
 pub mod backend;
+pub mod edit;
 #[cfg(feature = "lance")]
 pub mod lance_rows;
 pub mod open;

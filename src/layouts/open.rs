@@ -516,8 +516,32 @@ fn open_lance_rows(
         "rows",
     )?;
     let decoder = decoder(dir, &features, opts);
-    let backend = LanceRows::new(dir, &counts, features, decoder, opts.lance_read_options());
+    let backend = LanceRows::new(dir, &counts, features, decoder, opts.lance_read_options())
+        .with_lance_version(lance_version_of(dir, meta)?);
     Ok((Arc::new(backend), source))
+}
+
+/// The Lance version a `lance-rows` cache version reads: the one its
+/// metadata records; for a build that records none, the one its kept
+/// version file records (an edit writes it before committing to Lance);
+/// else the latest.
+#[cfg(feature = "lance")]
+fn lance_version_of(dir: &Path, meta: &LanceRowsMetadata) -> Result<Option<u64>> {
+    if meta.lance_version.is_some() {
+        return Ok(meta.lance_version);
+    }
+    let id = meta.version.as_ref().map_or(1, |v| v.id);
+    let storage = crate::storage::storage_for(dir);
+    let kept = crate::cache::versions::version_path(dir, id);
+    if !storage.is_file(&kept) {
+        return Ok(None);
+    }
+    Ok(
+        match CacheMetadata::read_at(storage.as_ref(), dir, &kept)? {
+            CacheMetadata::LanceRows(m) => m.lance_version,
+            _ => None,
+        },
+    )
 }
 
 #[cfg(not(feature = "video"))]

@@ -8,7 +8,7 @@ use std::path::{Path, PathBuf};
 
 use proptest::prelude::*;
 use shardset::cache::versions::list_versions;
-use shardset::layouts::arrow_shards::edit::gc_versions;
+use shardset::layouts::edit::gc_versions;
 use shardset::storage::storage_for;
 use shardset::{
     open_cache, open_cache_with, verify_cache, write_arrow_cache, ArrowWriteOptions, Cache,
@@ -17,15 +17,15 @@ use shardset::{
 
 use crate::common::*;
 
-type Model = Vec<(i64, String)>;
+pub(crate) type Model = Vec<(i64, String)>;
 
-fn features() -> Features {
+pub(crate) fn features() -> Features {
     Features::new()
         .with("x", Feature::value(Dtype::Int64))
         .with("s", Feature::value(Dtype::String))
 }
 
-fn row(x: i64, s: &str) -> Example {
+pub(crate) fn row(x: i64, s: &str) -> Example {
     Example::new().with("x", x).with("s", s.to_string())
 }
 
@@ -48,7 +48,7 @@ fn model_cache(dir: &Path, n: usize, checksums: bool, compression: Compression) 
     model
 }
 
-fn decode(r: &shardset::Row) -> (i64, String) {
+pub(crate) fn decode(r: &shardset::Row) -> (i64, String) {
     let x = match r.get("x") {
         Some(Value::Int(x)) => *x,
         other => panic!("x is {other:?}"),
@@ -57,7 +57,7 @@ fn decode(r: &shardset::Row) -> (i64, String) {
     (x, s)
 }
 
-fn rows_of(c: &Cache) -> Model {
+pub(crate) fn rows_of(c: &Cache) -> Model {
     (0..c.len() as i64)
         .map(|i| decode(&c.backend.get(i).unwrap()))
         .collect()
@@ -70,7 +70,7 @@ fn assert_clean(dir: &Path) {
 }
 
 #[derive(Debug, Clone)]
-enum Op {
+pub(crate) enum Op {
     SetRow(usize, i64),
     SetX(usize, i64),
     SetS(usize, String),
@@ -78,7 +78,7 @@ enum Op {
     Append(i64),
 }
 
-fn op() -> impl Strategy<Value = Op> {
+pub(crate) fn op() -> impl Strategy<Value = Op> {
     prop_oneof![
         (any::<usize>(), -999i64..999).prop_map(|(i, x)| Op::SetRow(i, x)),
         (any::<usize>(), -999i64..999).prop_map(|(i, x)| Op::SetX(i, x)),
@@ -89,7 +89,7 @@ fn op() -> impl Strategy<Value = Op> {
 }
 
 /// Applies `ops` to the staging area and the model alike.
-fn apply(st: &mut shardset::layouts::arrow_shards::edit::Staging, model: &mut Model, ops: &[Op]) {
+pub(crate) fn apply(st: &mut shardset::layouts::edit::Staging, model: &mut Model, ops: &[Op]) {
     for op in ops {
         let n = model.len();
         match op.clone() {
@@ -119,7 +119,7 @@ fn apply(st: &mut shardset::layouts::arrow_shards::edit::Staging, model: &mut Mo
     }
 }
 
-fn check_staging(st: &shardset::layouts::arrow_shards::edit::Staging, model: &Model) {
+pub(crate) fn check_staging(st: &shardset::layouts::edit::Staging, model: &Model) {
     assert_eq!(st.len(), model.len() as u64);
     for (i, want) in model.iter().enumerate() {
         assert_eq!(&decode(&st.get(i as i64).unwrap()), want, "staged row {i}");
@@ -189,7 +189,7 @@ proptest! {
     }
 }
 
-fn ino(p: &Path) -> (u64, Vec<u8>) {
+pub(crate) fn ino(p: &Path) -> (u64, Vec<u8>) {
     (
         std::fs::metadata(p).unwrap().ino(),
         std::fs::read(p).unwrap(),
@@ -228,7 +228,12 @@ fn a_one_cell_edit_rewrites_one_shard_and_shares_the_rest() {
         assert_eq!(plan.reused.len(), names.len() - 1);
         let rep = st.commit().unwrap();
         assert_eq!(rep.change.shards_rewritten, 1);
-        let new_names = rep.metadata.shard_filenames.clone();
+        let new_names = rep
+            .metadata
+            .as_arrow_shards()
+            .unwrap()
+            .shard_filenames
+            .clone();
         for (i, n) in names.iter().enumerate() {
             if i == 7 {
                 assert_eq!(new_names[i], "shard-00007.v2.arrow");

@@ -17,6 +17,8 @@ mod golden;
 mod integrity;
 #[cfg(feature = "lance")]
 mod lance;
+#[cfg(feature = "lance")]
+mod lance_edit;
 mod memory;
 mod pyarrow;
 mod read_modes;

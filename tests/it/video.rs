@@ -232,7 +232,7 @@ fn frames_cache_of_the_reference_sources() {
         use arrow_array::cast::AsArray;
         use arrow_array::Array;
         let mut out = Vec::new();
-        shardset::lance::scan_dataset(d, &["bytes".to_string()], |b| {
+        shardset::lance::scan_dataset(d, None, &["bytes".to_string()], |b| {
             let a = b.column(0).as_binary::<i64>();
             out.extend((0..a.len()).map(|i| sha256(a.value(i))));
         })

@@ -6,7 +6,7 @@ use std::path::{Path, PathBuf};
 
 use serde_json::{json, Value as J};
 use shardset::cache::versions::{list_versions, VersionEntry};
-use shardset::layouts::arrow_shards::edit::{EditPlan, Staging};
+use shardset::layouts::edit::{EditPlan, Staging};
 use shardset::sources::infer::{csv_to_value, json_to_value};
 use shardset::storage::storage_for;
 use shardset::{open_cache, Example, Features};
@@ -241,14 +241,14 @@ pub fn edit(args: EditArgs) -> CliResult {
             "{}",
             json!({"version": report.version, "plan": plan_json(&report.plan),
                    "bytes_written": c.bytes_written, "shards_new": c.shards_new,
-                   "rows": report.metadata.num_rows, "seconds": report.seconds})
+                   "rows": report.metadata.num_rows(), "seconds": report.seconds})
         );
     } else {
         println!(
             "committed version {} of {}: {} rows; {} shard(s) rewritten, {} reused, {} new, {} dropped; {} written in {:.2} s",
             report.version,
             args.path.display(),
-            report.metadata.num_rows,
+            report.metadata.num_rows(),
             c.shards_rewritten,
             c.shards_reused,
             c.shards_new,

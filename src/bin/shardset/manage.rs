@@ -167,7 +167,7 @@ pub fn gc(
             if edited.is_empty() {
                 continue;
             }
-            let g = shardset::layouts::arrow_shards::edit::gc_versions(&dir, keep, dry_run)?;
+            let g = shardset::layouts::edit::gc_versions(&dir, keep, dry_run)?;
             freed += g.bytes;
             versions.push(
                 json!({"cache": dir, "versions": g.versions, "files": g.files, "bytes": g.bytes}),

@@ -53,6 +53,13 @@ pub struct LanceRowsMetadata {
     /// Ours: the writer.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub writer: Option<WriterInfo>,
+    /// Ours: the Lance version (of the dataset's own history) this cache
+    /// version reads; absent: the latest.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub lance_version: Option<u64>,
+    /// Ours: the version an edit committed (absent for a build, version 1).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub version: Option<crate::cache::versions::VersionInfo>,
     /// Ours: the self-checksum (always last).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub metadata_xxh64: Option<String>,

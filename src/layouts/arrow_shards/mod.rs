@@ -2,7 +2,6 @@
 //! layout), written resumably and read through memory maps.
 
 pub mod dedup;
-pub mod edit;
 pub mod format;
 pub mod integrity;
 pub mod ipc;

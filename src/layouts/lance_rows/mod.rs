@@ -1,4 +1,5 @@
 //! `lance-rows`: one Lance dataset whose fragments are the shards.
 
+pub(crate) mod edit;
 pub mod read;
 pub mod write;

@@ -70,6 +70,8 @@ pub struct LanceRows {
 struct Inner {
     core: RowsCore,
     opts: LanceReadOptions,
+    /// The Lance version to read (None: the latest).
+    version: Option<u64>,
     state: Mutex<Option<(u32, Arc<State>)>>,
 }
 
@@ -131,6 +133,7 @@ impl LanceRows {
                     row_counts.to_vec(),
                 ),
                 opts,
+                version: None,
                 state: Mutex::new(None),
             }),
         }
@@ -161,6 +164,19 @@ impl LanceRows {
             inner: Arc::new(Inner {
                 core,
                 opts,
+                version: None,
+                state: Mutex::new(None),
+            }),
+        }
+    }
+
+    /// Reads Lance version `version` of the dataset (None: the latest).
+    pub fn with_lance_version(self, version: Option<u64>) -> Self {
+        LanceRows {
+            inner: Arc::new(Inner {
+                core: self.inner.core.clone(),
+                opts: self.inner.opts,
+                version,
                 state: Mutex::new(None),
             }),
         }
@@ -169,6 +185,19 @@ impl LanceRows {
     /// The read options.
     pub fn read_options(&self) -> LanceReadOptions {
         self.inner.opts
+    }
+
+    /// Rows of each fragment, in order.
+    pub fn row_counts(&self) -> &[u64] {
+        &self.inner.core.row_counts
+    }
+
+    /// The Lance version this backend reads (opening the dataset if needed).
+    ///
+    /// # Errors
+    /// As any read: the dataset cannot be opened or does not match the metadata.
+    pub fn lance_version(&self) -> Result<u64> {
+        Ok(self.state()?.ds.version().version)
     }
 
     /// Opens the Lance dataset and reads its fragments' row counts.
@@ -243,8 +272,25 @@ impl LanceRows {
         }
         let dir = &self.inner.core.dir;
         let uri = dir.to_string_lossy().into_owned();
-        let ds =
-            block_on(async move { Dataset::open(&uri).await })?.map_err(|e| lance_err(dir, e))?;
+        let version = self.inner.version;
+        let ds = block_on(async move {
+            let ds = Dataset::open(&uri).await?;
+            match version {
+                Some(v) if ds.version().version != v => ds.checkout_version(v).await,
+                _ => Ok(ds),
+            }
+        })?
+        .map_err(|e| lance_err(dir, e))?;
+        if let Some(f) = ds.fragments().iter().find(|f| f.deletion_file.is_some()) {
+            return Err(Error::corrupt(
+                dir,
+                format!(
+                    "fragment {} of Lance version {} has deleted rows (a deletion file): shardset reads every row a fragment holds, so a cache whose rows were deleted outside `edit` must be rebuilt or compacted",
+                    f.id,
+                    ds.version().version
+                ),
+            ));
+        }
         let found = arrow_schema::Schema::from(ds.schema());
         let want = &self.inner.core.schema;
         if found.fields().len() != want.fields().len()
@@ -472,10 +518,10 @@ impl Backend for LanceRows {
     }
 
     fn reopened(&self) -> Box<dyn Backend> {
-        Box::new(LanceRows::from_core(
-            self.inner.core.clone(),
-            self.inner.opts,
-        ))
+        Box::new(
+            LanceRows::from_core(self.inner.core.clone(), self.inner.opts)
+                .with_lance_version(self.inner.version),
+        )
     }
 
     fn as_any(&self) -> &dyn std::any::Any {

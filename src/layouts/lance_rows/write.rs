@@ -611,6 +611,8 @@ impl PreparedLance {
             sources: extra.sources,
             config: extra.config,
             writer: Some(WriterInfo::current()),
+            lance_version: Some(ds.version().version),
+            version: None,
             metadata_xxh64: None,
         };
         let dir = build.publish(&metadata, &[PROGRESS_FILE])?;

@@ -1,4 +1,5 @@
-//! Staged edits of an `arrow-shards` cache, committed as a new version.
+//! Staged edits of an `arrow-shards` or `lance-rows` cache, committed as
+//! a new version.
 //!
 //! [`Cache::edit`] returns a [`Staging`] over the opened version: rows and
 //! single cells set, rows deleted and appended are checked against the
@@ -27,6 +28,17 @@
 //! and the published directory is always a plain cache the reference opens
 //! (it reads the shards `shard_filenames` names). [`gc_versions`] removes
 //! old versions and the files only they name.
+//!
+//! A `lance-rows` cache is edited the same way through Lance's own
+//! versions: the staging, checks and reads are the same; the commit writes
+//! the touched fragments anew (each taking its old fragment's place and
+//! id), appended rows as new fragments, and commits one Lance `Update`
+//! transaction (a new Lance version; untouched fragments are the same data
+//! files) before the same two metadata steps. The cache version records
+//! the Lance version it reads (`lance_version`), so an old cache version
+//! opens the Lance version it was, and a Lance commit whose cache version
+//! never became current is undone (Lance's restore) by the next commit or
+//! `gc`.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
@@ -37,11 +49,15 @@ use arrow_array::RecordBatch;
 use arrow_schema::SchemaRef;
 
 use crate::cache::lock::CacheLock;
+#[cfg(feature = "lance")]
+use crate::cache::metadata::LanceRowsMetadata;
 use crate::cache::metadata::{
     write_json_checksummed, ArrowShardsMetadata, CacheMetadata, WriterInfo, METADATA_FILE,
 };
 use crate::cache::pipeline::DEFAULT_BATCH_SIZE;
 use crate::cache::rowsum;
+#[cfg(feature = "lance")]
+use crate::cache::versions::read_version;
 use crate::cache::versions::{
     kept_version_ids, version_id, version_path, ChangeSummary, VersionInfo, VERSIONS_DIR,
 };
@@ -53,6 +69,8 @@ use crate::layouts::arrow_shards::format::ShardRecord;
 use crate::layouts::arrow_shards::read::ArrowShards;
 use crate::layouts::arrow_shards::shard_writer::ShardWriter;
 use crate::layouts::backend::{normalize_index, Backend};
+#[cfg(feature = "lance")]
+use crate::layouts::lance_rows::{edit as lance_edit, read::LanceRows};
 use crate::layouts::open::Cache;
 use crate::storage::StorageRef;
 use crate::util::fault_point;
@@ -72,14 +90,39 @@ enum Slot {
     New(usize),
 }
 
-/// Edits staged over one version of an `arrow-shards` cache.
+/// The version edits are staged on, by layout.
+#[derive(Debug)]
+enum Base {
+    Arrow {
+        meta: ArrowShardsMetadata,
+        shards: ArrowShards,
+    },
+    #[cfg(feature = "lance")]
+    Lance {
+        meta: LanceRowsMetadata,
+        rows: LanceRows,
+        /// The Lance version the staged view reads.
+        lance_version: u64,
+    },
+}
+
+impl Base {
+    fn backend(&self) -> &dyn Backend {
+        match self {
+            Base::Arrow { shards, .. } => shards,
+            #[cfg(feature = "lance")]
+            Base::Lance { rows, .. } => rows,
+        }
+    }
+}
+
+/// Edits staged over one version of an `arrow-shards` or `lance-rows` cache.
 #[derive(Debug)]
 pub struct Staging {
     dir: PathBuf,
     storage: StorageRef,
-    meta: ArrowShardsMetadata,
+    base: Base,
     base_version: u64,
-    shards: ArrowShards,
     features: Arc<Features>,
     schema: SchemaRef,
     decoder: RowDecoder,
@@ -101,14 +144,31 @@ impl Cache {
     ///
     /// # Errors
     /// [`Error::InvalidArgument`] naming the cache for a layout other than
-    /// `arrow-shards`.
+    /// `arrow-shards` and `lance-rows`, or a cache with dedup.
     pub fn edit(&self) -> Result<Staging> {
+        #[cfg(feature = "lance")]
+        if let (CacheMetadata::LanceRows(meta), Some(rows)) = (
+            &self.metadata,
+            self.backend.as_any().downcast_ref::<LanceRows>(),
+        ) {
+            let counts = rows.row_counts().to_vec();
+            let lance_version = rows.lance_version()?;
+            return Ok(self.staging(
+                Base::Lance {
+                    meta: meta.clone(),
+                    rows: rows.clone(),
+                    lance_version,
+                },
+                &counts,
+                rows.decoder().clone(),
+            ));
+        }
         let (Some(meta), Some(shards)) = (
             self.metadata.as_arrow_shards(),
             self.backend.as_any().downcast_ref::<ArrowShards>(),
         ) else {
             return Err(Error::InvalidArgument(format!(
-                "{} is a {} cache; staged edits are made to arrow-shards caches",
+                "{} is a {} cache; staged edits are made to arrow-shards and lance-rows caches",
                 self.dir.display(),
                 self.layout
             )));
@@ -119,19 +179,29 @@ impl Cache {
                 self.dir.display()
             )));
         }
+        Ok(self.staging(
+            Base::Arrow {
+                meta: meta.clone(),
+                shards: shards.clone(),
+            },
+            &meta.shard_row_counts,
+            shards.decoder().clone(),
+        ))
+    }
+
+    fn staging(&self, base: Base, row_counts: &[u64], decoder: RowDecoder) -> Staging {
         let mut starts = vec![0u64];
-        for &r in &meta.shard_row_counts {
+        for &r in row_counts {
             starts.push(starts.last().copied().unwrap_or(0) + r);
         }
-        Ok(Staging {
+        Staging {
             dir: self.dir.clone(),
             storage: self.storage.clone(),
-            meta: meta.clone(),
+            base,
             base_version: version_id(&self.metadata),
-            shards: shards.clone(),
             features: self.features().clone(),
             schema: self.features().arrow_schema(),
-            decoder: shards.decoder().clone(),
+            decoder,
             starts,
             deleted: Vec::new(),
             overrides: BTreeMap::new(),
@@ -139,7 +209,7 @@ impl Cache {
             rows_set: 0,
             cells_set: 0,
             message: None,
-        })
+        }
     }
 }
 
@@ -154,7 +224,8 @@ pub struct EditPlan {
     pub rows_before: u64,
     /// Rows after the commit.
     pub rows_after: u64,
-    /// Parent shards (by position) written anew because rows in them changed.
+    /// Parent shards (Arrow files, or Lance fragments), by position,
+    /// written anew because rows in them changed.
     pub rewritten: Vec<usize>,
     /// Parent shards kept as they are (the same files).
     pub reused: Vec<usize>,
@@ -185,7 +256,7 @@ pub struct CommitReport {
     /// What the new version records of its making (exact bytes written).
     pub change: ChangeSummary,
     /// The metadata of the new version.
-    pub metadata: ArrowShardsMetadata,
+    pub metadata: CacheMetadata,
     /// Wall time of the commit, in seconds.
     pub seconds: f64,
 }
@@ -263,7 +334,7 @@ impl Staging {
             Slot::New(k) => return Ok(self.appended[k].clone()),
             Slot::Base(r) => match self.overrides.get(&r) {
                 Some(b) => return Ok(b.clone()),
-                None => self.shards.get_raw(r as i64)?,
+                None => self.base.backend().get_raw(r as i64)?,
             },
         };
         RecordBatch::try_new(self.schema.clone(), b.columns().to_vec())
@@ -285,7 +356,7 @@ impl Staging {
     /// [`Error::IndexOutOfRange`]; a read or decode error.
     pub fn get(&self, index: i64) -> Result<Row> {
         match self.slot(index)? {
-            Slot::Base(r) if !self.overrides.contains_key(&r) => self.shards.get(r as i64),
+            Slot::Base(r) if !self.overrides.contains_key(&r) => self.base.backend().get(r as i64),
             slot => self.decoder.decode_row(&self.raw_at(slot)?, 0),
         }
     }
@@ -404,8 +475,23 @@ impl Staging {
         let touched = self.touched();
         let (mut rewritten, mut reused, mut removed) = (Vec::new(), Vec::new(), Vec::new());
         let mut bytes = 0u64;
-        for s in 0..self.meta.shard_filenames.len() {
-            let rows = self.meta.shard_row_counts[s];
+        let units = self.starts.len() - 1;
+        // Lance: bytes per row of the data files, for the estimate.
+        #[cfg(feature = "lance")]
+        let lance_row_bytes = match &self.base {
+            Base::Lance { .. } if !touched.is_empty() => {
+                let data = self.dir.join("data");
+                let size = if self.storage.is_dir(&data) {
+                    self.storage.dir_size(&data)?
+                } else {
+                    0
+                };
+                size as f64 / self.base_len().max(1) as f64
+            }
+            _ => 0.0,
+        };
+        for s in 0..units {
+            let rows = self.starts[s + 1] - self.starts[s];
             if !touched.contains(&s) {
                 reused.push(s);
                 continue;
@@ -416,14 +502,20 @@ impl Staging {
                 continue;
             }
             rewritten.push(s);
-            let size = match &self.meta.shard_num_bytes {
-                Some(sizes) => sizes[s],
-                None => self
-                    .storage
-                    .stat(&self.dir.join(&self.meta.shard_filenames[s]))?
-                    .map_or(0, |m| m.len),
+            bytes += match &self.base {
+                Base::Arrow { meta, .. } => {
+                    let size = match &meta.shard_num_bytes {
+                        Some(sizes) => sizes[s],
+                        None => self
+                            .storage
+                            .stat(&self.dir.join(&meta.shard_filenames[s]))?
+                            .map_or(0, |m| m.len),
+                    };
+                    (size as u128 * kept as u128 / rows.max(1) as u128) as u64
+                }
+                #[cfg(feature = "lance")]
+                Base::Lance { .. } => (lance_row_bytes * kept as f64) as u64,
             };
-            bytes += (size as u128 * kept as u128 / rows.max(1) as u128) as u64;
         }
         bytes += self
             .appended
@@ -443,10 +535,14 @@ impl Staging {
         })
     }
 
-    fn writer(&self, budget: Option<u64>, version: u64, first: usize) -> Result<ShardWriter> {
-        let batch_size = self.batch_size();
-        let build_id = self
-            .meta
+    fn writer(
+        &self,
+        meta: &ArrowShardsMetadata,
+        budget: Option<u64>,
+        version: u64,
+        first: usize,
+    ) -> Result<ShardWriter> {
+        let build_id = meta
             .build_id
             .clone()
             .unwrap_or_else(crate::layouts::arrow_shards::write::random_build_id);
@@ -454,29 +550,38 @@ impl Staging {
             self.storage.clone(),
             &self.dir,
             self.schema.clone(),
-            batch_size,
+            batch_size(meta),
             budget,
-            self.meta.compression,
+            meta.compression,
             build_id,
         )?
-        .with_record_checksums(self.meta.row_checksums == Some(true))
+        .with_record_checksums(meta.row_checksums == Some(true))
         .with_naming(move |k| edited_shard_filename(first + k, version)))
     }
 
-    fn batch_size(&self) -> usize {
-        self.meta
-            .batch_size
-            .and_then(|b| usize::try_from(b).ok())
-            .filter(|&b| b > 0)
-            .unwrap_or(DEFAULT_BATCH_SIZE.get())
-    }
-
-    /// Writes parent shard `s` with its edits applied as one new shard.
-    fn rewrite_shard(&self, s: usize, out: &mut ShardWriter) -> Result<()> {
-        let mut chunks = Rechunk::new(self.batch_size(), self.schema.clone(), &self.dir);
+    /// The kept rows of parent shard `s` with its edits applied, in order,
+    /// handed to `out` as pieces (slices of the parent's batches and the
+    /// replaced rows).
+    fn edited_rows(&self, s: usize, mut out: impl FnMut(RecordBatch) -> Result<()>) -> Result<()> {
         let start = self.starts[s];
-        for (j, (a, b)) in self.shards.batch_row_ranges(s)?.into_iter().enumerate() {
-            let batch = self.shards.read_batch(s, j)?;
+        let backend = self.base.backend();
+        // The parent's rows of shard s, a batch at a time: (first, end) local rows.
+        let ranges: Vec<(u64, u64)> = match &self.base {
+            Base::Arrow { shards, .. } => shards.batch_row_ranges(s)?,
+            #[cfg(feature = "lance")]
+            Base::Lance { .. } => {
+                let rows = self.starts[s + 1] - start;
+                (0..rows.div_ceil(EDIT_READ_ROWS))
+                    .map(|k| (k * EDIT_READ_ROWS, ((k + 1) * EDIT_READ_ROWS).min(rows)))
+                    .collect()
+            }
+        };
+        for (j, (a, b)) in ranges.into_iter().enumerate() {
+            let batch = match &self.base {
+                Base::Arrow { shards, .. } => shards.read_batch(s, j)?,
+                #[cfg(feature = "lance")]
+                Base::Lance { .. } => backend.slice(start + a, b - a)?,
+            };
             let mut run: Option<u64> = None;
             for local in a..=b {
                 let g = start + local;
@@ -488,17 +593,16 @@ impl Staging {
                     continue;
                 }
                 if let Some(r0) = run.take() {
-                    let piece = batch.slice((r0 - a) as usize, (local - r0) as usize);
-                    chunks.push(piece, out)?;
+                    out(batch.slice((r0 - a) as usize, (local - r0) as usize))?;
                 }
                 if local < b {
                     if let Some(o) = self.overrides.get(&g) {
-                        chunks.push(o.clone(), out)?;
+                        out(o.clone())?;
                     }
                 }
             }
         }
-        chunks.finish(out)
+        Ok(())
     }
 
     /// Publishes the staged edits as a new version (see the module
@@ -518,9 +622,16 @@ impl Staging {
         let _lock = CacheLock::acquire_in(&self.storage, dir)?;
         let now = CacheMetadata::read_in(storage, dir)?;
         let found = version_id(&now);
-        let same = now
-            .as_arrow_shards()
-            .is_some_and(|m| m.build_id == self.meta.build_id);
+        let same = match (&self.base, &now) {
+            (Base::Arrow { meta, .. }, CacheMetadata::ArrowShards(m)) => {
+                m.build_id == meta.build_id
+            }
+            #[cfg(feature = "lance")]
+            (Base::Lance { meta, .. }, CacheMetadata::LanceRows(m)) => {
+                m.lance_version == meta.lance_version
+            }
+            _ => false,
+        };
         if found != self.base_version || !same {
             return Err(Error::EditConflict {
                 path: dir.clone(),
@@ -528,8 +639,7 @@ impl Staging {
                 found,
             });
         }
-        let version = plan.version;
-        let mut change = ChangeSummary {
+        let change = ChangeSummary {
             rows_set: self.rows_set,
             cells_set: self.cells_set,
             rows_deleted: self.deleted.len() as u64,
@@ -546,24 +656,69 @@ impl Staging {
                 version: self.base_version,
                 plan,
                 change,
-                metadata: self.meta.clone(),
+                metadata: now,
                 seconds: t0.elapsed().as_secs_f64(),
             });
         }
+        let (metadata, change) = match &self.base {
+            Base::Arrow { meta, .. } => self.commit_arrow(meta, &plan, change)?,
+            #[cfg(feature = "lance")]
+            Base::Lance {
+                meta,
+                lance_version,
+                ..
+            } => self.commit_lance(meta, *lance_version, &plan, change)?,
+        };
+        Ok(CommitReport {
+            version: plan.version,
+            plan,
+            change,
+            metadata,
+            seconds: t0.elapsed().as_secs_f64(),
+        })
+    }
+
+    /// Keeps the parent's metadata as its version file (once), so the
+    /// parent stays openable by its id; `bytes` is that metadata.
+    fn keep_parent(&self, bytes: &[u8]) -> Result<()> {
+        let storage = self.storage.as_ref();
+        storage.create_dir_all(&self.dir.join(VERSIONS_DIR))?;
+        let base_file = version_path(&self.dir, self.base_version);
+        if !storage.is_file(&base_file) {
+            storage.write_atomic(&base_file, bytes)?;
+        }
+        Ok(())
+    }
+
+    /// The version record of the commit.
+    fn version_info(&self, change: &ChangeSummary) -> VersionInfo {
+        VersionInfo {
+            id: self.base_version + 1,
+            parent: self.base_version,
+            created_unix_ms: std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .map_or(0, |d| d.as_millis() as u64),
+            change: change.clone(),
+        }
+    }
+
+    fn commit_arrow(
+        &self,
+        m: &ArrowShardsMetadata,
+        plan: &EditPlan,
+        mut change: ChangeSummary,
+    ) -> Result<(CacheMetadata, ChangeSummary)> {
+        let storage = self.storage.as_ref();
+        let dir = &self.dir;
+        let version = plan.version;
         // 1. Left-overs of a commit of this version that never reached its
         //    commit point: named by no kept version, so never read.
         remove_version_files(storage, dir, version)?;
         // 2. The parent stays openable by its id.
-        storage.create_dir_all(&dir.join(VERSIONS_DIR))?;
-        let base_file = version_path(dir, self.base_version);
-        if !storage.is_file(&base_file) {
-            let bytes = storage.read(&dir.join(METADATA_FILE))?;
-            storage.write_atomic(&base_file, &bytes)?;
-        }
+        self.keep_parent(&storage.read(&dir.join(METADATA_FILE))?)?;
         fault_point("edit:after-base-version");
         // 3. Touched shards anew, untouched ones as they are, appended rows last.
         let mut records: Vec<ShardRecord> = Vec::new();
-        let m = &self.meta;
         let kept = |s: usize| ShardRecord {
             filename: m.shard_filenames[s].clone(),
             num_rows: m.shard_row_counts[s],
@@ -578,8 +733,10 @@ impl Staging {
             if plan.reused.contains(&s) {
                 records.push(kept(s));
             } else if plan.rewritten.contains(&s) {
-                let mut w = self.writer(None, version, records.len())?;
-                self.rewrite_shard(s, &mut w)?;
+                let mut w = self.writer(m, None, version, records.len())?;
+                let mut chunks = Rechunk::new(batch_size(m), self.schema.clone(), dir);
+                self.edited_rows(s, |piece| chunks.push(piece, &mut w))?;
+                chunks.finish(&mut w)?;
                 let written = w.finish()?;
                 change.bytes_written += written.iter().map(|r| r.num_bytes).sum::<u64>();
                 records.extend(written);
@@ -587,8 +744,8 @@ impl Staging {
             }
         }
         if !self.appended.is_empty() {
-            let mut w = self.writer(m.shard_size_target_bytes, version, records.len())?;
-            let mut chunks = Rechunk::new(self.batch_size(), self.schema.clone(), dir);
+            let mut w = self.writer(m, m.shard_size_target_bytes, version, records.len())?;
+            let mut chunks = Rechunk::new(batch_size(m), self.schema.clone(), dir);
             for b in &self.appended {
                 chunks.push(b.clone(), &mut w)?;
             }
@@ -616,28 +773,128 @@ impl Staging {
             meta.shard_xxh64 = Some(records.iter().map(|r| r.xxh64.clone()).collect());
         }
         meta.writer = Some(WriterInfo::current());
-        meta.version = Some(VersionInfo {
-            id: version,
-            parent: self.base_version,
-            created_unix_ms: std::time::SystemTime::now()
-                .duration_since(std::time::UNIX_EPOCH)
-                .map_or(0, |d| d.as_millis() as u64),
-            change: change.clone(),
-        });
+        meta.version = Some(self.version_info(&change));
         meta.metadata_xxh64 = None;
         write_json_checksummed(storage, &version_path(dir, version), &meta)?;
         fault_point("edit:after-version-file");
         // 5. The commit point.
         write_json_checksummed(storage, &dir.join(METADATA_FILE), &meta)?;
         fault_point("edit:after-commit");
-        Ok(CommitReport {
-            version,
-            plan,
-            change,
-            metadata: meta,
-            seconds: t0.elapsed().as_secs_f64(),
-        })
+        Ok((CacheMetadata::ArrowShards(meta), change))
     }
+
+    #[cfg(feature = "lance")]
+    fn commit_lance(
+        &self,
+        m: &LanceRowsMetadata,
+        lance_version: u64,
+        plan: &EditPlan,
+        mut change: ChangeSummary,
+    ) -> Result<(CacheMetadata, ChangeSummary)> {
+        let storage = self.storage.as_ref();
+        let dir = &self.dir;
+        let version = plan.version;
+        // 1. A Lance commit whose cache version never became current (a
+        //    crash before the commit point) is undone: the parent's file
+        //    proves it was ours.
+        let latest = lance_edit::latest_version(dir)?;
+        // The Lance version the commit is made on: the parent's, or its
+        // restored copy.
+        let mut on_version = lance_version;
+        if latest != lance_version {
+            let ours = storage.is_file(&version_path(dir, self.base_version))
+                && read_version(storage, dir, self.base_version)
+                    .ok()
+                    .and_then(|v| match v {
+                        CacheMetadata::LanceRows(v) => v.lance_version,
+                        _ => None,
+                    })
+                    == Some(lance_version);
+            if !ours {
+                return Err(Error::EditConflict {
+                    path: dir.clone(),
+                    expected: self.base_version,
+                    found: self.base_version,
+                });
+            }
+            on_version = lance_edit::restore(dir, lance_version)?;
+        }
+        let v = version_path(dir, version);
+        if storage.is_file(&v) {
+            storage.remove_file(&v)?;
+        }
+        // 2. The parent stays openable by its id, and says which Lance
+        //    version it reads.
+        let mut parent = m.clone();
+        parent.lance_version = Some(lance_version);
+        parent.metadata_xxh64 = None;
+        if !storage.is_file(&version_path(dir, self.base_version)) {
+            storage.create_dir_all(&dir.join(VERSIONS_DIR))?;
+            write_json_checksummed(storage, &version_path(dir, self.base_version), &parent)?;
+        }
+        fault_point("edit:after-base-version");
+        // 3. Touched fragments anew, appended rows as new fragments, one
+        //    Lance commit.
+        let mut rewritten = Vec::with_capacity(plan.rewritten.len());
+        for &s in &plan.rewritten {
+            let mut pieces = Vec::new();
+            self.edited_rows(s, |piece| {
+                pieces.push(piece);
+                Ok(())
+            })?;
+            rewritten.push((s, pieces));
+            fault_point("edit:after-rewritten-shard");
+        }
+        let per_file = m
+            .fragment_row_counts
+            .as_ref()
+            .and_then(|c| c.iter().copied().max())
+            .filter(|&n| n > 0)
+            .unwrap_or(1024 * 1024) as usize;
+        let done = lance_edit::commit(
+            storage,
+            dir,
+            on_version,
+            lance_edit::FragmentEdits {
+                rewritten,
+                removed: plan.removed.clone(),
+                appended: self.appended.clone(),
+                max_rows_per_file: per_file,
+            },
+            || fault_point("edit:after-shards"),
+        )?;
+        change.bytes_written = done.bytes_written;
+        change.shards_new = done.new_fragments;
+        fault_point("edit:after-lance-commit");
+        if storage.is_file(&dir.join(crate::cache::checksums::CHECKSUMS_FILE)) {
+            crate::cache::checksums::update_file_checksums(storage, dir, &[VERSIONS_DIR])?;
+        }
+        // 4. The new version's metadata, kept by id.
+        let mut meta = m.clone();
+        meta.num_rows = done.fragment_rows.iter().sum();
+        meta.fragment_row_counts = Some(done.fragment_rows);
+        meta.lance_version = Some(done.lance_version);
+        meta.writer = Some(WriterInfo::current());
+        meta.version = Some(self.version_info(&change));
+        meta.metadata_xxh64 = None;
+        write_json_checksummed(storage, &v, &meta)?;
+        fault_point("edit:after-version-file");
+        // 5. The commit point.
+        write_json_checksummed(storage, &dir.join(METADATA_FILE), &meta)?;
+        fault_point("edit:after-commit");
+        Ok((CacheMetadata::LanceRows(meta), change))
+    }
+}
+
+/// Rows read from a Lance fragment at a time while rewriting it.
+#[cfg(feature = "lance")]
+const EDIT_READ_ROWS: u64 = 4096;
+
+fn batch_size(meta: &ArrowShardsMetadata) -> usize {
+    meta.batch_size
+        .and_then(|b| usize::try_from(b).ok())
+        .filter(|&b| b > 0)
+        .unwrap_or(DEFAULT_BATCH_SIZE.get())
 }
 
 /// Gathers row pieces into record batches of exactly `size` rows (the last
@@ -771,6 +1028,10 @@ pub fn gc_versions(dir: &Path, keep: usize, dry_run: bool) -> Result<VersionGc> 
         .collect();
     let older = ids.len().saturating_sub(keep - 1);
     let (drop, kept) = ids.split_at(older);
+    #[cfg(feature = "lance")]
+    if let CacheMetadata::LanceRows(m) = &current {
+        return gc_lance_versions(storage, dir, m, now, drop, kept, dry_run);
+    }
     let mut named: BTreeSet<String> = BTreeSet::new();
     if let Some(m) = current.as_arrow_shards() {
         named.extend(m.shard_filenames.iter().cloned());
@@ -813,5 +1074,74 @@ pub fn gc_versions(dir: &Path, keep: usize, dry_run: bool) -> Result<VersionGc> 
     if !dry_run {
         storage.sync_dir(dir)?;
     }
+    Ok(out)
+}
+
+/// [`gc_versions`] of a `lance-rows` cache: the dropped versions' files go,
+/// a Lance commit whose cache version never became current is undone, and
+/// Lance's cleanup removes the Lance versions older than the oldest kept
+/// one with the data files only they use.
+#[cfg(feature = "lance")]
+fn gc_lance_versions(
+    storage: &dyn crate::storage::Storage,
+    dir: &Path,
+    current: &LanceRowsMetadata,
+    now: u64,
+    drop: &[u64],
+    kept: &[u64],
+    dry_run: bool,
+) -> Result<VersionGc> {
+    let lance_of = |id: u64| -> Result<Option<u64>> {
+        Ok(
+            match CacheMetadata::read_at(storage, dir, &version_path(dir, id))? {
+                CacheMetadata::LanceRows(m) => m.lance_version,
+                _ => None,
+            },
+        )
+    };
+    let current_lance = match current.lance_version {
+        Some(v) => Some(v),
+        None if storage.is_file(&version_path(dir, now)) => lance_of(now)?,
+        None => None,
+    };
+    let mut out = VersionGc {
+        versions: drop.to_vec(),
+        ..VersionGc::default()
+    };
+    // A build never edited records no Lance version: nothing to clean.
+    let Some(current_lance) = current_lance else {
+        return Ok(out);
+    };
+    let mut keep_lance = vec![current_lance];
+    for &id in kept {
+        keep_lance.extend(lance_of(id)?);
+    }
+    let used = lance_edit::data_files_of(dir, &keep_lance)?;
+    let data = dir.join("data");
+    if storage.is_dir(&data) {
+        for e in storage.list(&data)? {
+            if e.is_file() && !used.contains(&e.name()) {
+                out.bytes += e.len;
+                out.files.push(e.path.clone());
+            }
+        }
+    }
+    if dry_run {
+        return Ok(out);
+    }
+    if lance_edit::latest_version(dir)? != current_lance {
+        lance_edit::restore(dir, current_lance)?;
+    }
+    for id in kept_version_ids(storage, dir)? {
+        if id > now || drop.contains(&id) {
+            storage.remove_file(&version_path(dir, id))?;
+        }
+    }
+    let oldest = keep_lance.iter().copied().min().unwrap_or(current_lance);
+    lance_edit::cleanup_before(dir, oldest)?;
+    if storage.is_file(&dir.join(crate::cache::checksums::CHECKSUMS_FILE)) {
+        crate::cache::checksums::update_file_checksums(storage, dir, &[VERSIONS_DIR])?;
+    }
+    storage.sync_dir(dir)?;
     Ok(out)
 }
