@@ -20,6 +20,13 @@
 //!   none/lz4/zstd 1, 3, 9, 19; bytes on disk, write and full-scan seconds.
 //! - `verify`: the `memory` rows with per-record checksums: gets, take-128
 //!   and a full scan with and without verify-on-read.
+//! - `lance-edit`: the `edit` rows as a Lance cache of 64 fragments (2,048
+//!   rows each); one cell set and committed (a Lance version), against
+//!   writing the same rows again.
+//! - `fixed`: 200,000 rows of {i: int64, a: Array3D (8, 8, 4) float32 of
+//!   seeded random values (1 KiB)}, stored `large_binary` and
+//!   `fixed_size_binary`: bytes on disk, 200,000 random decoded gets, 1,000
+//!   takes of 128 random rows (raw batches) and a full scan.
 
 use std::hint::black_box;
 use std::path::Path;
@@ -106,6 +113,103 @@ fn edit(root: &Path) {
             "rebuild_over_commit_bytes": cache_bytes as f64 / report.change.bytes_written as f64,
         }),
     );
+}
+
+#[cfg(feature = "lance")]
+fn lance_edit(root: &Path) {
+    let f = Features::new()
+        .with("i", Feature::value(Dtype::Int64))
+        .with("payload", Feature::value(Dtype::Binary));
+    let n = 131_072usize;
+    let rows = || {
+        let mut rng = SplitMix64::new(11);
+        (0..n).map(move |i| {
+            Example::new()
+                .with("i", i as i64)
+                .with("payload", random_bytes(&mut rng, 16 << 10))
+        })
+    };
+    let dir = root.join("lance-edit");
+    let opts = shardset::LanceWriteOptions::default()
+        .with_encode_threads(1)
+        .try_with_max_rows_per_file(2048)
+        .unwrap();
+    let (_, build) = secs(|| shardset::write_lance_cache(rows(), &f, &dir, &opts).unwrap());
+    let cache_bytes = bytes_of(&dir);
+    let cache = open_cache(&dir).unwrap();
+    let fragments = cache.backend.num_shards();
+    let (report, commit) = secs(|| {
+        let mut st = cache.edit().unwrap();
+        st.set_cell(70_000, "i", -1i64).unwrap();
+        st.commit().unwrap()
+    });
+    drop(cache);
+    let (_, rebuild) = secs(|| shardset::write_lance_cache(rows(), &f, &dir, &opts).unwrap());
+    line(
+        "seed-lance-edit",
+        serde_json::json!({
+            "rows": n, "cache_bytes": cache_bytes, "fragments": fragments,
+            "build_seconds": build,
+            "commit_seconds": commit, "commit_bytes_written": report.change.bytes_written,
+            "fragments_rewritten": report.change.shards_rewritten,
+            "rebuild_seconds": rebuild, "rebuild_bytes_written": cache_bytes,
+            "rebuild_over_commit_seconds": rebuild / commit,
+            "rebuild_over_commit_bytes": cache_bytes as f64 / report.change.bytes_written as f64,
+        }),
+    );
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+fn fixed(root: &Path) {
+    let n = 200_000usize;
+    let rows = || {
+        let mut rng = SplitMix64::new(17);
+        (0..n).map(move |i| {
+            let v: Vec<f32> = (0..256)
+                .map(|_| (rng.next_u64() >> 40) as f32 / (1u64 << 24) as f32)
+                .collect();
+            Example::new()
+                .with("i", i as i64)
+                .with("a", Tensor::from_vec(vec![8, 8, 4], v).unwrap())
+        })
+    };
+    let idx = random_indices(n, 200_000, 7);
+    let takes: Vec<Vec<i64>> = (0..1000u64)
+        .map(|k| random_indices(n, 128, 100 + k))
+        .collect();
+    let mut out = serde_json::Map::new();
+    for fixed in [false, true] {
+        let name = if fixed { "fixed" } else { "binary" };
+        let feature = if fixed {
+            Feature::fixed_array(vec![8, 8, 4], Dtype::Float32)
+        } else {
+            Feature::array(vec![8, 8, 4], Dtype::Float32)
+        };
+        let f = Features::new()
+            .with("i", Feature::value(Dtype::Int64))
+            .with("a", feature.unwrap());
+        let dir = root.join(format!("fixed-{name}"));
+        write_arrow_cache(rows(), &f, &dir, &one_thread()).unwrap();
+        out.insert(format!("{name}_bytes"), bytes_of(&dir).into());
+        let c = open_cache(&dir).unwrap();
+        out.insert(format!("{name}_get_seconds"), gets(c.backend.as_ref(), &idx).into());
+        let c = open_cache(&dir).unwrap();
+        let t = secs(|| {
+            for t in &takes {
+                black_box(c.backend.take(t).unwrap());
+            }
+        })
+        .1;
+        out.insert(format!("{name}_take128_seconds"), t.into());
+        out.insert(
+            format!("{name}_scan_seconds"),
+            scan_with(&dir, &OpenOptions::default()).into(),
+        );
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+    out.insert("rows".into(), n.into());
+    out.insert("gets".into(), idx.len().into());
+    line("seed-fixed", serde_json::Value::Object(out));
 }
 
 fn memory_features() -> Features {
@@ -362,7 +466,8 @@ fn verify(root: &Path) {
     line("seed-verify", serde_json::Value::Object(out));
 }
 
-/// Runs the seed-system workloads (`--only edit|memory|dedup|levels|verify`).
+/// Runs the seed-system workloads (`--only
+/// edit|lance-edit|memory|dedup|levels|verify|fixed`).
 pub fn seed_systems(args: &[String]) {
     let only = args
         .iter()
@@ -391,7 +496,15 @@ pub fn seed_systems(args: &[String]) {
     if run("dedup") {
         dedup(tmp.path());
     }
+    if run("fixed") {
+        fixed(tmp.path());
+    }
     if run("edit") {
         edit(tmp.path());
+        std::fs::remove_dir_all(tmp.path().join("edit")).unwrap();
+    }
+    #[cfg(feature = "lance")]
+    if run("lance-edit") {
+        lance_edit(tmp.path());
     }
 }
