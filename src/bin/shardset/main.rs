@@ -141,7 +141,7 @@ enum Cmd {
         #[arg(long)]
         stamp: bool,
     },
-    /// Edit an arrow-shards cache and commit the edits as a new version:
+    /// Edit an arrow-shards or lance-rows cache and commit the edits as a new version:
     /// cells set (rows numbered as in the current version), then rows
     /// deleted (numbered as in the current version), then rows appended.
     /// Only the shards holding changed rows are written anew; the rest are
