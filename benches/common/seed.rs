@@ -192,7 +192,10 @@ fn fixed(root: &Path) {
         write_arrow_cache(rows(), &f, &dir, &one_thread()).unwrap();
         out.insert(format!("{name}_bytes"), bytes_of(&dir).into());
         let c = open_cache(&dir).unwrap();
-        out.insert(format!("{name}_get_seconds"), gets(c.backend.as_ref(), &idx).into());
+        out.insert(
+            format!("{name}_get_seconds"),
+            gets(c.backend.as_ref(), &idx).into(),
+        );
         let c = open_cache(&dir).unwrap();
         let t = secs(|| {
             for t in &takes {

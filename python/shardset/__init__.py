@@ -33,7 +33,7 @@ from .features import (  # noqa: F401
     Video,
 )
 
-__all__ = ["open_cache", "write_cache", "Dataset", "Features", "Value", "ClassLabel",
+__all__ = ["open_cache", "write_cache", "edit", "Dataset", "Features", "Value", "ClassLabel",
            "Sequence", "Image", "Array3D", "Array4D", "Video", "ShardsetError",
            "CacheNotFoundError", "CorruptCacheError", "SchemaMismatchError", "BadInputError"]
 
@@ -152,6 +152,23 @@ def open_cache(path, columns=None, decode_images=True, window=None, lance_chunk_
              version)
     return Dataset(_shardset.open_cache(str(path), None if columns is None else list(columns),
                                         decode_images, window, lance_chunk_rows, fjson, modes))
+
+
+def edit(path):
+    """Stages edits over the current version of the cache at `path`
+    (`arrow-shards` or `lance-rows`) and returns the staging area:
+
+        st = shardset.edit(path)
+        st.set_cell(3, "label", 1)          # checked against the features now
+        st.set_row(7, {...}); st.delete(10); st.append({...})
+        st.get(3)                           # reads see the staged edits
+        st.plan()                           # what a commit would write
+        st.commit(message="fix labels")     # a new version, atomically
+
+    Untouched shards (or Lance fragments) are kept as they are; readers of
+    the old version keep reading it; `open_cache(path, version=N)` opens a
+    kept version."""
+    return _shardset.edit(str(path))
 
 
 def write_cache(examples, features, path, format="arrow", shard_size=None, compression=None,

@@ -329,3 +329,44 @@ def test_fixed_size_arrays_round_trip_without_offsets(tmp_path, fmt):
         t = ipc.open_file(pa.memory_map(str(tmp_path / "c" / meta["shard_filenames"][0])))
         assert t.schema.field("a").type == pa.binary(96)
         assert t.schema.field("b").type == pa.binary(12)
+
+
+@pytest.mark.parametrize("fmt", ["arrow", "lance"])
+def test_edits_from_python_commit_a_version(tmp_path, fmt):
+    rows = [{"i": i, "label": i % 3, "a": np.full((2, 3, 4), i, dtype="float32")} for i in range(30)]
+    feats = Features({"i": Value("int64"), "label": ClassLabel(names=["a", "b", "c"]),
+                      "a": Array3D((2, 3, 4), "float32")})
+    d = tmp_path / "c"
+    shardset.write_cache(rows, feats, d, format=fmt, batch_size=4, max_rows_per_file=8,
+                         shard_size=2048)
+    old = shardset.open_cache(d)
+    st = shardset.edit(d)
+    st.set_cell(3, "label", "c")
+    st.set_row(4, {"i": -4, "label": 0, "a": np.zeros((2, 3, 4), "float32")})
+    st.delete(10)
+    st.append({"i": 100, "label": 1, "a": np.ones((2, 3, 4), "float32")})
+    with pytest.raises(shardset.BadInputError):
+        st.set_cell(0, "a", np.zeros((3, 3), "float32"))
+    with pytest.raises(shardset.BadInputError):
+        st.set_cell(0, "nope", 1)
+    assert len(st) == 30 and st.get(3)["label"] == 2 and st.get(-1)["i"] == 100
+    plan = st.plan()
+    assert plan["version"] == 2 and plan["rows_after"] == 30 and plan["appended_rows"] == 1
+    assert len(plan["rewritten"]) >= 1 and len(plan["reused"]) >= 1
+    done = st.commit(message="from python")
+    assert done["version"] == 2 and done["rows"] == 30
+    with pytest.raises(shardset.BadInputError):
+        st.commit()
+    new = shardset.open_cache(d)
+    want = [r["i"] for r in rows]
+    want[4] = -4
+    del want[10]
+    want.append(100)
+    assert [new[k]["i"] for k in range(len(new))] == want
+    assert new[3]["label"] == 2
+    np.testing.assert_array_equal(new[4]["a"], np.zeros((2, 3, 4), "float32"))
+    np.testing.assert_array_equal(new[29]["a"], np.ones((2, 3, 4), "float32"))
+    # The old handle and the old version still read version 1.
+    assert old[10]["i"] == 10 and old[3]["label"] == 0
+    v1 = shardset.open_cache(d, version=1)
+    assert [v1[k]["i"] for k in range(len(v1))] == [r["i"] for r in rows]

@@ -86,3 +86,29 @@ def test_the_reference_reads_fixed_size_arrays(tmp_path, ref, fmt):
         got = ds.__getitems__([24, 0, 7])
         for g, k in zip(got, (24, 0, 7)):
             np.testing.assert_array_equal(np.asarray(g["a"]), rows[k]["a"])
+
+
+@pytest.mark.parametrize("fmt", ["arrow", "lance"])
+def test_the_reference_reads_an_edited_cache(tmp_path, ref, fmt):
+    """After a commit the directory is a plain cache the reference opens:
+    it reads the new version's rows."""
+    cache, dataset, s = ref
+    rows = [{"x": i, "name": f"r{i}"} for i in range(40)]
+    ours = Features({"x": Value("int64"), "name": Value("string")})
+    theirs = s.Features({"x": s.Value("int64"), "name": s.Value("string")})
+    d = tmp_path / "c"
+    shardset.write_cache(rows, ours, d, format=fmt, batch_size=4, shard_size=512,
+                         max_rows_per_file=8)
+    st = shardset.edit(d)
+    st.set_cell(5, "name", "five")
+    st.delete(20)
+    st.append({"x": 99, "name": "new"})
+    st.commit()
+    res = cache.open_cache(d, theirs)
+    ds = dataset.StableDataset(theirs, s.DatasetInfo(features=theirs), backend=res.backend)
+    want = [r["x"] for r in rows]
+    del want[20]
+    want.append(99)
+    assert len(ds) == 40
+    assert [ds[i]["x"] for i in range(40)] == want
+    assert ds[5]["name"] == "five" and ds[39]["name"] == "new"

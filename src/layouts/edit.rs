@@ -267,6 +267,11 @@ impl Staging {
         &self.dir
     }
 
+    /// The features every staged row is checked against.
+    pub fn features(&self) -> &Arc<Features> {
+        &self.features
+    }
+
     /// The version the edits are staged on.
     pub fn base_version(&self) -> u64 {
         self.base_version
