@@ -89,6 +89,29 @@ pub enum Error {
         columns: Vec<String>,
     },
 
+    /// A download failed from every URL it may come from.
+    #[error("could not download {path}: {}", .failures.join("; "))]
+    Download {
+        /// The local file it was to become.
+        path: PathBuf,
+        /// Each URL tried, with why it failed, in the order tried.
+        failures: Vec<String>,
+    },
+
+    /// A downloaded file's checksum is not the one declared (the partial
+    /// file is deleted).
+    #[error("checksum mismatch for {url} (to {path}): expected {expected}, got {got}")]
+    DownloadChecksum {
+        /// The local file it was to become.
+        path: PathBuf,
+        /// The URL that served it.
+        url: String,
+        /// `algo:hex` declared.
+        expected: String,
+        /// `algo:hex` of the bytes received.
+        got: String,
+    },
+
     /// An in-memory open of a cache larger than the memory it may take.
     #[error("cache {path} takes {needed} bytes in memory, more than {:.0}% of the {available} bytes available; open it mapped (without in_memory), allow the fallback to maps, or raise the memory fraction", .fraction * 100.0)]
     OutOfMemory {

@@ -28,6 +28,7 @@
 pub mod builder;
 pub mod cache;
 pub mod dataset;
+pub mod download;
 pub mod dtype;
 pub mod error;
 pub mod features;

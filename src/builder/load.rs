@@ -7,6 +7,7 @@ use crate::cache::lock::CacheLock;
 use crate::cache::metadata::METADATA_FILE;
 use crate::cache::naming::{cache_fingerprint, cache_root};
 use crate::dataset::Dataset;
+use crate::download::DownloadInfo;
 use crate::error::{BoxError, Error, Result};
 use crate::layouts::arrow_shards::manifest::ManifestHeader;
 use crate::layouts::arrow_shards::write::{prepare_resumable, Extra};
@@ -156,6 +157,9 @@ struct Plan {
     stamp: Option<serde_json::Value>,
     config_json: serde_json::Value,
     open_opts: OpenOptions,
+    /// The split's assets, to download before building.
+    assets: Vec<DownloadInfo>,
+    download_dir: PathBuf,
 }
 
 fn plan(builder: &dyn DatasetBuilder, split: &str, opts: &LoadOptions) -> Result<Plan> {
@@ -178,11 +182,31 @@ fn plan(builder: &dyn DatasetBuilder, split: &str, opts: &LoadOptions) -> Result
         )));
     }
     let dir = cache_dir_for(builder, &config, split, opts)?;
-    let stamp = builder
+    let mut stamp = builder
         .sources(&config, split)
         .map_err(|e| author(&format!("{}.sources({config}, {split})", builder.name()), e))?
         .map(|s| s.stamp())
         .transpose()?;
+    let assets: Vec<(String, DownloadInfo)> = builder
+        .assets(&config)
+        .map_err(|e| author(&format!("{}.assets({config})", builder.name()), e))?
+        .into_iter()
+        .filter(|(key, _)| super::asset_split(key) == split)
+        .collect();
+    for (_, a) in &assets {
+        a.validate()?;
+    }
+    if !assets.is_empty() {
+        // Recorded as sources: a changed URL, fallback, checksum or name
+        // rebuilds (known without downloading anything).
+        let s = stamp.get_or_insert_with(
+            || serde_json::json!({"root": "", "content_hash": false, "files": []}),
+        );
+        s["assets"] = assets_stamp(&assets);
+    }
+    let download_dir = opts.download_dir.clone().unwrap_or_else(|| {
+        crate::download::downloads_dir(&opts.cache_root.clone().unwrap_or_else(cache_root))
+    });
     let config_json = serde_json::json!({"name": config, "params": params});
     let open_opts = OpenOptions::default().with_features(info.features.clone());
     Ok(Plan {
@@ -192,7 +216,25 @@ fn plan(builder: &dyn DatasetBuilder, split: &str, opts: &LoadOptions) -> Result
         stamp,
         config_json,
         open_opts,
+        assets: assets.into_iter().map(|(_, a)| a).collect(),
+        download_dir,
     })
+}
+
+/// The record of a split's assets kept with its sources.
+pub(crate) fn assets_stamp(assets: &[(String, DownloadInfo)]) -> serde_json::Value {
+    serde_json::Value::Array(
+        assets
+            .iter()
+            .map(|(key, a)| {
+                serde_json::json!({
+                    "key": key, "url": a.url, "fallbacks": a.fallbacks,
+                    "checksum": a.checksum, "filename": a.filename,
+                    "local_name": a.local_name(),
+                })
+            })
+            .collect(),
+    )
 }
 
 /// Why `load` would (re)build this split now; empty when the cache is up to
@@ -252,12 +294,22 @@ pub fn load_with_report(
             Warm::Stale(r) => r,
         }
     };
-    let units = builder.work_units(&p.config, split).map_err(|e| {
+    // The split's assets, before the author is asked for work units (which
+    // may read them).
+    let files = if p.assets.is_empty() {
+        Vec::new()
+    } else {
+        crate::download::download_all(&p.assets, &p.download_dir, &opts.download)?
+    };
+    let mut units = builder.work_units(&p.config, split).map_err(|e| {
         author(
             &format!("{}.work_units({}, {split})", builder.name(), p.config),
             e,
         )
     })?;
+    for u in &mut units {
+        u.files = files.clone();
+    }
     if opts.rebuild {
         // A rebuild is a new generation: no killed build is taken over.
         crate::cache::publish::remove_leftovers(&crate::storage::storage_for(&p.dir), &p.dir);

@@ -134,12 +134,27 @@ impl DatasetInfo {
 pub struct WorkUnit {
     /// What the author needs to find the unit's data (e.g. a file path).
     pub id: String,
+    /// The local paths of the split's downloaded assets (see
+    /// [`DatasetBuilder::assets`]), in the order declared; set by `load`.
+    pub files: Vec<std::path::PathBuf>,
 }
 
 impl WorkUnit {
     /// A unit with this id.
     pub fn new(id: impl Into<String>) -> Self {
-        WorkUnit { id: id.into() }
+        WorkUnit {
+            id: id.into(),
+            files: Vec::new(),
+        }
+    }
+}
+
+/// The split an asset key feeds, as the reference maps them: `train`,
+/// `test`, `val` → `validation`; any other key is its own split.
+pub fn asset_split(key: &str) -> &str {
+    match key {
+        "val" => "validation",
+        k => k,
     }
 }
 /// Examples of one work unit: `(key, example)` pairs.
@@ -170,11 +185,47 @@ pub trait DatasetBuilder: Send + Sync {
     /// Whatever the author reports.
     fn info(&self, config: &str) -> std::result::Result<DatasetInfo, BoxError>;
 
-    /// The split names of a config (e.g. `train`, `test`).
+    /// The split names of a config (e.g. `train`, `test`). By default, the
+    /// splits of the declared [`assets`](DatasetBuilder::assets), in order.
+    ///
+    /// # Errors
+    /// Whatever the author reports; by default, a builder that declares
+    /// no assets.
+    fn splits(&self, config: &str) -> std::result::Result<Vec<String>, BoxError> {
+        let assets = self.assets(config)?;
+        if assets.is_empty() {
+            return Err(format!(
+                "{}: no assets are declared; cannot infer splits (declare assets or list the splits)",
+                self.name()
+            )
+            .into());
+        }
+        let mut out: Vec<String> = Vec::new();
+        for (key, _) in &assets {
+            let s = asset_split(key).to_string();
+            if !out.contains(&s) {
+                out.push(s);
+            }
+        }
+        Ok(out)
+    }
+
+    /// Files to download before a split is built, by asset key (`train`,
+    /// `test`, `val` for `validation`, or the split's own name): `load`
+    /// downloads a missing split's assets (in parallel, resumable,
+    /// checksummed, with fallbacks; see [`crate::download`]) into the
+    /// downloads folder, gives their local paths to every work unit
+    /// ([`WorkUnit::files`]), and records them as the split's sources, so
+    /// a changed URL or checksum rebuilds the cache. Default: none.
     ///
     /// # Errors
     /// Whatever the author reports.
-    fn splits(&self, config: &str) -> std::result::Result<Vec<String>, BoxError>;
+    fn assets(
+        &self,
+        _config: &str,
+    ) -> std::result::Result<Vec<(String, crate::download::DownloadInfo)>, BoxError> {
+        Ok(Vec::new())
+    }
 
     /// The work units of a split (default: one unit, `all`).
     ///

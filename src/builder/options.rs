@@ -85,6 +85,10 @@ pub struct LoadOptions {
     pub video_frames: crate::layouts::video_frames::options::VideoFramesOptions,
     /// Work units generated at once (0 = one per core).
     pub unit_parallelism: usize,
+    /// Where assets are downloaded (default `<cache root>/downloads`).
+    pub download_dir: Option<PathBuf>,
+    /// How assets are downloaded.
+    pub download: crate::download::DownloadOptions,
 }
 
 impl LoadOptions {
@@ -140,6 +144,16 @@ impl LoadOptions {
     /// Sets how many work units run at once.
     pub fn with_unit_parallelism(mut self, n: usize) -> Self {
         self.unit_parallelism = n;
+        self
+    }
+    /// Sets where assets are downloaded.
+    pub fn with_download_dir(mut self, dir: impl Into<PathBuf>) -> Self {
+        self.download_dir = Some(dir.into());
+        self
+    }
+    /// Sets how assets are downloaded.
+    pub fn with_download(mut self, d: crate::download::DownloadOptions) -> Self {
+        self.download = d;
         self
     }
 }

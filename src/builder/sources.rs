@@ -175,7 +175,12 @@ pub fn why_cache_report(dir: &Path) -> Result<WhyReport> {
                 .and_then(|b| b.as_bool())
                 .unwrap_or(false),
         };
-        out.extend(source_changes(rec, &src.stamp_with(true)?));
+        let mut now = src.stamp_with(true)?;
+        // Declared assets are known by their declaration, recorded as is.
+        if let Some(a) = rec.get("assets") {
+            now["assets"] = a.clone();
+        }
+        out.extend(source_changes(rec, &now));
     }
     Ok(WhyReport {
         reasons: out,
@@ -208,7 +213,7 @@ pub fn source_changes(recorded: &serde_json::Value, now: &serde_json::Value) -> 
         return vec!["sources are now stamped differently (content hash vs size+mtime)".into()];
     }
     let (old, new) = (files(recorded), files(now));
-    let mut out = Vec::new();
+    let mut out = asset_changes(recorded.get("assets"), now.get("assets"));
     for (p, f) in &new {
         match old.iter().find(|(q, _)| q == p) {
             None => out.push(format!("source {p} was added")),
@@ -228,6 +233,49 @@ pub fn source_changes(recorded: &serde_json::Value, now: &serde_json::Value) -> 
     for (p, _) in &old {
         if !new.iter().any(|(q, _)| q == p) {
             out.push(format!("source {p} was removed"));
+        }
+    }
+    out
+}
+
+/// Differences between recorded and declared assets, one line each.
+fn asset_changes(
+    recorded: Option<&serde_json::Value>,
+    now: Option<&serde_json::Value>,
+) -> Vec<String> {
+    let list = |j: Option<&serde_json::Value>| -> Vec<serde_json::Value> {
+        j.and_then(|a| a.as_array()).cloned().unwrap_or_default()
+    };
+    let (old, new) = (list(recorded), list(now));
+    let key = |a: &serde_json::Value| {
+        a.get("key")
+            .and_then(|k| k.as_str())
+            .unwrap_or("")
+            .to_string()
+    };
+    let mut out = Vec::new();
+    for a in &new {
+        let k = key(a);
+        match old.iter().find(|b| key(b) == k) {
+            None => out.push(format!("asset '{k}' was added ({})", a["url"])),
+            Some(b) if b != a => {
+                for field in ["url", "fallbacks", "checksum", "filename"] {
+                    if a.get(field) != b.get(field) {
+                        out.push(format!(
+                            "asset '{k}' {field} changed: {} -> {}",
+                            b.get(field).unwrap_or(&serde_json::Value::Null),
+                            a.get(field).unwrap_or(&serde_json::Value::Null)
+                        ));
+                    }
+                }
+            }
+            _ => {}
+        }
+    }
+    for b in &old {
+        let k = key(b);
+        if !new.iter().any(|a| key(a) == k) {
+            out.push(format!("asset '{k}' was removed"));
         }
     }
     out

@@ -11,7 +11,7 @@ use std::path::{Path, PathBuf};
 fn layer(top: &str) -> Option<u32> {
     Some(match top {
         "error" | "util" | "dtype" | "storage" => 0,
-        "value" => 1,
+        "value" | "download" => 1,
         "video" => 2,
         "features" => 3,
         "cache" | "lance" => 4,

@@ -9,6 +9,7 @@ mod common;
 mod crash;
 mod dataset_api;
 mod dedup;
+mod download;
 mod edit;
 mod fidelity;
 mod fixed_arrays;

@@ -191,6 +191,31 @@ enum Cmd {
     },
     /// Remove temp dirs of builds that did not finish and replaced caches
     /// left behind, except those whose build lock a live build holds.
+    /// Download a file as a builder's asset is downloaded (resumable,
+    /// retried, fallbacks in order, checksum checked, once across
+    /// processes) and print its local path.
+    Download {
+        /// The primary URL (it names the local file).
+        url: String,
+        /// A URL tried when the ones before it fail (repeatable, in order).
+        #[arg(long = "fallback")]
+        fallbacks: Vec<String>,
+        /// `sha256:<hex>` or `md5:<hex>`.
+        #[arg(long)]
+        checksum: Option<String>,
+        /// The local file name's stem and suffix (default: the URL's).
+        #[arg(long)]
+        filename: Option<String>,
+        /// The folder (default: the cache root's `downloads/`).
+        #[arg(long)]
+        out: Option<PathBuf>,
+        /// Attempts per URL after the first, on transient failures.
+        #[arg(long, default_value_t = 3)]
+        retries: u32,
+        /// No progress display.
+        #[arg(long)]
+        quiet: bool,
+    },
     Gc {
         /// The root (default: $STABLE_DATASETS_CACHE_DIR, else ~/.stable-datasets).
         root: Option<PathBuf>,
@@ -324,6 +349,25 @@ fn main() -> ExitCode {
         }),
         Cmd::Log { path, json } => edit::log(path, json),
         Cmd::Ls { root, json } => manage::ls(root, json),
+        Cmd::Download {
+            url,
+            fallbacks,
+            checksum,
+            filename,
+            out,
+            retries,
+            quiet,
+        } => manage::download(
+            shardset::download::DownloadInfo {
+                url,
+                fallbacks,
+                checksum,
+                filename,
+            },
+            out,
+            retries,
+            !quiet,
+        ),
         Cmd::Gc {
             root,
             dry_run,

@@ -142,7 +142,7 @@ pub fn gc(
                "bytes": l.bytes, "age_seconds": l.age.as_secs(),
                "reason": if reason.is_empty() { what } else { reason }})
     };
-    let removed: Vec<J> = report.removed.iter().map(|l| entry(l, "")).collect();
+    let mut removed: Vec<J> = report.removed.iter().map(|l| entry(l, "")).collect();
     let kept: Vec<J> = report
         .kept
         .iter()
@@ -157,6 +157,22 @@ pub fn gc(
         })
         .collect();
     let mut freed = report.bytes_freed;
+    // Partial downloads no process is resuming.
+    let partials = shardset::download::remove_stale_partials(
+        &shardset::download::downloads_dir(&root),
+        min_age,
+        dry_run,
+    )?;
+    let partials: Vec<J> = partials
+        .iter()
+        .map(|p| {
+            freed += p.bytes;
+            json!({"path": p.path, "cache": J::Null, "kind": "partial download",
+                   "bytes": p.bytes, "age_seconds": p.age.as_secs(),
+                   "reason": "partial download"})
+        })
+        .collect();
+    removed.extend(partials);
     let mut versions = Vec::new();
     if let Some(keep) = keep_versions {
         for dir in find_caches(&root) {
@@ -215,5 +231,23 @@ pub fn gc(
         if dry_run { "to free" } else { "freed" },
         kept.len()
     );
+    Ok(())
+}
+
+/// `shardset download`: one asset into the downloads folder; prints its path.
+pub fn download(
+    info: shardset::download::DownloadInfo,
+    out: Option<PathBuf>,
+    retries: u32,
+    progress: bool,
+) -> CliResult {
+    let dir = out.unwrap_or_else(|| {
+        shardset::download::downloads_dir(&shardset::cache::naming::cache_root())
+    });
+    let opts = shardset::download::DownloadOptions::default()
+        .with_retries(retries)
+        .with_progress(progress && std::io::IsTerminal::is_terminal(&std::io::stderr()));
+    let path = shardset::download::download(&info, &dir, &opts)?;
+    println!("{}", path.display());
     Ok(())
 }
