@@ -246,17 +246,28 @@ fn asset_changes(
     let list = |j: Option<&serde_json::Value>| -> Vec<serde_json::Value> {
         j.and_then(|a| a.as_array()).cloned().unwrap_or_default()
     };
-    let (old, new) = (list(recorded), list(now));
-    let key = |a: &serde_json::Value| {
-        a.get("key")
-            .and_then(|k| k.as_str())
-            .unwrap_or("")
-            .to_string()
+    // Each entry by its key, the n-th repeat of a key (a split of several
+    // files) as `key[n]`.
+    let labelled = |v: Vec<serde_json::Value>| -> Vec<(String, serde_json::Value)> {
+        let mut seen: std::collections::HashMap<String, usize> = Default::default();
+        v.into_iter()
+            .map(|a| {
+                let k = a
+                    .get("key")
+                    .and_then(|k| k.as_str())
+                    .unwrap_or("")
+                    .to_string();
+                let n = seen.entry(k.clone()).or_insert(0);
+                let label = if *n == 0 { k } else { format!("{k}[{n}]") };
+                *n += 1;
+                (label, a)
+            })
+            .collect()
     };
+    let (old, new) = (labelled(list(recorded)), labelled(list(now)));
     let mut out = Vec::new();
-    for a in &new {
-        let k = key(a);
-        match old.iter().find(|b| key(b) == k) {
+    for (k, a) in &new {
+        match old.iter().find(|(l, _)| l == k).map(|(_, b)| b) {
             None => out.push(format!("asset '{k}' was added ({})", a["url"])),
             Some(b) if b != a => {
                 for field in ["url", "fallbacks", "checksum", "filename"] {
@@ -272,9 +283,8 @@ fn asset_changes(
             _ => {}
         }
     }
-    for b in &old {
-        let k = key(b);
-        if !new.iter().any(|a| key(a) == k) {
+    for (k, _) in &old {
+        if !new.iter().any(|(l, _)| l == k) {
             out.push(format!("asset '{k}' was removed"));
         }
     }

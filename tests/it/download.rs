@@ -642,3 +642,92 @@ fn load_downloads_builds_and_opens_warm_without_a_request() {
     let dir = shardset::builder::cache_dir_for(&bad, "default", "test", &opts).unwrap();
     assert!(!dir.exists());
 }
+
+#[allow(dead_code)]
+#[path = "../../examples/mnist/builder.rs"]
+mod mnist_builder;
+
+/// A gzipped IDX file of `dims` holding `data`.
+fn idx_gz(magic: u32, dims: &[u32], data: &[u8]) -> Vec<u8> {
+    let mut raw = magic.to_be_bytes().to_vec();
+    for d in dims {
+        raw.extend_from_slice(&d.to_be_bytes());
+    }
+    raw.extend_from_slice(data);
+    let mut gz = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::default());
+    gz.write_all(&raw).unwrap();
+    gz.finish().unwrap()
+}
+
+/// The example MNIST builder (real URLs and md5 in `examples/mnist`),
+/// pointed at a local server holding a generated copy of the four files
+/// behind a primary mirror that is down: downloads through the fallback,
+/// checks the md5s, builds both splits with the pixels and labels written.
+#[test]
+fn the_example_mnist_builder_builds_from_a_local_mirror() {
+    use md5::Digest;
+    let srv = TestServer::start();
+    let sizes = [("train", 20u32), ("test", 10u32)];
+    let mut md5 = Vec::new();
+    let mut want: HashMap<&str, (Vec<u8>, Vec<u8>)> = HashMap::new();
+    for (split, file, _) in mnist_builder::FILES {
+        let n = sizes.iter().find(|s| s.0 == *split).unwrap().1;
+        let pixels = content(n as usize * 28 * 28, n as u64);
+        let labels: Vec<u8> = (0..n).map(|i| (i * 7 % 10) as u8).collect();
+        let body = if file.contains("images") {
+            idx_gz(0x0803, &[n, 28, 28], &pixels)
+        } else {
+            idx_gz(0x0801, &[n], &labels)
+        };
+        md5.push(format!("{:x}", md5::Md5::digest(&body)));
+        srv.put(&format!("mnist/{file}"), body, Fault::None);
+        want.insert(split, (pixels, labels));
+    }
+    let tmp = tempfile::tempdir().unwrap();
+    let down = down_url();
+    let b = mnist_builder::Mnist::new(
+        vec![
+            down.trim_end_matches("gone.bin").to_string(),
+            srv.url("mnist/"),
+        ],
+        md5,
+    );
+    let opts = LoadOptions::default()
+        .with_cache_root(tmp.path())
+        .with_download(fast().with_retries(0));
+    for (split, n) in sizes {
+        let ds = load(&b, split, &opts).unwrap();
+        assert_eq!(ds.len(), n as u64);
+        let (pixels, labels) = &want[split];
+        for i in [0, n as usize - 1] {
+            let row = ds.get(i as i64).unwrap();
+            let Some(shardset::Value::Image(img)) = row.get("image") else {
+                panic!("{row:?}")
+            };
+            assert_eq!(img.shape(), vec![28, 28]);
+            assert_eq!(img.data, pixels[i * 784..(i + 1) * 784]);
+            assert_eq!(row.get("label").unwrap().as_i64(), Some(labels[i] as i64));
+        }
+    }
+    assert_eq!(srv.requests().len(), 4, "each file once");
+    assert!(tmp.path().join("downloads").read_dir().unwrap().count() >= 4);
+    // A split of two files: a changed checksum of the second is named.
+    let mut md5b: Vec<String> = mnist_builder::FILES
+        .iter()
+        .map(|f| f.2.to_string())
+        .collect();
+    md5b[0] = b.assets("default").unwrap()[0].1.checksum.clone().unwrap()[4..].to_string();
+    let b2 = mnist_builder::Mnist::new(
+        vec![
+            down.trim_end_matches("gone.bin").to_string(),
+            srv.url("mnist/"),
+        ],
+        md5b,
+    );
+    let reasons = why(&b2, "train", &opts).unwrap();
+    assert_eq!(reasons.len(), 1, "{reasons:?}");
+    assert!(
+        reasons[0].starts_with("asset 'train[1]' checksum changed"),
+        "{reasons:?}"
+    );
+}
