@@ -709,6 +709,15 @@ mod tests {
     }
 
     #[test]
+    fn a_url_is_an_asset_without_fallbacks() {
+        let d: DownloadInfo = "https://example.com/a.zip".into();
+        assert_eq!(d, DownloadInfo::new("https://example.com/a.zip"));
+        assert!(d.fallbacks.is_empty() && d.checksum.is_none() && d.filename.is_none());
+        let d = DownloadInfo::new("https://a/x").with_fallback("https://b/x");
+        assert_eq!(d.all_urls(), vec!["https://a/x", "https://b/x"]);
+    }
+
+    #[test]
     fn checksums_are_checked_for_form() {
         assert!(Checksum::parse("sha256:abc").is_err());
         assert!(Checksum::parse("crc32:00000000").is_err());

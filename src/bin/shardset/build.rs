@@ -490,7 +490,12 @@ fn load_options(o: &BuildOpts, counter: Arc<AtomicU64>, batch: usize) -> CliResu
         .with_format(format)
         .with_rebuild(o.rebuild)
         .with_unit_parallelism(o.threads)
-        .with_write_options(write);
+        .with_write_options(write)
+        // A builder's asset downloads show their own progress (bytes, rate, ETA).
+        .with_download(
+            shardset::download::DownloadOptions::default()
+                .with_progress(std::io::IsTerminal::is_terminal(&std::io::stderr())),
+        );
     #[cfg(feature = "lance")]
     let opts = {
         let mut lance = shardset::LanceWriteOptions::default()
