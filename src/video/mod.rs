@@ -11,6 +11,8 @@ pub mod plan;
 #[cfg(feature = "video")]
 pub mod sample;
 #[cfg(feature = "video")]
+pub mod segment;
+#[cfg(feature = "video")]
 pub mod webp;
 
 #[cfg(feature = "video")]

@@ -1,0 +1,426 @@
+//! Short closed groups of pictures encoded as raw elementary streams: the
+//! unit a compact video layout stores per row. Each segment is encoded by
+//! an encoder of its own (so it starts with a keyframe and refers to no
+//! other segment, whatever the codec's GOP options), with scene-cut
+//! keyframes off, and is decoded by a decoder of its own: frame `i` of a
+//! segment is the `i`-th frame its decoder puts out, exactly.
+//!
+//! H.264 goes through libx264 (the stream carries its parameter sets
+//! in-band, so a segment needs no extradata); AV1 through SVT-AV1 when the
+//! system FFmpeg has it.
+
+use ff::format::Pixel;
+use ff::util::frame::video::Video as Frame;
+use ffmpeg_next as ff;
+
+use super::decode::init;
+
+/// The codec of a segment.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SegmentCodec {
+    /// H.264 (libx264 to encode).
+    H264,
+    /// AV1 (SVT-AV1 to encode).
+    Av1,
+}
+
+impl SegmentCodec {
+    /// `h264` or `av1`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            SegmentCodec::H264 => "h264",
+            SegmentCodec::Av1 => "av1",
+        }
+    }
+
+    /// The FFmpeg encoder used.
+    pub fn encoder_name(self) -> &'static str {
+        match self {
+            SegmentCodec::H264 => "libx264",
+            SegmentCodec::Av1 => "libsvtav1",
+        }
+    }
+
+    fn id(self) -> ff::codec::Id {
+        match self {
+            SegmentCodec::H264 => ff::codec::Id::H264,
+            SegmentCodec::Av1 => ff::codec::Id::AV1,
+        }
+    }
+}
+
+/// How segments are encoded.
+#[derive(Debug, Clone, PartialEq)]
+pub struct SegmentParams {
+    /// The codec.
+    pub codec: SegmentCodec,
+    /// Frame width (even).
+    pub width: u32,
+    /// Frame height (even).
+    pub height: u32,
+    /// Constant rate factor (quality; lower is better).
+    pub crf: u32,
+    /// The encoder's speed preset (`medium` for x264, `8` for SVT-AV1).
+    pub preset: String,
+}
+
+/// One encoded segment: its packets back to back, where each starts.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct EncodedSegment {
+    /// The packets, in decoding order, concatenated.
+    pub data: Vec<u8>,
+    /// The byte offset of each packet in `data`, then `data.len()`.
+    pub packet_offsets: Vec<u64>,
+    /// Frames it decodes to.
+    pub frames: usize,
+}
+
+fn ff_err(what: &str, e: impl std::fmt::Display) -> String {
+    format!("{what}: {e}")
+}
+
+/// Encodes `frames` (each planar YUV 4:2:0, `w*h + 2*(w/2)*(h/2)` bytes)
+/// as one closed segment.
+///
+/// # Errors
+/// A message saying why (no such encoder in this FFmpeg, odd sizes, a
+/// frame of the wrong size, an encoder failure).
+pub fn encode_segment(p: &SegmentParams, frames: &[Vec<u8>]) -> Result<EncodedSegment, String> {
+    init();
+    let (w, h) = (p.width as usize, p.height as usize);
+    if w == 0 || h == 0 || w % 2 == 1 || h % 2 == 1 {
+        return Err(format!("segment frames must have even sizes, got {w}x{h}"));
+    }
+    if p.codec == SegmentCodec::Av1 && (w < 64 || h < 64) {
+        return Err(format!(
+            "SVT-AV1 encodes frames of at least 64x64, got {w}x{h} (use H.264)"
+        ));
+    }
+    let want = w * h + 2 * (w / 2) * (h / 2);
+    let codec = ff::encoder::find_by_name(p.codec.encoder_name()).ok_or_else(|| {
+        format!(
+            "this FFmpeg has no {} encoder (for {})",
+            p.codec.encoder_name(),
+            p.codec.as_str()
+        )
+    })?;
+    let mut enc = ff::codec::context::Context::new_with_codec(codec)
+        .encoder()
+        .video()
+        .map_err(|e| ff_err("cannot make the encoder", e))?;
+    enc.set_width(p.width);
+    enc.set_height(p.height);
+    enc.set_format(Pixel::YUV420P);
+    enc.set_time_base((1, 25));
+    enc.set_frame_rate(Some((25, 1)));
+    let gop = frames.len().max(1) as u32;
+    enc.set_gop(gop);
+    let mut opts = ff::Dictionary::new();
+    opts.set("crf", &p.crf.to_string());
+    opts.set("preset", &p.preset);
+    match p.codec {
+        SegmentCodec::H264 => {
+            opts.set(
+                "x264-params",
+                &format!("keyint={gop}:min-keyint={gop}:scenecut=0:open-gop=0"),
+            );
+            opts.set("threads", "1");
+        }
+        SegmentCodec::Av1 => {
+            opts.set("svtav1-params", &format!("keyint={gop}:scd=0"));
+        }
+    }
+    let mut encoder = enc
+        .open_as_with(codec, opts)
+        .map_err(|e| ff_err("cannot open the encoder", e))?;
+    let mut out = EncodedSegment {
+        packet_offsets: vec![0],
+        ..Default::default()
+    };
+    let mut packet = ff::Packet::empty();
+    let mut drain = |encoder: &mut ff::encoder::Video, out: &mut EncodedSegment| {
+        while encoder.receive_packet(&mut packet).is_ok() {
+            if let Some(d) = packet.data() {
+                out.data.extend_from_slice(d);
+                out.packet_offsets.push(out.data.len() as u64);
+            }
+        }
+    };
+    let mut frame = Frame::new(Pixel::YUV420P, p.width, p.height);
+    for (i, f) in frames.iter().enumerate() {
+        if f.len() != want {
+            return Err(format!(
+                "frame {i} has {} bytes, a {w}x{h} YUV 4:2:0 frame has {want}",
+                f.len()
+            ));
+        }
+        let planes = [
+            (0, w, h, 0),
+            (1, w / 2, h / 2, w * h),
+            (2, w / 2, h / 2, w * h + (w / 2) * (h / 2)),
+        ];
+        for (plane, pw, ph, start) in planes {
+            let stride = frame.stride(plane);
+            let dst = frame.data_mut(plane);
+            for row in 0..ph {
+                dst[row * stride..row * stride + pw]
+                    .copy_from_slice(&f[start + row * pw..start + (row + 1) * pw]);
+            }
+        }
+        frame.set_pts(Some(i as i64));
+        encoder
+            .send_frame(&frame)
+            .map_err(|e| ff_err("the encoder refused a frame", e))?;
+        drain(&mut encoder, &mut out);
+    }
+    encoder
+        .send_eof()
+        .map_err(|e| ff_err("cannot finish the segment", e))?;
+    drain(&mut encoder, &mut out);
+    out.frames = frames.len();
+    Ok(out)
+}
+
+/// Decodes a segment's packets with a decoder of its own and hands frames
+/// `keep` (by position in the segment) to `f` as packed RGB (`w*h*3`
+/// bytes); frames before `keep` are decoded and dropped, not converted.
+/// Returns the frames the segment decoded to.
+///
+/// # Errors
+/// A message saying why (no decoder, damaged packets, a frame of another
+/// size).
+pub fn decode_segment(
+    codec: SegmentCodec,
+    width: u32,
+    height: u32,
+    data: &[u8],
+    packet_offsets: &[u64],
+    keep: std::ops::Range<usize>,
+    mut f: impl FnMut(usize, &[u8]),
+) -> Result<usize, String> {
+    init();
+    let dcodec =
+        ff::decoder::find(codec.id()).ok_or_else(|| format!("no {} decoder", codec.as_str()))?;
+    let mut ctx = ff::codec::context::Context::new_with_codec(dcodec);
+    ctx.set_threading(ff::codec::threading::Config {
+        kind: ff::codec::threading::Type::Frame,
+        count: 1,
+        ..Default::default()
+    });
+    let mut dec = ctx
+        .decoder()
+        .video()
+        .map_err(|e| ff_err("cannot start the decoder", e))?;
+    let mut frame = Frame::empty();
+    let mut rgb = Frame::empty();
+    let mut scaler: Option<ff::software::scaling::Context> = None;
+    let mut n = 0usize;
+    let mut take = |dec: &mut ff::decoder::Video, n: &mut usize| -> Result<(), String> {
+        while dec.receive_frame(&mut frame).is_ok() {
+            if keep.contains(n) {
+                if frame.width() != width || frame.height() != height {
+                    return Err(format!(
+                        "a frame of {}x{} in a {width}x{height} segment",
+                        frame.width(),
+                        frame.height()
+                    ));
+                }
+                let s = match &mut scaler {
+                    Some(s) => s,
+                    None => scaler.insert(
+                        ff::software::scaling::Context::get(
+                            frame.format(),
+                            width,
+                            height,
+                            Pixel::RGB24,
+                            width,
+                            height,
+                            ff::software::scaling::Flags::BILINEAR,
+                        )
+                        .map_err(|e| ff_err("cannot convert frames", e))?,
+                    ),
+                };
+                s.run(&frame, &mut rgb)
+                    .map_err(|e| ff_err("cannot convert a frame", e))?;
+                let (w3, stride) = (width as usize * 3, rgb.stride(0));
+                let d = rgb.data(0);
+                if stride == w3 {
+                    f(*n, &d[..w3 * height as usize]);
+                } else {
+                    let mut packed = Vec::with_capacity(w3 * height as usize);
+                    for row in 0..height as usize {
+                        packed.extend_from_slice(&d[row * stride..row * stride + w3]);
+                    }
+                    f(*n, &packed);
+                }
+            }
+            *n += 1;
+        }
+        Ok(())
+    };
+    for w in packet_offsets.windows(2) {
+        let (a, b) = (w[0] as usize, w[1] as usize);
+        let bytes = data.get(a..b).ok_or_else(|| {
+            format!(
+                "packet {a}..{b} lies outside the segment's {} bytes",
+                data.len()
+            )
+        })?;
+        let pkt = ff::Packet::copy(bytes);
+        dec.send_packet(&pkt)
+            .map_err(|e| ff_err("the decoder refused a packet", e))?;
+        take(&mut dec, &mut n)?;
+        if n >= keep.end {
+            return Ok(n);
+        }
+    }
+    dec.send_eof()
+        .map_err(|e| ff_err("cannot finish decoding the segment", e))?;
+    take(&mut dec, &mut n)?;
+    Ok(n)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A moving gradient, YUV 4:2:0.
+    fn frames(n: usize, w: usize, h: usize) -> Vec<Vec<u8>> {
+        (0..n)
+            .map(|t| {
+                let mut f = Vec::with_capacity(w * h * 3 / 2);
+                for y in 0..h {
+                    for x in 0..w {
+                        f.push(((x * 3 + y * 2 + t * 5) % 200 + 20) as u8);
+                    }
+                }
+                for _ in 0..2 {
+                    for y in 0..h / 2 {
+                        for x in 0..w / 2 {
+                            f.push(((x + y + t) % 40 + 108) as u8);
+                        }
+                    }
+                }
+                f
+            })
+            .collect()
+    }
+
+    #[test]
+    fn h264_segments_decode_to_exactly_their_frames() {
+        let (w, h) = (64u32, 48u32);
+        let p = SegmentParams {
+            codec: SegmentCodec::H264,
+            width: w,
+            height: h,
+            crf: 20,
+            preset: "medium".into(),
+        };
+        for n in [1usize, 2, 7, 16] {
+            let src = frames(n, w as usize, h as usize);
+            let seg = encode_segment(&p, &src).unwrap();
+            assert_eq!(seg.frames, n);
+            assert_eq!(*seg.packet_offsets.last().unwrap(), seg.data.len() as u64);
+            // Every frame, and a window from the middle.
+            let mut got = Vec::new();
+            let total = decode_segment(
+                p.codec,
+                w,
+                h,
+                &seg.data,
+                &seg.packet_offsets,
+                0..n,
+                |i, rgb| got.push((i, rgb.to_vec())),
+            )
+            .unwrap();
+            assert_eq!(total, n);
+            assert_eq!(got.len(), n);
+            assert!(got
+                .iter()
+                .enumerate()
+                .all(|(k, (i, f))| *i == k && f.len() == (w * h * 3) as usize));
+            // Each frame is close to its source (gray-ish gradient: compare luma-ish).
+            for (i, rgb) in &got {
+                let y0 = src[*i][0] as i32;
+                let g = rgb[1] as i32;
+                assert!((y0 - g).abs() < 40, "frame {i}: {y0} vs {g}");
+            }
+            if n > 3 {
+                let mut kept = Vec::new();
+                decode_segment(
+                    p.codec,
+                    w,
+                    h,
+                    &seg.data,
+                    &seg.packet_offsets,
+                    2..4,
+                    |i, rgb| kept.push((i, rgb.to_vec())),
+                )
+                .unwrap();
+                assert_eq!(kept, got[2..4].to_vec());
+            }
+        }
+    }
+
+    #[test]
+    fn av1_segments_decode_to_exactly_their_frames() {
+        let (w, h) = (64u32, 64u32);
+        let p = SegmentParams {
+            codec: SegmentCodec::Av1,
+            width: w,
+            height: h,
+            crf: 40,
+            preset: "8".into(),
+        };
+        let small = SegmentParams {
+            height: 48,
+            ..p.clone()
+        };
+        assert!(encode_segment(&small, &frames(1, 64, 48))
+            .unwrap_err()
+            .contains("64x64"));
+        let src = frames(9, w as usize, h as usize);
+        let seg = encode_segment(&p, &src).unwrap();
+        let mut n = 0;
+        let total = decode_segment(
+            p.codec,
+            w,
+            h,
+            &seg.data,
+            &seg.packet_offsets,
+            0..9,
+            |i, _| {
+                assert_eq!(i, n);
+                n += 1;
+            },
+        )
+        .unwrap();
+        assert_eq!((total, n), (9, 9));
+    }
+
+    #[test]
+    fn bad_inputs_are_errors() {
+        let p = SegmentParams {
+            codec: SegmentCodec::H264,
+            width: 63,
+            height: 48,
+            crf: 20,
+            preset: "medium".into(),
+        };
+        assert!(encode_segment(&p, &frames(1, 64, 48)).is_err());
+        let p = SegmentParams { width: 64, ..p };
+        assert!(encode_segment(&p, &[vec![0; 10]])
+            .unwrap_err()
+            .contains("frame 0"));
+        let e = decode_segment(
+            SegmentCodec::H264,
+            64,
+            48,
+            &[0, 0, 1],
+            &[0, 9],
+            0..1,
+            |_, _| {},
+        );
+        assert!(e.is_err());
+    }
+}
