@@ -9,6 +9,8 @@ pub mod decode;
 #[cfg(feature = "video")]
 pub mod plan;
 #[cfg(feature = "video")]
+pub mod quality;
+#[cfg(feature = "video")]
 pub mod sample;
 #[cfg(feature = "video")]
 pub mod segment;

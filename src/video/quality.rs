@@ -1,0 +1,168 @@
+//! What lossy storage costs a frame, measured against its source: PSNR
+//! over the RGB samples (peak 255) and SSIM of the luma (BT.601 Y from
+//! RGB) with the usual 11x11 Gaussian window (sigma 1.5, K1 0.01, K2 0.03;
+//! Wang et al. 2004), mean over the valid window positions.
+
+/// PSNR in dB of `got` against `want` (same length, 8-bit samples);
+/// `f64::INFINITY` when they are equal.
+///
+/// # Panics
+/// When the lengths differ (a caller's bug).
+pub fn psnr(want: &[u8], got: &[u8]) -> f64 {
+    assert_eq!(want.len(), got.len(), "psnr of buffers of different sizes");
+    if want.is_empty() {
+        return f64::INFINITY;
+    }
+    let se: u64 = want
+        .iter()
+        .zip(got)
+        .map(|(&a, &b)| {
+            let d = a as i64 - b as i64;
+            (d * d) as u64
+        })
+        .sum();
+    if se == 0 {
+        return f64::INFINITY;
+    }
+    let mse = se as f64 / want.len() as f64;
+    10.0 * (255.0f64 * 255.0 / mse).log10()
+}
+
+/// BT.601 luma of packed RGB.
+fn luma(rgb: &[u8]) -> Vec<f32> {
+    rgb.chunks_exact(3)
+        .map(|p| 0.299 * p[0] as f32 + 0.587 * p[1] as f32 + 0.114 * p[2] as f32)
+        .collect()
+}
+
+const WIN: usize = 11;
+
+fn gaussian() -> [f32; WIN] {
+    let mut k = [0f32; WIN];
+    let s = 1.5f32;
+    for (i, v) in k.iter_mut().enumerate() {
+        let x = i as f32 - (WIN / 2) as f32;
+        *v = (-(x * x) / (2.0 * s * s)).exp();
+    }
+    let sum: f32 = k.iter().sum();
+    k.iter_mut().for_each(|v| *v /= sum);
+    k
+}
+
+/// The "valid" Gaussian filtering of a `w x h` image: `(w-10) x (h-10)`.
+fn blur(img: &[f32], w: usize, h: usize, k: &[f32; WIN]) -> Vec<f32> {
+    let (ow, oh) = (w - WIN + 1, h - WIN + 1);
+    let mut rows = vec![0f32; ow * h];
+    for y in 0..h {
+        for x in 0..ow {
+            rows[y * ow + x] = (0..WIN).map(|i| k[i] * img[y * w + x + i]).sum();
+        }
+    }
+    let mut out = vec![0f32; ow * oh];
+    for y in 0..oh {
+        for x in 0..ow {
+            out[y * ow + x] = (0..WIN).map(|i| k[i] * rows[(y + i) * ow + x]).sum();
+        }
+    }
+    out
+}
+
+/// SSIM of the luma of two packed RGB `w x h` frames. Frames smaller than
+/// the window in either side are compared whole (one window over all).
+///
+/// # Panics
+/// When a buffer is not `w * h * 3` bytes (a caller's bug).
+pub fn ssim_rgb(want: &[u8], got: &[u8], w: usize, h: usize) -> f64 {
+    assert_eq!(want.len(), w * h * 3, "ssim: frame size");
+    assert_eq!(got.len(), w * h * 3, "ssim: frame size");
+    let (a, b) = (luma(want), luma(got));
+    let (c1, c2) = ((0.01f64 * 255.0).powi(2), (0.03f64 * 255.0).powi(2));
+    if w < WIN || h < WIN {
+        let n = (w * h).max(1) as f64;
+        let ma = a.iter().map(|&v| v as f64).sum::<f64>() / n;
+        let mb = b.iter().map(|&v| v as f64).sum::<f64>() / n;
+        let (mut va, mut vb, mut cov) = (0.0, 0.0, 0.0);
+        for (&x, &y) in a.iter().zip(&b) {
+            let (dx, dy) = (x as f64 - ma, y as f64 - mb);
+            va += dx * dx;
+            vb += dy * dy;
+            cov += dx * dy;
+        }
+        let (va, vb, cov) = (va / n, vb / n, cov / n);
+        return ((2.0 * ma * mb + c1) * (2.0 * cov + c2))
+            / ((ma * ma + mb * mb + c1) * (va + vb + c2));
+    }
+    let k = gaussian();
+    let prod = |x: &[f32], y: &[f32]| -> Vec<f32> { x.iter().zip(y).map(|(p, q)| p * q).collect() };
+    let (mu_a, mu_b) = (blur(&a, w, h, &k), blur(&b, w, h, &k));
+    let (saa, sbb, sab) = (
+        blur(&prod(&a, &a), w, h, &k),
+        blur(&prod(&b, &b), w, h, &k),
+        blur(&prod(&a, &b), w, h, &k),
+    );
+    let mut total = 0.0f64;
+    for i in 0..mu_a.len() {
+        let (ma, mb) = (mu_a[i] as f64, mu_b[i] as f64);
+        let va = saa[i] as f64 - ma * ma;
+        let vb = sbb[i] as f64 - mb * mb;
+        let cov = sab[i] as f64 - ma * mb;
+        total +=
+            ((2.0 * ma * mb + c1) * (2.0 * cov + c2)) / ((ma * ma + mb * mb + c1) * (va + vb + c2));
+    }
+    total / mu_a.len() as f64
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn frame(w: usize, h: usize, seed: u64) -> Vec<u8> {
+        let mut r = crate::util::SplitMix64::new(seed);
+        (0..w * h * 3)
+            .map(|i| ((i / 3 % w) * 2 + (i / 3 / w) * 3) as u8 ^ (r.next_u64() as u8 & 7))
+            .collect()
+    }
+
+    #[test]
+    fn psnr_follows_its_formula() {
+        let a = vec![100u8; 300];
+        assert_eq!(psnr(&a, &a), f64::INFINITY);
+        let mut b = a.clone();
+        b.iter_mut().for_each(|v| *v += 5); // MSE 25
+        let want = 10.0 * (255.0f64 * 255.0 / 25.0).log10();
+        assert!((psnr(&a, &b) - want).abs() < 1e-9);
+        // Half the samples off by 10: MSE 50.
+        let c: Vec<u8> = a
+            .iter()
+            .enumerate()
+            .map(|(i, &v)| if i % 2 == 0 { v + 10 } else { v })
+            .collect();
+        let want = 10.0 * (255.0f64 * 255.0 / 50.0).log10();
+        assert!((psnr(&a, &c) - want).abs() < 1e-9);
+    }
+
+    #[test]
+    fn ssim_is_one_for_equal_frames_and_falls_with_noise() {
+        let (w, h) = (48, 32);
+        let a = frame(w, h, 1);
+        assert!((ssim_rgb(&a, &a, w, h) - 1.0).abs() < 1e-6);
+        let mut r = crate::util::SplitMix64::new(9);
+        let noisy = |amp: u64, r: &mut crate::util::SplitMix64| -> Vec<u8> {
+            a.iter()
+                .map(|&v| {
+                    (v as i64 + (r.next_u64() % (2 * amp + 1)) as i64 - amp as i64).clamp(0, 255)
+                        as u8
+                })
+                .collect()
+        };
+        let (n2, n20) = (noisy(2, &mut r), noisy(20, &mut r));
+        let (s2, s20) = (ssim_rgb(&a, &n2, w, h), ssim_rgb(&a, &n20, w, h));
+        assert!(s2 < 1.0 && s20 < s2 && s20 > 0.0, "{s2} {s20}");
+        // A brightness shift keeps structure: SSIM stays high, PSNR drops.
+        let shifted: Vec<u8> = a.iter().map(|&v| v.saturating_add(10)).collect();
+        assert!(ssim_rgb(&a, &shifted, w, h) > 0.95);
+        // Tiny frames are compared whole.
+        let t = frame(4, 4, 3);
+        assert!((ssim_rgb(&t, &t, 4, 4) - 1.0).abs() < 1e-9);
+    }
+}
