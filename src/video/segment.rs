@@ -154,19 +154,7 @@ pub fn encode_segment(p: &SegmentParams, frames: &[Vec<u8>]) -> Result<EncodedSe
                 f.len()
             ));
         }
-        let planes = [
-            (0, w, h, 0),
-            (1, w / 2, h / 2, w * h),
-            (2, w / 2, h / 2, w * h + (w / 2) * (h / 2)),
-        ];
-        for (plane, pw, ph, start) in planes {
-            let stride = frame.stride(plane);
-            let dst = frame.data_mut(plane);
-            for row in 0..ph {
-                dst[row * stride..row * stride + pw]
-                    .copy_from_slice(&f[start + row * pw..start + (row + 1) * pw]);
-            }
-        }
+        copy_planes(f, &mut frame, w, h);
         frame.set_pts(Some(i as i64));
         encoder
             .send_frame(&frame)
@@ -278,6 +266,177 @@ pub fn decode_segment(
         .map_err(|e| ff_err("cannot finish decoding the segment", e))?;
     take(&mut dec, &mut n)?;
     Ok(n)
+}
+
+/// Packed RGB of a planar YUV 4:2:0 frame, converted by swscale as
+/// [`decode_segment`] converts decoded frames (so a comparison of the two
+/// measures the codec alone).
+///
+/// # Errors
+/// A message when the frame has the wrong size or swscale fails.
+pub fn yuv420_to_rgb(yuv: &[u8], width: u32, height: u32) -> Result<Vec<u8>, String> {
+    init();
+    let (w, h) = (width as usize, height as usize);
+    if yuv.len() != w * h + 2 * (w / 2) * (h / 2) {
+        return Err(format!(
+            "{} bytes is not a {w}x{h} YUV 4:2:0 frame",
+            yuv.len()
+        ));
+    }
+    let mut src = Frame::new(Pixel::YUV420P, width, height);
+    copy_planes(yuv, &mut src, w, h);
+    let mut s = ff::software::scaling::Context::get(
+        Pixel::YUV420P,
+        width,
+        height,
+        Pixel::RGB24,
+        width,
+        height,
+        ff::software::scaling::Flags::BILINEAR,
+    )
+    .map_err(|e| ff_err("cannot convert frames", e))?;
+    let mut rgb = Frame::empty();
+    s.run(&src, &mut rgb)
+        .map_err(|e| ff_err("cannot convert a frame", e))?;
+    let (w3, stride) = (w * 3, rgb.stride(0));
+    let d = rgb.data(0);
+    Ok((0..h)
+        .flat_map(|row| d[row * stride..row * stride + w3].iter().copied())
+        .collect())
+}
+
+/// Copies packed planar YUV 4:2:0 bytes into a frame's planes.
+fn copy_planes(f: &[u8], frame: &mut Frame, w: usize, h: usize) {
+    let planes = [
+        (0, w, h, 0),
+        (1, w / 2, h / 2, w * h),
+        (2, w / 2, h / 2, w * h + (w / 2) * (h / 2)),
+    ];
+    for (plane, pw, ph, start) in planes {
+        let stride = frame.stride(plane);
+        let dst = frame.data_mut(plane);
+        for row in 0..ph {
+            dst[row * stride..row * stride + pw]
+                .copy_from_slice(&f[start + row * pw..start + (row + 1) * pw]);
+        }
+    }
+}
+
+/// Planar YUV 4:2:0 bytes of a frame's planes.
+fn pack_planes(frame: &Frame, w: usize, h: usize) -> Vec<u8> {
+    let mut out = Vec::with_capacity(w * h * 3 / 2);
+    for (plane, pw, ph) in [(0, w, h), (1, w / 2, h / 2), (2, w / 2, h / 2)] {
+        let (stride, d) = (frame.stride(plane), frame.data(plane));
+        for row in 0..ph {
+            out.extend_from_slice(&d[row * stride..row * stride + pw]);
+        }
+    }
+    out
+}
+
+/// One segment of a video, encoded, with what the encoding cost.
+#[derive(Debug, Clone, PartialEq)]
+pub struct VideoSegment {
+    /// The video's frame number of the segment's first frame.
+    pub first_frame: u64,
+    /// The packets.
+    pub encoded: EncodedSegment,
+    /// Mean PSNR (dB, RGB samples) of its decoded frames against the
+    /// source frames; `f64::INFINITY` when lossless.
+    pub psnr: f64,
+    /// Lowest per-frame PSNR.
+    pub psnr_min: f64,
+    /// Mean SSIM (BT.601 luma) of its decoded frames.
+    pub ssim: f64,
+}
+
+/// Decodes the video at `path` (at `p.width x p.height`), cuts it into
+/// segments of `frames_per_segment` frames (the last one shorter), encodes
+/// each, decodes it back and measures it against the source frames.
+///
+/// # Errors
+/// A message naming the file when it cannot be decoded, or an encoding
+/// error.
+pub fn encode_video(
+    path: &std::path::Path,
+    p: &SegmentParams,
+    frames_per_segment: usize,
+) -> Result<Vec<VideoSegment>, String> {
+    if frames_per_segment == 0 {
+        return Err("segments need at least one frame".into());
+    }
+    let (w, h) = (p.width as usize, p.height as usize);
+    let mut file = super::decode::VideoFile::open(path)?;
+    let mut out = Vec::new();
+    let mut chunk: Vec<Vec<u8>> = Vec::with_capacity(frames_per_segment);
+    let mut first = 0u64;
+    let finish = |chunk: &mut Vec<Vec<u8>>, first: u64| -> Result<VideoSegment, String> {
+        let encoded = encode_segment(p, chunk)?;
+        let mut psnrs = Vec::with_capacity(chunk.len());
+        let mut ssims = Vec::with_capacity(chunk.len());
+        let mut err = None;
+        let n = decode_segment(
+            p.codec,
+            p.width,
+            p.height,
+            &encoded.data,
+            &encoded.packet_offsets,
+            0..chunk.len(),
+            |i, rgb| match yuv420_to_rgb(&chunk[i], p.width, p.height) {
+                Ok(src) => {
+                    psnrs.push(super::quality::psnr(&src, rgb));
+                    ssims.push(super::quality::ssim_rgb(&src, rgb, w, h));
+                }
+                Err(e) => err = Some(e),
+            },
+        )?;
+        if let Some(e) = err {
+            return Err(e);
+        }
+        if n != chunk.len() {
+            return Err(format!(
+                "a segment of {} frames decoded to {n} (from frame {first} of {})",
+                chunk.len(),
+                path.display()
+            ));
+        }
+        chunk.clear();
+        let k = psnrs.len().max(1) as f64;
+        Ok(VideoSegment {
+            first_frame: first,
+            encoded,
+            psnr: psnrs.iter().sum::<f64>() / k,
+            psnr_min: psnrs.iter().copied().fold(f64::INFINITY, f64::min),
+            ssim: ssims.iter().sum::<f64>() / k,
+        })
+    };
+    let mut failure = None;
+    file.for_each_frame(
+        path,
+        super::decode::PixelTarget::Yuv420,
+        Some((w, h)),
+        |i, frame| {
+            chunk.push(pack_planes(frame, w, h));
+            if chunk.len() == frames_per_segment {
+                match finish(&mut chunk, first) {
+                    Ok(s) => out.push(s),
+                    Err(e) => {
+                        failure = Some(e);
+                        return Ok(false);
+                    }
+                }
+                first = i + 1;
+            }
+            Ok(true)
+        },
+    )?;
+    if let Some(e) = failure {
+        return Err(e);
+    }
+    if !chunk.is_empty() {
+        out.push(finish(&mut chunk, first)?);
+    }
+    Ok(out)
 }
 
 #[cfg(test)]
@@ -396,6 +555,81 @@ mod tests {
         )
         .unwrap();
         assert_eq!((total, n), (9, 9));
+    }
+
+    /// A real clip (80x60, 24 frames) in segments of 5: every frame is
+    /// in one segment, in order, each decoded frame is closest to its own
+    /// source frame (frame-exact), and the measured quality is recorded.
+    #[test]
+    fn a_video_is_cut_into_segments_frame_exactly() {
+        let clip = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("../shared/golden/sources/clip_a.mp4");
+        let p = SegmentParams {
+            codec: SegmentCodec::H264,
+            width: 80,
+            height: 60,
+            crf: 23,
+            preset: "medium".into(),
+        };
+        // The source frames, converted the same way.
+        let mut src = Vec::new();
+        let mut file = crate::video::decode::VideoFile::open(&clip).unwrap();
+        file.for_each_frame(
+            &clip,
+            crate::video::decode::PixelTarget::Yuv420,
+            Some((80, 60)),
+            |_, f| {
+                src.push(yuv420_to_rgb(&pack_planes(f, 80, 60), 80, 60).unwrap());
+                Ok(true)
+            },
+        )
+        .unwrap();
+        let n = src.len();
+        assert!(n > 10 && n % 5 != 0, "{n} frames: a short last segment");
+        let segs = encode_video(&clip, &p, 5).unwrap();
+        assert_eq!(
+            segs.iter()
+                .map(|s| (s.first_frame, s.encoded.frames))
+                .collect::<Vec<_>>(),
+            (0..n)
+                .step_by(5)
+                .map(|f| (f as u64, (n - f).min(5)))
+                .collect::<Vec<_>>()
+        );
+        for s in &segs {
+            assert!(
+                s.psnr > 30.0 && s.psnr_min <= s.psnr && s.ssim > 0.9,
+                "{s:?}"
+            );
+        }
+        // Lossless (crf 0): every decoded frame is exactly its own source
+        // frame, so frame i of a segment is frame first + i of the video.
+        let lossless = SegmentParams {
+            crf: 0,
+            ..p.clone()
+        };
+        let segs = encode_video(&clip, &lossless, 5).unwrap();
+        let mut seen = 0;
+        for s in &segs {
+            assert_eq!((s.psnr, s.ssim), (f64::INFINITY, 1.0), "{s:?}");
+            decode_segment(
+                p.codec,
+                80,
+                60,
+                &s.encoded.data,
+                &s.encoded.packet_offsets,
+                0..5,
+                |j, rgb| {
+                    assert!(rgb == src[s.first_frame as usize + j].as_slice());
+                    seen += 1;
+                },
+            )
+            .unwrap();
+        }
+        assert_eq!(seen, n);
+        assert!(encode_video(&clip, &p, 0).is_err());
+        let broken = clip.with_file_name("broken.mp4");
+        assert!(encode_video(&broken, &p, 4).is_err());
     }
 
     #[test]
