@@ -334,6 +334,30 @@ fn pack_planes(frame: &Frame, w: usize, h: usize) -> Vec<u8> {
     out
 }
 
+/// Every frame of the video at `path` as planar YUV 4:2:0 at `width x
+/// height` (the whole clip in memory: for measurements and tests).
+///
+/// # Errors
+/// A message naming the file when it cannot be decoded.
+pub fn read_yuv420(
+    path: &std::path::Path,
+    width: u32,
+    height: u32,
+) -> Result<Vec<Vec<u8>>, String> {
+    let (w, h) = (width as usize, height as usize);
+    let mut out = Vec::new();
+    super::decode::VideoFile::open(path)?.for_each_frame(
+        path,
+        super::decode::PixelTarget::Yuv420,
+        Some((w, h)),
+        |_, f| {
+            out.push(pack_planes(f, w, h));
+            Ok(true)
+        },
+    )?;
+    Ok(out)
+}
+
 /// One segment of a video, encoded, with what the encoding cost.
 #[derive(Debug, Clone, PartialEq)]
 pub struct VideoSegment {
