@@ -171,31 +171,22 @@ impl Checksum {
 
     /// The same algorithm's digest of a file, as `algo:hex`.
     fn of_file(&self, path: &Path) -> Result<String> {
-        let mut f = std::fs::File::open(path).map_err(|e| Error::io("open", path, e))?;
-        let mut buf = vec![0u8; 1 << 20];
+        fn digest<D: Digest>(path: &Path) -> Result<String> {
+            let mut f = std::fs::File::open(path).map_err(|e| Error::io("open", path, e))?;
+            let mut buf = vec![0u8; 1 << 20];
+            let mut h = D::new();
+            loop {
+                let n = f.read(&mut buf).map_err(|e| Error::io("read", path, e))?;
+                if n == 0 {
+                    break;
+                }
+                h.update(&buf[..n]);
+            }
+            Ok(crate::util::hex(&h.finalize()))
+        }
         let hex = match self.algo.as_str() {
-            "md5" => {
-                let mut h = md5::Md5::new();
-                loop {
-                    let n = f.read(&mut buf).map_err(|e| Error::io("read", path, e))?;
-                    if n == 0 {
-                        break;
-                    }
-                    h.update(&buf[..n]);
-                }
-                crate::util::hex(&h.finalize())
-            }
-            _ => {
-                let mut h = sha2::Sha256::new();
-                loop {
-                    let n = f.read(&mut buf).map_err(|e| Error::io("read", path, e))?;
-                    if n == 0 {
-                        break;
-                    }
-                    h.update(&buf[..n]);
-                }
-                crate::util::hex(&h.finalize())
-            }
+            "md5" => digest::<md5::Md5>(path)?,
+            _ => digest::<sha2::Sha256>(path)?,
         };
         Ok(format!("{}:{hex}", self.algo))
     }

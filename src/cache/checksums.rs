@@ -110,28 +110,7 @@ pub(crate) fn write_file_checksums(
     dir: &Path,
     exclude: &[&str],
 ) -> Result<usize> {
-    let path = dir.join(CHECKSUMS_FILE);
-    let mut files = Vec::new();
-    for rel in data_files(storage, dir, exclude)? {
-        let p = dir.join(&rel);
-        let bytes = storage
-            .stat(&p)?
-            .map(|e| e.len)
-            .ok_or_else(|| Error::io("stat", &p, std::io::ErrorKind::NotFound.into()))?;
-        files.push(StampedFile {
-            xxh64: xxh64_file_in(storage, &p)?,
-            path: rel,
-            bytes,
-        });
-    }
-    let n = files.len();
-    let stamp = Stamp {
-        algorithm: "xxh64".into(),
-        files,
-    };
-    let text = serde_json::to_vec_pretty(&stamp).expect("serializable");
-    storage.write_atomic(&path, &text)?;
-    Ok(n)
+    stamp_files(storage, dir, exclude, None)
 }
 
 /// Brings an existing [`CHECKSUMS_FILE`] up to date after files were added
@@ -145,10 +124,22 @@ pub(crate) fn update_file_checksums(
     dir: &Path,
     exclude: &[&str],
 ) -> Result<usize> {
-    let path = dir.join(CHECKSUMS_FILE);
-    let old = read_file_checksums(storage, &path)?;
-    let known: std::collections::HashMap<&str, &StampedFile> =
-        old.files.iter().map(|f| (f.path.as_str(), f)).collect();
+    let old = read_file_checksums(storage, &dir.join(CHECKSUMS_FILE))?;
+    stamp_files(storage, dir, exclude, Some(&old))
+}
+
+/// Writes [`CHECKSUMS_FILE`] for the data files under `dir`, hashing each
+/// one unless `known` records it under `data/` with the same size (Lance
+/// writes a data file once).
+fn stamp_files(
+    storage: &dyn Storage,
+    dir: &Path,
+    exclude: &[&str],
+    known: Option<&Stamp>,
+) -> Result<usize> {
+    let known: std::collections::HashMap<&str, &StampedFile> = known
+        .map(|k| k.files.iter().map(|f| (f.path.as_str(), f)).collect())
+        .unwrap_or_default();
     let mut files = Vec::new();
     for rel in data_files(storage, dir, exclude)? {
         let p = dir.join(&rel);
@@ -157,7 +148,6 @@ pub(crate) fn update_file_checksums(
             .map(|e| e.len)
             .ok_or_else(|| Error::io("stat", &p, std::io::ErrorKind::NotFound.into()))?;
         let xxh64 = match known.get(rel.as_str()) {
-            // Lance writes a data file once: a known one is unchanged.
             Some(f) if f.bytes == bytes && rel.starts_with("data/") => f.xxh64.clone(),
             _ => xxh64_file_in(storage, &p)?,
         };
@@ -173,6 +163,6 @@ pub(crate) fn update_file_checksums(
         files,
     };
     let text = serde_json::to_vec_pretty(&stamp).expect("serializable");
-    storage.write_atomic(&path, &text)?;
+    storage.write_atomic(&dir.join(CHECKSUMS_FILE), &text)?;
     Ok(n)
 }

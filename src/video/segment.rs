@@ -230,17 +230,11 @@ pub fn decode_segment(
                 };
                 s.run(&frame, &mut rgb)
                     .map_err(|e| ff_err("cannot convert a frame", e))?;
-                let (w3, stride) = (width as usize * 3, rgb.stride(0));
-                let d = rgb.data(0);
-                if stride == w3 {
-                    f(*n, &d[..w3 * height as usize]);
-                } else {
-                    let mut packed = Vec::with_capacity(w3 * height as usize);
-                    for row in 0..height as usize {
-                        packed.extend_from_slice(&d[row * stride..row * stride + w3]);
-                    }
-                    f(*n, &packed);
-                }
+                let mut packed = Vec::new();
+                f(
+                    *n,
+                    rgb_rows(&rgb, width as usize, height as usize, &mut packed),
+                );
             }
             *n += 1;
         }
@@ -298,11 +292,23 @@ pub fn yuv420_to_rgb(yuv: &[u8], width: u32, height: u32) -> Result<Vec<u8>, Str
     let mut rgb = Frame::empty();
     s.run(&src, &mut rgb)
         .map_err(|e| ff_err("cannot convert a frame", e))?;
+    let mut packed = Vec::new();
+    Ok(rgb_rows(&rgb, w, h, &mut packed).to_vec())
+}
+
+/// The packed RGB rows of an RGB24 frame: its own buffer when rows have no
+/// padding, else copied into `scratch`.
+fn rgb_rows<'a>(rgb: &'a Frame, w: usize, h: usize, scratch: &'a mut Vec<u8>) -> &'a [u8] {
     let (w3, stride) = (w * 3, rgb.stride(0));
     let d = rgb.data(0);
-    Ok((0..h)
-        .flat_map(|row| d[row * stride..row * stride + w3].iter().copied())
-        .collect())
+    if stride == w3 {
+        return &d[..w3 * h];
+    }
+    scratch.clear();
+    for row in 0..h {
+        scratch.extend_from_slice(&d[row * stride..row * stride + w3]);
+    }
+    scratch
 }
 
 /// Copies packed planar YUV 4:2:0 bytes into a frame's planes.
