@@ -593,7 +593,7 @@ mod tests {
     #[test]
     fn a_video_is_cut_into_segments_frame_exactly() {
         let clip = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
-            .join("../shared/golden/sources/clip_a.mp4");
+            .join("tests/golden/sources/clip_a.mp4");
         let p = SegmentParams {
             codec: SegmentCodec::H264,
             width: 80,
