@@ -71,19 +71,28 @@ fn bytes_of(dir: &Path) -> u64 {
     dir_size(dir).unwrap_or(0)
 }
 
-fn edit(root: &Path) {
-    let f = Features::new()
+/// Rows of the `edit` and `lance-edit` workloads.
+const EDIT_ROWS: usize = 131_072;
+
+fn edit_features() -> Features {
+    Features::new()
         .with("i", Feature::value(Dtype::Int64))
-        .with("payload", Feature::value(Dtype::Binary));
-    let n = 131_072usize;
-    let rows = || {
-        let mut rng = SplitMix64::new(11);
-        (0..n).map(move |i| {
-            Example::new()
-                .with("i", i as i64)
-                .with("payload", random_bytes(&mut rng, 16 << 10))
-        })
-    };
+        .with("payload", Feature::value(Dtype::Binary))
+}
+
+/// The edit workloads' rows: an index and 16 KiB of seeded random bytes.
+fn edit_rows() -> impl Iterator<Item = Example> {
+    let mut rng = SplitMix64::new(11);
+    (0..EDIT_ROWS).map(move |i| {
+        Example::new()
+            .with("i", i as i64)
+            .with("payload", random_bytes(&mut rng, 16 << 10))
+    })
+}
+
+fn edit(root: &Path) {
+    let (f, n) = (edit_features(), EDIT_ROWS);
+    let rows = edit_rows;
     let dir = root.join("edit");
     let opts = one_thread()
         .try_with_batch_size(256)
@@ -117,18 +126,8 @@ fn edit(root: &Path) {
 
 #[cfg(feature = "lance")]
 fn lance_edit(root: &Path) {
-    let f = Features::new()
-        .with("i", Feature::value(Dtype::Int64))
-        .with("payload", Feature::value(Dtype::Binary));
-    let n = 131_072usize;
-    let rows = || {
-        let mut rng = SplitMix64::new(11);
-        (0..n).map(move |i| {
-            Example::new()
-                .with("i", i as i64)
-                .with("payload", random_bytes(&mut rng, 16 << 10))
-        })
-    };
+    let (f, n) = (edit_features(), EDIT_ROWS);
+    let rows = edit_rows;
     let dir = root.join("lance-edit");
     let opts = shardset::LanceWriteOptions::default()
         .with_encode_threads(1)
