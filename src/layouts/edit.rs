@@ -1104,11 +1104,7 @@ fn gc_lance_versions(
             },
         )
     };
-    let current_lance = match current.lance_version {
-        Some(v) => Some(v),
-        None if storage.is_file(&version_path(dir, now)) => lance_of(now)?,
-        None => None,
-    };
+    let current_lance = crate::layouts::open::lance_version_of(storage, dir, current)?;
     let mut out = VersionGc {
         versions: drop.to_vec(),
         ..VersionGc::default()

@@ -517,7 +517,11 @@ fn open_lance_rows(
     )?;
     let decoder = decoder(dir, &features, opts);
     let backend = LanceRows::new(dir, &counts, features, decoder, opts.lance_read_options())
-        .with_lance_version(lance_version_of(dir, meta)?);
+        .with_lance_version(lance_version_of(
+            crate::storage::storage_for(dir).as_ref(),
+            dir,
+            meta,
+        )?);
     Ok((Arc::new(backend), source))
 }
 
@@ -526,22 +530,23 @@ fn open_lance_rows(
 /// version file records (an edit writes it before committing to Lance);
 /// else the latest.
 #[cfg(feature = "lance")]
-fn lance_version_of(dir: &Path, meta: &LanceRowsMetadata) -> Result<Option<u64>> {
+pub(crate) fn lance_version_of(
+    storage: &dyn crate::storage::Storage,
+    dir: &Path,
+    meta: &LanceRowsMetadata,
+) -> Result<Option<u64>> {
     if meta.lance_version.is_some() {
         return Ok(meta.lance_version);
     }
     let id = meta.version.as_ref().map_or(1, |v| v.id);
-    let storage = crate::storage::storage_for(dir);
     let kept = crate::cache::versions::version_path(dir, id);
     if !storage.is_file(&kept) {
         return Ok(None);
     }
-    Ok(
-        match CacheMetadata::read_at(storage.as_ref(), dir, &kept)? {
-            CacheMetadata::LanceRows(m) => m.lance_version,
-            _ => None,
-        },
-    )
+    Ok(match CacheMetadata::read_at(storage, dir, &kept)? {
+        CacheMetadata::LanceRows(m) => m.lance_version,
+        _ => None,
+    })
 }
 
 #[cfg(not(feature = "video"))]
