@@ -193,7 +193,7 @@ impl Dataset {
         if let Some(p) = &policy {
             p.validate()?;
             let has = self.features().iter().any(|(_, f)| {
-                matches!(f, crate::features::Feature::Video(v) if v.storage != crate::features::VideoStorage::Frames)
+                matches!(f, crate::features::Feature::Video(v) if !v.storage.is_layout())
             });
             if !has {
                 return Err(crate::Error::InvalidArgument(

@@ -82,5 +82,6 @@ pub use util::{sha256_hex, SplitMix64};
 pub use value::{Example, ImageData, Label, Row, Tensor, Value, VideoRef};
 #[cfg(feature = "video")]
 pub use video::{
+    segment::{SegmentCodec, SegmentSettings},
     Clip, ClipLayout, Pad, Sampling, VideoDecode, WebpInput, WebpSettings, WindowSpec,
 };

@@ -226,15 +226,26 @@ pub enum VideoStorage {
     Bytes,
     /// One WebP frame per Lance row (the `lance-video-frames` layout).
     Frames,
+    /// Closed segments of frames encoded with a video codec, one per Lance
+    /// row (the `lance-video-segments` layout, ours: the reference does not
+    /// read it).
+    Segments,
 }
 
 impl VideoStorage {
+    /// Whether the storage is a layout of its own (frames or segments)
+    /// rather than a cell of a row.
+    pub fn is_layout(self) -> bool {
+        matches!(self, VideoStorage::Frames | VideoStorage::Segments)
+    }
+
     /// The reference's spelling.
     pub fn as_str(self) -> &'static str {
         match self {
             VideoStorage::Path => "path",
             VideoStorage::Bytes => "bytes",
             VideoStorage::Frames => "frames",
+            VideoStorage::Segments => "segments",
         }
     }
 
@@ -244,6 +255,7 @@ impl VideoStorage {
             "path" => Some(VideoStorage::Path),
             "bytes" => Some(VideoStorage::Bytes),
             "frames" => Some(VideoStorage::Frames),
+            "segments" => Some(VideoStorage::Segments),
             _ => None,
         }
     }

@@ -309,6 +309,9 @@ pub fn decode_cell(
         if v.storage == VideoStorage::Frames {
             return decode_frames_cell(a, row, opts.raw);
         }
+        if v.storage == VideoStorage::Segments {
+            return decode_window_cell(a, row);
+        }
     }
     if opts.raw {
         match f {
@@ -484,6 +487,39 @@ fn decode_video(
         size,
         checksum: str_col("checksum")?,
     })
+}
+
+/// A decoded window cell of a segments cache (`struct<shape, data>`, see
+/// `decoded_window_type`): the frames tensor, raw or not (a segments cache
+/// has no per-window encoded form).
+#[cfg(feature = "video")]
+fn decode_window_cell(a: &dyn Array, row: usize) -> std::result::Result<Value, String> {
+    let s = a
+        .as_struct_opt()
+        .ok_or_else(|| format!("video window column has Arrow type {}", a.data_type()))?;
+    let (Some(shape), Some(data)) = (
+        s.column_by_name("shape").and_then(|c| c.as_list_opt::<i32>()),
+        s.column_by_name("data").and_then(|c| c.as_binary_opt::<i64>()),
+    ) else {
+        return Err("video window cells are not struct<shape: list, data: large_binary>".into());
+    };
+    let dims = shape.value(row);
+    let dims = dims
+        .as_primitive_opt::<arrow_array::types::Int64Type>()
+        .ok_or("video window shape is not int64")?;
+    let shape: Vec<usize> = dims.values().iter().map(|&d| d.max(0) as usize).collect();
+    let bytes = data.value(row);
+    if shape.iter().product::<usize>() != bytes.len() {
+        return Err(format!(
+            "a video window of shape {shape:?} with {} bytes",
+            bytes.len()
+        ));
+    }
+    Ok(Value::Tensor(Box::new(Tensor {
+        dtype: Dtype::UInt8,
+        shape,
+        data: bytes.to_vec(),
+    })))
 }
 
 /// A window of WebP frames (`list<large_binary>`): raw, the frames' bytes;

@@ -147,6 +147,10 @@ pub fn encode(
             "Video(storage='frames') is stored by the lance-video-frames layout, not in Arrow shards"
                 .into(),
         ),
+        VideoStorage::Segments => Err(
+            "Video(storage='segments') is stored by the lance-video-segments layout, not in Arrow shards"
+                .into(),
+        ),
         VideoStorage::Path => {
             let src = input
                 .path

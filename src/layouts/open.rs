@@ -553,10 +553,18 @@ pub(crate) fn lance_version_of(
 fn open_video_frames(
     dir: &Path,
     _path: &Path,
-    _meta: &VideoFramesMetadata,
+    meta: &VideoFramesMetadata,
     _opts: &OpenOptions,
 ) -> Result<Opened> {
-    Err(compiled_without(dir, LAYOUT_LANCE_VIDEO_FRAMES, "video"))
+    Err(compiled_without(
+        dir,
+        if meta.is_segments() {
+            crate::cache::metadata::LAYOUT_LANCE_VIDEO_SEGMENTS
+        } else {
+            LAYOUT_LANCE_VIDEO_FRAMES
+        },
+        "video",
+    ))
 }
 
 #[cfg(feature = "video")]
@@ -593,8 +601,8 @@ fn open_video_frames(
         dir,
         path,
         meta.fragment_row_counts.as_ref(),
-        meta.num_rows,
-        "frames",
+        meta.segments.as_ref().map_or(meta.num_rows, |s| s.num_segments),
+        if meta.is_segments() { "segments" } else { "frames" },
     )?;
     let backend = crate::layouts::LanceVideoFrames::new(
         dir,

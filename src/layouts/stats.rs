@@ -194,7 +194,8 @@ pub fn cache_stats(cache: &Cache) -> Result<CacheStats> {
         // Shards are the videos (frames as rows); in memory, frames count as
         // decoded RGB pixels, what a full load hands a training loop.
         #[cfg(feature = "video")]
-        crate::cache::metadata::LAYOUT_LANCE_VIDEO_FRAMES => {
+        crate::cache::metadata::LAYOUT_LANCE_VIDEO_FRAMES
+        | crate::cache::metadata::LAYOUT_LANCE_VIDEO_SEGMENTS => {
             let m = cache.metadata.as_video_frames().ok_or_else(|| {
                 Error::metadata(
                     cache.dir.join(crate::cache::metadata::METADATA_FILE),
@@ -219,15 +220,34 @@ pub fn cache_stats(cache: &Cache) -> Result<CacheStats> {
                 .collect();
             let disk = crate::layouts::LanceRows::column_bytes_on_disk(&cache.dir)?;
             let pixels: u64 = m.videos.iter().map(|v| v.t * v.h * v.w * 3).sum();
-            let columns = ["video_id", "frame_idx", "bytes"]
+            let segments = m.segments.as_ref().map(|s| s.num_segments);
+            let names: &[&str] = if segments.is_some() {
+                &[
+                    "video_id",
+                    "segment_idx",
+                    "first_frame",
+                    "frame_count",
+                    "data",
+                    "packet_offsets",
+                    "psnr",
+                    "psnr_min",
+                    "ssim",
+                    "ssim_min",
+                ]
+            } else {
+                &["video_id", "frame_idx", "bytes"]
+            };
+            let rows = segments.unwrap_or(m.num_rows);
+            let columns = names
                 .iter()
                 .map(|c| ColumnStats {
                     name: (*c).to_string(),
                     on_disk: disk.iter().find(|(d, _)| d == c).map_or(0, |(_, b)| *b),
-                    in_memory: if *c == "bytes" {
-                        pixels
-                    } else {
-                        4 * m.num_rows
+                    in_memory: match *c {
+                        "bytes" | "data" => pixels,
+                        "first_frame" | "psnr" | "psnr_min" | "ssim" | "ssim_min" => 8 * rows,
+                        "packet_offsets" => 0,
+                        _ => 4 * rows,
                     },
                 })
                 .collect();

@@ -150,7 +150,9 @@ pub fn verify_cache(dir: &Path) -> Result<VerifyReport> {
         #[cfg(feature = "lance")]
         LAYOUT_LANCE_ROWS => structure_lance(&cache, &mut rep, false),
         #[cfg(feature = "video")]
-        LAYOUT_LANCE_VIDEO_FRAMES => structure_lance(&cache, &mut rep, true),
+        LAYOUT_LANCE_VIDEO_FRAMES | crate::cache::metadata::LAYOUT_LANCE_VIDEO_SEGMENTS => {
+            structure_lance(&cache, &mut rep, true)
+        }
         other => rep.not_checked.push(format!(
             "structure of the {other} layout not checked: this build lacks its feature"
         )),
@@ -230,7 +232,32 @@ fn structure_lance(cache: &Cache, rep: &mut VerifyReport, frames: bool) {
         .downcast_ref::<crate::layouts::LanceVideoFrames>()
         .map(|f| f.metadata().videos.clone())
         .unwrap_or_default();
-    let columns: Vec<String> = if frames {
+    #[cfg(feature = "video")]
+    let segments = cache
+        .metadata
+        .as_video_frames()
+        .and_then(|m| m.segments.as_ref())
+        .and_then(|s| {
+            Some((
+                s.codec.parse::<crate::video::segment::SegmentCodec>().ok()?,
+                u64::from(s.frames_per_segment.max(1)),
+            ))
+        });
+    #[cfg(not(feature = "video"))]
+    let segments: Option<()> = None;
+    let columns: Vec<String> = if frames && segments.is_some() {
+        [
+            "video_id",
+            "segment_idx",
+            "first_frame",
+            "frame_count",
+            "data",
+            "packet_offsets",
+        ]
+        .iter()
+        .map(|c| c.to_string())
+        .collect()
+    } else if frames {
         vec!["video_id".into(), "frame_idx".into(), "bytes".into()]
     } else {
         cache
@@ -246,6 +273,7 @@ fn structure_lance(cache: &Cache, rep: &mut VerifyReport, frames: bool) {
         videos: &videos,
         video: 0,
         bad: None,
+        segments,
     };
     // The Lance version this cache version reads (an edited cache's
     // history holds others).
@@ -279,6 +307,9 @@ fn structure_lance(cache: &Cache, rep: &mut VerifyReport, frames: bool) {
             let recorded_rows = cache.metadata.num_rows();
             // A frames cache counts `total_rows` (0: not recorded).
             let expected_rows = match cache.metadata.as_video_frames() {
+                Some(m) if frames && m.segments.is_some() => {
+                    m.segments.as_ref().map_or(0, |s| s.num_segments)
+                }
                 Some(m) if frames && m.total_rows > 0 => m.total_rows,
                 Some(_) if frames => total,
                 _ => recorded_rows,
@@ -301,7 +332,9 @@ fn structure_lance(cache: &Cache, rep: &mut VerifyReport, frames: bool) {
             rep.checked.push(format!(
                 "structure: {} Lance fragment(s) open and decode to {total} row(s){}",
                 fragments.len(),
-                if frames {
+                if frames && segments.is_some() {
+                    ", every row the segment its video's entry says, every segment decoding to exactly its frames"
+                } else if frames {
                     ", every row the frame its video's entry says, every frame a WebP of the recorded size"
                 } else {
                     ", schema matches the features"
@@ -317,6 +350,8 @@ struct FrameCheck<'a> {
     videos: &'a [crate::cache::metadata::VideoEntry],
     video: usize,
     bad: Option<String>,
+    /// A segments cache's codec and frames per segment.
+    segments: Option<(crate::video::segment::SegmentCodec, u64)>,
 }
 
 #[cfg(feature = "video")]
@@ -325,6 +360,12 @@ impl FrameCheck<'_> {
         use arrow_array::cast::AsArray;
         use arrow_array::types::Int32Type;
         if self.bad.is_some() {
+            return;
+        }
+        if let Some((codec, per)) = self.segments {
+            if let Err(bad) = self.segment_batch(codec, per, first_row, batch) {
+                self.bad = Some(bad);
+            }
             return;
         }
         let (Some(ids), Some(idx), Some(bytes)) = (
@@ -377,6 +418,87 @@ impl FrameCheck<'_> {
                 }
             }
         }
+    }
+}
+
+#[cfg(feature = "video")]
+impl FrameCheck<'_> {
+    /// Segment rows: each the next segment of its video, with the frames
+    /// it should hold, decoding (without conversion) to exactly them.
+    fn segment_batch(
+        &mut self,
+        codec: crate::video::segment::SegmentCodec,
+        per: u64,
+        first_row: u64,
+        batch: &arrow_array::RecordBatch,
+    ) -> std::result::Result<(), String> {
+        use arrow_array::cast::AsArray;
+        use arrow_array::types::{Int32Type, Int64Type};
+        let (Some(ids), Some(seg), Some(first), Some(count), Some(data), Some(offsets)) = (
+            batch.column(0).as_primitive_opt::<Int32Type>(),
+            batch.column(1).as_primitive_opt::<Int32Type>(),
+            batch.column(2).as_primitive_opt::<Int64Type>(),
+            batch.column(3).as_primitive_opt::<Int32Type>(),
+            batch.column(4).as_binary_opt::<i64>(),
+            batch.column(5).as_list_opt::<i32>(),
+        ) else {
+            return Err("the segments table does not have the segments schema".into());
+        };
+        for r in 0..batch.num_rows() {
+            let row = first_row + r as u64;
+            let rows_of = |v: &crate::cache::metadata::VideoEntry| v.t.div_ceil(per);
+            while self
+                .videos
+                .get(self.video)
+                .is_some_and(|v| row >= v.start_row + rows_of(v))
+            {
+                self.video += 1;
+            }
+            let v = self
+                .videos
+                .get(self.video)
+                .ok_or_else(|| format!("row {row} belongs to no recorded video"))?;
+            let s = row - v.start_row;
+            let (want_first, want_count) = (s * per, per.min(v.t - s * per));
+            if i64::from(ids.value(r)) != v.id
+                || i64::from(seg.value(r)) != s as i64
+                || first.value(r) != want_first as i64
+                || i64::from(count.value(r)) != want_count as i64
+            {
+                return Err(format!(
+                    "row {row} is video {} segment {} (frames {}..+{}), the metadata says video {} segment {s} (frames {want_first}..+{want_count})",
+                    ids.value(r),
+                    seg.value(r),
+                    first.value(r),
+                    count.value(r),
+                    v.id
+                ));
+            }
+            let offs: Vec<u64> = offsets
+                .value(r)
+                .as_primitive_opt::<Int64Type>()
+                .map(|o| o.values().iter().map(|&x| x.max(0) as u64).collect())
+                .unwrap_or_default();
+            let (w, h) = (v.w as u32, v.h as u32);
+            let n = crate::video::segment::decode_segment_picked(
+                codec,
+                (w + (w & 1), h + (h & 1)),
+                (w, h),
+                data.value(r),
+                &offs,
+                &|_| false,
+                usize::MAX,
+                |_, _| {},
+            )
+            .map_err(|e| format!("row {row} (video {} segment {s}): {e}", v.id))?;
+            if n as u64 != want_count {
+                return Err(format!(
+                    "row {row} (video {} segment {s}) decodes to {n} frames, it holds {want_count}",
+                    v.id
+                ));
+            }
+        }
+        Ok(())
     }
 }
 

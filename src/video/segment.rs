@@ -16,7 +16,10 @@ use ffmpeg_next as ff;
 use super::decode::init;
 
 /// The codec of a segment.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(
+    Debug, Clone, Copy, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize, clap::ValueEnum,
+)]
+#[serde(rename_all = "lowercase")]
 pub enum SegmentCodec {
     /// H.264 (libx264 to encode).
     H264,
@@ -41,12 +44,165 @@ impl SegmentCodec {
         }
     }
 
+    /// The default constant rate factor: the highest whose mean PSNR is no
+    /// lower than WebP q65's (the frames layout's default) on each of the
+    /// bench contents (see `benches/segment_crf.py`).
+    pub fn default_crf(self) -> u32 {
+        match self {
+            SegmentCodec::H264 => DEFAULT_H264_CRF,
+            SegmentCodec::Av1 => DEFAULT_AV1_CRF,
+        }
+    }
+
+    /// The highest CRF the encoder takes.
+    pub fn max_crf(self) -> u32 {
+        match self {
+            SegmentCodec::H264 => 51,
+            SegmentCodec::Av1 => 63,
+        }
+    }
+
+    /// The default speed preset (`medium` for x264, `8` for SVT-AV1).
+    pub fn default_preset(self) -> &'static str {
+        match self {
+            SegmentCodec::H264 => "medium",
+            SegmentCodec::Av1 => "8",
+        }
+    }
+
     fn id(self) -> ff::codec::Id {
         match self {
             SegmentCodec::H264 => ff::codec::Id::H264,
             SegmentCodec::Av1 => ff::codec::Id::AV1,
         }
     }
+}
+
+impl std::str::FromStr for SegmentCodec {
+    type Err = crate::error::Error;
+
+    /// Parses `h264` or `av1`.
+    fn from_str(s: &str) -> crate::error::Result<Self> {
+        match s {
+            "h264" => Ok(SegmentCodec::H264),
+            "av1" => Ok(SegmentCodec::Av1),
+            other => Err(crate::error::Error::InvalidArgument(format!(
+                "a segment codec is h264 or av1, got '{other}'"
+            ))),
+        }
+    }
+}
+
+/// The H.264 default CRF (see [`SegmentCodec::default_crf`]).
+pub const DEFAULT_H264_CRF: u32 = 26;
+/// The AV1 default CRF (see [`SegmentCodec::default_crf`]).
+pub const DEFAULT_AV1_CRF: u32 = 44;
+/// The default frames per segment.
+pub const DEFAULT_FRAMES_PER_SEGMENT: u32 = 32;
+
+/// How a segments build encodes: codec, quality, speed and segment length,
+/// checked when set (the same pattern as the other write options).
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct SegmentSettings {
+    codec: SegmentCodec,
+    crf: u32,
+    preset: String,
+    frames_per_segment: u32,
+}
+
+impl Default for SegmentSettings {
+    fn default() -> Self {
+        SegmentSettings::new(SegmentCodec::H264)
+    }
+}
+
+impl SegmentSettings {
+    /// The codec with its default CRF and preset, segments of 32 frames.
+    pub fn new(codec: SegmentCodec) -> Self {
+        SegmentSettings {
+            codec,
+            crf: codec.default_crf(),
+            preset: codec.default_preset().to_string(),
+            frames_per_segment: DEFAULT_FRAMES_PER_SEGMENT,
+        }
+    }
+
+    /// The constant rate factor (lower is better and larger).
+    ///
+    /// # Errors
+    /// [`crate::Error::InvalidArgument`] above the codec's maximum (51 for
+    /// H.264, 63 for AV1).
+    pub fn try_with_crf(mut self, crf: u32) -> crate::error::Result<Self> {
+        if crf > self.codec.max_crf() {
+            return Err(crate::error::Error::InvalidArgument(format!(
+                "{} takes a CRF of 0 to {}, got {crf}",
+                self.codec.as_str(),
+                self.codec.max_crf()
+            )));
+        }
+        self.crf = crf;
+        Ok(self)
+    }
+
+    /// The encoder's speed preset (x264: `ultrafast` ... `placebo`;
+    /// SVT-AV1: `0` ... `13`), checked by the encoder when a build starts.
+    pub fn with_preset(mut self, preset: impl Into<String>) -> Self {
+        self.preset = preset.into();
+        self
+    }
+
+    /// Frames per segment: the closed group of pictures a window read
+    /// decodes from its keyframe (default 32).
+    ///
+    /// # Errors
+    /// [`crate::Error::InvalidArgument`] for 0 or more than 1024.
+    pub fn try_with_frames_per_segment(mut self, n: u32) -> crate::error::Result<Self> {
+        if n == 0 || n > 1024 {
+            return Err(crate::error::Error::InvalidArgument(format!(
+                "frames per segment must be 1 to 1024, got {n}"
+            )));
+        }
+        self.frames_per_segment = n;
+        Ok(self)
+    }
+
+    /// The codec.
+    pub fn codec(&self) -> SegmentCodec {
+        self.codec
+    }
+
+    /// The CRF.
+    pub fn crf(&self) -> u32 {
+        self.crf
+    }
+
+    /// The preset.
+    pub fn preset(&self) -> &str {
+        &self.preset
+    }
+
+    /// Frames per segment.
+    pub fn frames_per_segment(&self) -> u32 {
+        self.frames_per_segment
+    }
+
+    /// The encoder parameters for frames coded at `width x height`.
+    pub fn params(&self, width: u32, height: u32) -> SegmentParams {
+        SegmentParams {
+            codec: self.codec,
+            width,
+            height,
+            crf: self.crf,
+            preset: self.preset.clone(),
+        }
+    }
+}
+
+/// The version of the FFmpeg codec library that encodes and decodes
+/// segments, as `libavcodec MAJOR.MINOR.MICRO`.
+pub fn codec_library_version() -> String {
+    let v = ff::codec::version();
+    format!("libavcodec {}.{}.{}", v >> 16, (v >> 8) & 0xff, v & 0xff)
 }
 
 /// How segments are encoded.
@@ -184,9 +340,46 @@ pub fn decode_segment(
     data: &[u8],
     packet_offsets: &[u64],
     keep: std::ops::Range<usize>,
+    f: impl FnMut(usize, &[u8]),
+) -> Result<usize, String> {
+    let end = keep.end;
+    decode_segment_picked(
+        codec,
+        (width, height),
+        (width, height),
+        data,
+        packet_offsets,
+        &|i| keep.contains(&i),
+        end,
+        f,
+    )
+}
+
+/// Like [`decode_segment`], for frames coded at `coded` (even sides) and
+/// stored at `crop` (the top-left part: an odd side is coded one pixel
+/// larger): the frames at positions where `pick` is true are converted to
+/// packed RGB of the `crop` size and handed to `f`; decoding stops once
+/// `upto` frames are out.
+///
+/// # Errors
+/// As [`decode_segment`].
+#[allow(clippy::too_many_arguments)]
+pub fn decode_segment_picked(
+    codec: SegmentCodec,
+    coded: (u32, u32),
+    crop: (u32, u32),
+    data: &[u8],
+    packet_offsets: &[u64],
+    pick: &dyn Fn(usize) -> bool,
+    upto: usize,
     mut f: impl FnMut(usize, &[u8]),
 ) -> Result<usize, String> {
     init();
+    let (width, height) = coded;
+    let (cw, ch) = (crop.0.min(width) as usize, crop.1.min(height) as usize);
+    if packet_offsets.first() != Some(&0) {
+        return Err("packet offsets do not start at 0".into());
+    }
     let dcodec =
         ff::decoder::find(codec.id()).ok_or_else(|| format!("no {} decoder", codec.as_str()))?;
     let mut ctx = ff::codec::context::Context::new_with_codec(dcodec);
@@ -202,10 +395,11 @@ pub fn decode_segment(
     let mut frame = Frame::empty();
     let mut rgb = Frame::empty();
     let mut scaler: Option<ff::software::scaling::Context> = None;
+    let mut packed = Vec::new();
     let mut n = 0usize;
     let mut take = |dec: &mut ff::decoder::Video, n: &mut usize| -> Result<(), String> {
         while dec.receive_frame(&mut frame).is_ok() {
-            if keep.contains(n) {
+            if *n < upto && pick(*n) {
                 if frame.width() != width || frame.height() != height {
                     return Err(format!(
                         "a frame of {}x{} in a {width}x{height} segment",
@@ -230,11 +424,7 @@ pub fn decode_segment(
                 };
                 s.run(&frame, &mut rgb)
                     .map_err(|e| ff_err("cannot convert a frame", e))?;
-                let mut packed = Vec::new();
-                f(
-                    *n,
-                    rgb_rows(&rgb, width as usize, height as usize, &mut packed),
-                );
+                f(*n, rgb_rows(&rgb, cw, ch, &mut packed));
             }
             *n += 1;
         }
@@ -252,7 +442,7 @@ pub fn decode_segment(
         dec.send_packet(&pkt)
             .map_err(|e| ff_err("the decoder refused a packet", e))?;
         take(&mut dec, &mut n)?;
-        if n >= keep.end {
+        if n >= upto {
             return Ok(n);
         }
     }
@@ -372,12 +562,158 @@ pub struct VideoSegment {
     /// The packets.
     pub encoded: EncodedSegment,
     /// Mean PSNR (dB, RGB samples) of its decoded frames against the
-    /// source frames; `f64::INFINITY` when lossless.
+    /// source frames; a frame decoded exactly counts as [`PSNR_CAP`].
     pub psnr: f64,
     /// Lowest per-frame PSNR.
     pub psnr_min: f64,
     /// Mean SSIM (BT.601 luma) of its decoded frames.
     pub ssim: f64,
+    /// Lowest per-frame SSIM.
+    pub ssim_min: f64,
+}
+
+/// The PSNR recorded for a frame decoded exactly (its true PSNR is
+/// infinite, which JSON cannot hold and a mean cannot use).
+pub const PSNR_CAP: f64 = 100.0;
+
+/// Packs a decoded `w x h` YUV 4:2:0 frame into planes coded at even
+/// sides: an odd width or height gets one more column or row, a copy of
+/// the last (the chroma planes already have `ceil(side / 2)` samples).
+pub fn pack_yuv420_even(frame: &Frame, w: usize, h: usize) -> Vec<u8> {
+    let (ew, eh) = (w + (w & 1), h + (h & 1));
+    let mut out = Vec::with_capacity(ew * eh * 3 / 2);
+    let (stride, d) = (frame.stride(0), frame.data(0));
+    for row in 0..eh {
+        let r = &d[row.min(h - 1) * stride..][..w];
+        out.extend_from_slice(r);
+        if ew > w {
+            out.push(r[w - 1]);
+        }
+    }
+    for plane in [1, 2] {
+        let (stride, d) = (frame.stride(plane), frame.data(plane));
+        for row in 0..eh / 2 {
+            out.extend_from_slice(&d[row * stride..][..ew / 2]);
+        }
+    }
+    out
+}
+
+/// Encodes the segments of one video and measures each against its
+/// source frames: one converter of source frames to RGB for the whole
+/// video, the same conversion the decoded frames go through.
+pub struct SegmentEncoder {
+    params: SegmentParams,
+    crop: (u32, u32),
+    scaler: ff::software::scaling::Context,
+    src: Frame,
+    rgb: Frame,
+    packed: Vec<u8>,
+}
+
+impl SegmentEncoder {
+    /// An encoder of frames stored at `width x height`, coded at the even
+    /// sides of `params`.
+    ///
+    /// # Errors
+    /// A message when the sizes do not fit (odd coded sides, a stored size
+    /// larger than the coded one, AV1 below 64x64) or swscale fails.
+    pub fn new(params: SegmentParams, width: u32, height: u32) -> Result<Self, String> {
+        init();
+        let (ew, eh) = (params.width, params.height);
+        if ew == 0 || eh == 0 || ew % 2 == 1 || eh % 2 == 1 || width > ew || height > eh {
+            return Err(format!(
+                "frames of {width}x{height} cannot be coded at {ew}x{eh}"
+            ));
+        }
+        if params.codec == SegmentCodec::Av1 && (ew < 64 || eh < 64) {
+            return Err(format!(
+                "SVT-AV1 encodes frames of at least 64x64, this video's are {width}x{height} (use H.264)"
+            ));
+        }
+        let scaler = ff::software::scaling::Context::get(
+            Pixel::YUV420P,
+            ew,
+            eh,
+            Pixel::RGB24,
+            ew,
+            eh,
+            ff::software::scaling::Flags::BILINEAR,
+        )
+        .map_err(|e| ff_err("cannot convert frames", e))?;
+        Ok(SegmentEncoder {
+            src: Frame::new(Pixel::YUV420P, ew, eh),
+            params,
+            crop: (width, height),
+            scaler,
+            rgb: Frame::empty(),
+            packed: Vec::new(),
+        })
+    }
+
+    /// Packed RGB of a coded YUV frame, cropped to the stored size.
+    fn source_rgb(&mut self, yuv: &[u8]) -> Result<Vec<u8>, String> {
+        let (ew, eh) = (self.params.width as usize, self.params.height as usize);
+        copy_planes(yuv, &mut self.src, ew, eh);
+        self.scaler
+            .run(&self.src, &mut self.rgb)
+            .map_err(|e| ff_err("cannot convert a frame", e))?;
+        Ok(rgb_rows(
+            &self.rgb,
+            self.crop.0 as usize,
+            self.crop.1 as usize,
+            &mut self.packed,
+        )
+        .to_vec())
+    }
+
+    /// Encodes `frames` (coded YUV 4:2:0, as [`pack_yuv420_even`] packs
+    /// them) as the segment starting at frame `first` of its video, decodes
+    /// it back and measures every frame.
+    ///
+    /// # Errors
+    /// An encoding or decoding error, or a segment that does not decode to
+    /// exactly its frames.
+    pub fn encode(&mut self, first: u64, frames: &[Vec<u8>]) -> Result<VideoSegment, String> {
+        let encoded = encode_segment(&self.params, frames)?;
+        let want: Vec<Vec<u8>> = frames
+            .iter()
+            .map(|f| self.source_rgb(f))
+            .collect::<Result<_, _>>()?;
+        let (cw, ch) = (self.crop.0 as usize, self.crop.1 as usize);
+        let mut psnrs = Vec::with_capacity(frames.len());
+        let mut ssims = Vec::with_capacity(frames.len());
+        let n = decode_segment_picked(
+            self.params.codec,
+            (self.params.width, self.params.height),
+            self.crop,
+            &encoded.data,
+            &encoded.packet_offsets,
+            &|_| true,
+            frames.len(),
+            |i, rgb| {
+                if let Some(src) = want.get(i) {
+                    psnrs.push(super::quality::psnr(src, rgb).min(PSNR_CAP));
+                    ssims.push(super::quality::ssim_rgb(src, rgb, cw, ch));
+                }
+            },
+        )?;
+        if n != frames.len() || psnrs.len() != frames.len() {
+            return Err(format!(
+                "a segment of {} frames decoded to {n} (from frame {first})",
+                frames.len()
+            ));
+        }
+        let k = psnrs.len().max(1) as f64;
+        Ok(VideoSegment {
+            first_frame: first,
+            encoded,
+            psnr: psnrs.iter().sum::<f64>() / k,
+            psnr_min: psnrs.iter().copied().fold(PSNR_CAP, f64::min),
+            ssim: ssims.iter().sum::<f64>() / k,
+            ssim_min: ssims.iter().copied().fold(1.0, f64::min),
+        })
+    }
 }
 
 /// Decodes the video at `path` (at `p.width x p.height`), cuts it into
@@ -397,50 +733,10 @@ pub fn encode_video(
     }
     let (w, h) = (p.width as usize, p.height as usize);
     let mut file = super::decode::VideoFile::open(path)?;
+    let mut enc = SegmentEncoder::new(p.clone(), p.width, p.height)?;
     let mut out = Vec::new();
     let mut chunk: Vec<Vec<u8>> = Vec::with_capacity(frames_per_segment);
     let mut first = 0u64;
-    let finish = |chunk: &mut Vec<Vec<u8>>, first: u64| -> Result<VideoSegment, String> {
-        let encoded = encode_segment(p, chunk)?;
-        let mut psnrs = Vec::with_capacity(chunk.len());
-        let mut ssims = Vec::with_capacity(chunk.len());
-        let mut err = None;
-        let n = decode_segment(
-            p.codec,
-            p.width,
-            p.height,
-            &encoded.data,
-            &encoded.packet_offsets,
-            0..chunk.len(),
-            |i, rgb| match yuv420_to_rgb(&chunk[i], p.width, p.height) {
-                Ok(src) => {
-                    psnrs.push(super::quality::psnr(&src, rgb));
-                    ssims.push(super::quality::ssim_rgb(&src, rgb, w, h));
-                }
-                Err(e) => err = Some(e),
-            },
-        )?;
-        if let Some(e) = err {
-            return Err(e);
-        }
-        if n != chunk.len() {
-            return Err(format!(
-                "a segment of {} frames decoded to {n} (from frame {first} of {})",
-                chunk.len(),
-                path.display()
-            ));
-        }
-        chunk.clear();
-        let k = psnrs.len().max(1) as f64;
-        Ok(VideoSegment {
-            first_frame: first,
-            encoded,
-            psnr: psnrs.iter().sum::<f64>() / k,
-            psnr_min: psnrs.iter().copied().fold(f64::INFINITY, f64::min),
-            ssim: ssims.iter().sum::<f64>() / k,
-        })
-    };
-    let mut failure = None;
     file.for_each_frame(
         path,
         super::decode::PixelTarget::Yuv420,
@@ -448,23 +744,15 @@ pub fn encode_video(
         |i, frame| {
             chunk.push(pack_planes(frame, w, h));
             if chunk.len() == frames_per_segment {
-                match finish(&mut chunk, first) {
-                    Ok(s) => out.push(s),
-                    Err(e) => {
-                        failure = Some(e);
-                        return Ok(false);
-                    }
-                }
+                out.push(enc.encode(first, &chunk)?);
+                chunk.clear();
                 first = i + 1;
             }
             Ok(true)
         },
     )?;
-    if let Some(e) = failure {
-        return Err(e);
-    }
     if !chunk.is_empty() {
-        out.push(finish(&mut chunk, first)?);
+        out.push(enc.encode(first, &chunk)?);
     }
     Ok(out)
 }

@@ -68,6 +68,7 @@ fn report(dir: &Path, verify: bool) -> CliResult<J> {
         "compression_level": raw.get("compression_level").cloned().unwrap_or(J::Null),
         "version": shardset::cache::versions::version_id(m),
         "dedup": raw.get("dedup").cloned().unwrap_or(J::Null),
+        "segments": raw.get("segments").cloned().unwrap_or(J::Null),
         "schema_fingerprint": Some(m.schema_fingerprint()).filter(|f| !f.is_empty()),
         "writer": m.writer(),
         "build_id": m.build_id(),
@@ -121,6 +122,26 @@ fn print_human(r: &J, arrow_checksum_hint: bool) {
             "dedup        {} repeated cell(s) stored once, {} saved",
             count(u(d, "cells")),
             human(u(d, "bytes_saved"))
+        );
+    }
+    if let Some(g) = r.get("segments").filter(|g| !g.is_null()) {
+        let q = &g["quality"];
+        let f = |k: &str| q.get(k).and_then(J::as_f64).unwrap_or(f64::NAN);
+        println!(
+            "video        {} ({} crf {}, preset {}), {} segment(s) of {} frames, closed GOPs",
+            s(g, "codec"),
+            s(g, "encoder"),
+            u(g, "crf"),
+            s(g, "preset"),
+            count(u(g, "num_segments")),
+            u(g, "frames_per_segment")
+        );
+        println!(
+            "quality      PSNR (RGB) mean {:.2} dB, min {:.2} dB; SSIM (luma) mean {:.4}, min {:.4}",
+            f("psnr_mean"),
+            f("psnr_min"),
+            f("ssim_mean"),
+            f("ssim_min")
         );
     }
     println!("fingerprint  {}", s(r, "schema_fingerprint"));

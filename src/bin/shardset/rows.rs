@@ -414,7 +414,7 @@ pub fn export(
         )?;
         let ds = Dataset::new(cache);
         if ds.features().iter().any(
-            |(_, f)| matches!(f, Feature::Video(v) if v.storage != shardset::VideoStorage::Frames),
+            |(_, f)| matches!(f, Feature::Video(v) if !v.storage.is_layout()),
         ) {
             ds.with_video_decode(Some(shardset::VideoDecode::new(window.0 as usize)))?
         } else {

@@ -8,7 +8,9 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value as J;
 
 use super::{CommonMetadata, WriterInfo};
-use super::{LAYOUT_ARROW_SHARDS, LAYOUT_LANCE_ROWS, LAYOUT_LANCE_VIDEO_FRAMES};
+use super::{
+    LAYOUT_ARROW_SHARDS, LAYOUT_LANCE_ROWS, LAYOUT_LANCE_VIDEO_FRAMES, LAYOUT_LANCE_VIDEO_SEGMENTS,
+};
 use crate::error::{Error, Result};
 
 /// Metadata of a `lance-rows` cache.
@@ -163,6 +165,10 @@ pub struct VideoFramesMetadata {
     /// Ours: why each skipped video was skipped.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub skipped: Option<Vec<J>>,
+    /// Ours: the codec and what it cost, for a `lance-video-segments`
+    /// cache (whose `start_row` of a video is its first segment's row).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub segments: Option<SegmentsInfo>,
     /// Ours: the stamp of the input files (as library builds record it), to
     /// tell a stale cache.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -181,23 +187,116 @@ pub struct VideoFramesMetadata {
     pub metadata_xxh64: Option<String>,
 }
 
+/// How a `lance-video-segments` cache was encoded, and what it cost.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct SegmentsInfo {
+    /// `h264` or `av1`.
+    pub codec: String,
+    /// The FFmpeg encoder (`libx264`, `libsvtav1`).
+    pub encoder: String,
+    /// The FFmpeg codec library that encoded.
+    pub encoder_version: String,
+    /// Constant rate factor.
+    pub crf: u32,
+    /// The encoder's speed preset.
+    pub preset: String,
+    /// Frames per segment (the last of a video may have fewer).
+    pub frames_per_segment: u32,
+    /// Every segment is a closed group of pictures starting with a keyframe.
+    pub closed_gop: bool,
+    /// Scene-cut keyframes (always off: keyframes only at segment starts).
+    pub scene_cut: bool,
+    /// Pixel format of the coded frames (`yuv420p`).
+    pub pixel_format: String,
+    /// Codec extradata, base64 (empty: parameter sets are in the stream).
+    pub extradata: String,
+    /// Frame width when every video has the same.
+    pub width: Option<u64>,
+    /// Frame height when every video has the same.
+    pub height: Option<u64>,
+    /// Segments stored (Lance rows).
+    pub num_segments: u64,
+    /// The cost of the encoding, measured at build time.
+    pub quality: SegmentQuality,
+}
+
+/// Quality of a segments cache's frames against their source frames.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct SegmentQuality {
+    /// What `psnr_*` measure.
+    pub psnr: String,
+    /// What `ssim_*` measure.
+    pub ssim: String,
+    /// Mean PSNR over every frame (dB).
+    pub psnr_mean: f64,
+    /// Lowest PSNR of a frame (dB).
+    pub psnr_min: f64,
+    /// Mean SSIM over every frame.
+    pub ssim_mean: f64,
+    /// Lowest SSIM of a frame.
+    pub ssim_min: f64,
+}
+
 impl VideoFramesMetadata {
-    /// Parses and checks the metadata of a `lance-video-frames` cache.
+    /// Whether this is a `lance-video-segments` cache.
+    pub fn is_segments(&self) -> bool {
+        self.segments.is_some()
+    }
+
+    /// Lance rows of the video at `v` (frames, or segments).
+    pub fn rows_of(&self, v: &VideoEntry) -> u64 {
+        match &self.segments {
+            Some(s) => v.t.div_ceil(u64::from(s.frames_per_segment.max(1))),
+            None => v.t,
+        }
+    }
+
+    /// Parses and checks the metadata of a `lance-video-frames` or
+    /// `lance-video-segments` cache.
     ///
     /// # Errors
     /// [`Error::Metadata`] for wrong keys, no videos, or frame counts that do
     /// not add up; [`Error::MissingShard`] when the Lance dataset is missing.
     pub fn from_common(dir: &Path, common: &CommonMetadata) -> Result<Self> {
         let path = &common.path;
-        let m: VideoFramesMetadata = common.parse_as(
-            "lance",
-            LAYOUT_LANCE_VIDEO_FRAMES,
-            "a Lance video frames cache",
-        )?;
+        let segments = common.layout == LAYOUT_LANCE_VIDEO_SEGMENTS;
+        let m: VideoFramesMetadata = if segments {
+            common.parse_as(
+                "lance",
+                LAYOUT_LANCE_VIDEO_SEGMENTS,
+                "a Lance video segments cache",
+            )?
+        } else {
+            common.parse_as(
+                "lance",
+                LAYOUT_LANCE_VIDEO_FRAMES,
+                "a Lance video frames cache",
+            )?
+        };
         if m.videos.is_empty() {
             return Err(Error::metadata(path, "no videos recorded"));
         }
+        if segments {
+            let s = m.segments.as_ref().ok_or_else(|| {
+                Error::metadata(path, "a segments cache without its 'segments' description")
+            })?;
+            if s.frames_per_segment == 0 || !matches!(s.codec.as_str(), "h264" | "av1") {
+                return Err(Error::metadata(
+                    path,
+                    format!(
+                        "segments of {} frames in codec '{}' (expected at least 1 frame, h264 or av1)",
+                        s.frames_per_segment, s.codec
+                    ),
+                ));
+            }
+        } else if m.segments.is_some() {
+            return Err(Error::metadata(
+                path,
+                "a frames cache with a 'segments' description",
+            ));
+        }
         let mut row = 0u64;
+        let mut lance_rows = 0u64;
         for v in &m.videos {
             // WebP holds at most 16383 pixels a side: a larger size is damage,
             // and readers size their frame buffers from it.
@@ -210,15 +309,16 @@ impl VideoFramesMetadata {
                     ),
                 ));
             }
-            if v.start_row != row || v.t == 0 || v.h == 0 || v.w == 0 {
+            if v.start_row != lance_rows || v.t == 0 || v.h == 0 || v.w == 0 {
                 return Err(Error::metadata(
                     path,
                     format!(
-                        "video {} starts at row {} with T={} H={} W={}; expected start {row} and non-zero sizes",
+                        "video {} starts at row {} with T={} H={} W={}; expected start {lance_rows} and non-zero sizes",
                         v.id, v.start_row, v.t, v.h, v.w
                     ),
                 ));
             }
+            lance_rows += m.rows_of(v);
             row = row.checked_add(v.t).ok_or_else(|| {
                 Error::metadata(
                     path,
@@ -237,7 +337,18 @@ impl VideoFramesMetadata {
                 ),
             ));
         }
-        check_lance_dataset(dir, path, m.fragment_row_counts.as_deref(), m.num_rows)?;
+        if let Some(s) = &m.segments {
+            if s.num_segments != lance_rows {
+                return Err(Error::metadata(
+                    path,
+                    format!(
+                        "{} segments recorded, but the videos' frame counts make {lance_rows}",
+                        s.num_segments
+                    ),
+                ));
+            }
+        }
+        check_lance_dataset(dir, path, m.fragment_row_counts.as_deref(), lance_rows)?;
         Ok(m)
     }
 }

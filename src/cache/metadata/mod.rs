@@ -32,6 +32,8 @@ pub const LAYOUT_ARROW_SHARDS: &str = "arrow-shards";
 pub const LAYOUT_LANCE_ROWS: &str = "lance-rows";
 /// `layout` of Lance frame caches.
 pub const LAYOUT_LANCE_VIDEO_FRAMES: &str = "lance-video-frames";
+/// `layout` of Lance video segment caches (ours; the reference does not read it).
+pub const LAYOUT_LANCE_VIDEO_SEGMENTS: &str = "lance-video-segments";
 
 /// Who wrote a cache.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -231,7 +233,7 @@ impl CacheMetadata {
             LAYOUT_LANCE_ROWS => {
                 CacheMetadata::LanceRows(LanceRowsMetadata::from_common(dir, &common)?)
             }
-            LAYOUT_LANCE_VIDEO_FRAMES => {
+            LAYOUT_LANCE_VIDEO_FRAMES | LAYOUT_LANCE_VIDEO_SEGMENTS => {
                 CacheMetadata::VideoFrames(VideoFramesMetadata::from_common(dir, &common)?)
             }
             other => {
@@ -249,6 +251,7 @@ impl CacheMetadata {
         match self {
             CacheMetadata::ArrowShards(_) => LAYOUT_ARROW_SHARDS,
             CacheMetadata::LanceRows(_) => LAYOUT_LANCE_ROWS,
+            CacheMetadata::VideoFrames(m) if m.segments.is_some() => LAYOUT_LANCE_VIDEO_SEGMENTS,
             CacheMetadata::VideoFrames(_) => LAYOUT_LANCE_VIDEO_FRAMES,
         }
     }

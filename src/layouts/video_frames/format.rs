@@ -16,3 +16,29 @@ pub fn frames_schema() -> SchemaRef {
 
 /// Where inline video bytes are written for FFmpeg, inside the temp dir.
 pub const INPUTS_DIR: &str = "_video_inputs";
+
+/// The Lance schema of a segments cache: one row per (video, segment).
+/// `data` holds the segment's packets back to back (raw elementary stream,
+/// no container), `packet_offsets` where each starts then the end; the
+/// quality columns are measured against the source frames at build time.
+pub fn segments_schema() -> SchemaRef {
+    Arc::new(Schema::new(vec![
+        Field::new("video_id", DataType::Int32, false),
+        Field::new("segment_idx", DataType::Int32, false),
+        Field::new("first_frame", DataType::Int64, false),
+        Field::new("frame_count", DataType::Int32, false),
+        Field::new("data", DataType::LargeBinary, false),
+        Field::new(
+            "packet_offsets",
+            DataType::List(Arc::new(Field::new("item", DataType::Int64, true))),
+            false,
+        ),
+        Field::new("psnr", DataType::Float64, false),
+        Field::new("psnr_min", DataType::Float64, false),
+        Field::new("ssim", DataType::Float64, false),
+        Field::new("ssim_min", DataType::Float64, false),
+    ]))
+}
+
+/// The columns of [`segments_schema`] a window read takes.
+pub const SEGMENT_READ_COLUMNS: [&str; 4] = ["first_frame", "frame_count", "data", "packet_offsets"];

@@ -6,15 +6,16 @@
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Condvar, Mutex};
 
-use arrow_array::builder::LargeBinaryBuilder;
-use arrow_array::{Int32Array, RecordBatch};
-use arrow_schema::SchemaRef;
+use arrow_array::builder::{Int64Builder, LargeBinaryBuilder, ListBuilder};
+use arrow_array::{ArrayRef, Float64Array, Int32Array, Int64Array, ListArray, RecordBatch};
+use arrow_schema::{DataType, Field, SchemaRef};
 use crossbeam_channel::Sender;
 use serde_json::Value as J;
 
 use crate::error::{Error, Result};
 use crate::value::{Example, Value};
 use crate::video::decode::{PixelTarget, VideoFile};
+use crate::video::segment::{pack_yuv420_even, SegmentEncoder, VideoSegment};
 use crate::video::webp::{WebpEncoder, WebpInput, Yuv420};
 
 use super::options::{VideoFramesOptions, FRAMES_PER_BATCH};
@@ -34,9 +35,50 @@ pub(super) struct Task {
 
 pub(super) enum Msg {
     Size(usize, usize),
-    Frames(Vec<Vec<u8>>),
+    Rows(Chunk),
     Done(u64),
     Failed(String),
+}
+
+/// Rows of one video, encoded: WebP frames (a row each) or segments.
+pub(super) enum Chunk {
+    Webp(Vec<Vec<u8>>),
+    Segments(Vec<VideoSegment>),
+}
+
+impl Chunk {
+    /// Encoded bytes (what counts against the buffer budget).
+    pub(super) fn bytes(&self) -> u64 {
+        match self {
+            Chunk::Webp(f) => f.iter().map(|f| f.len() as u64).sum(),
+            Chunk::Segments(s) => s.iter().map(|s| s.encoded.data.len() as u64).sum(),
+        }
+    }
+
+    /// Frames covered.
+    pub(super) fn frames(&self) -> u64 {
+        match self {
+            Chunk::Webp(f) => f.len() as u64,
+            Chunk::Segments(s) => s.iter().map(|s| s.encoded.frames as u64).sum(),
+        }
+    }
+
+    /// Lance rows.
+    pub(super) fn rows(&self) -> u64 {
+        match self {
+            Chunk::Webp(f) => f.len() as u64,
+            Chunk::Segments(s) => s.len() as u64,
+        }
+    }
+
+    /// The record batch of the chunk, for video `id` of which `rows` rows
+    /// were written before it.
+    pub(super) fn batch(&self, schema: &SchemaRef, id: i64, rows: u64) -> Result<RecordBatch> {
+        match self {
+            Chunk::Webp(f) => frames_batch(schema, id, rows, f),
+            Chunk::Segments(s) => segments_batch(schema, id, rows, s),
+        }
+    }
 }
 
 pub(super) fn scalar_json(v: &Value) -> Option<J> {
@@ -143,6 +185,57 @@ pub(super) fn resolve(
     })
 }
 
+/// Decodes one video and encodes it as closed segments, measuring each
+/// against its source frames, sending them in order.
+pub(super) fn encode_video_segments(
+    id: i64,
+    file: &Path,
+    opts: &VideoFramesOptions,
+    tx: &Sender<Msg>,
+    budget: &Budget,
+) -> std::result::Result<u64, String> {
+    let settings = opts.segments();
+    let per = settings.frames_per_segment() as usize;
+    let mut v = VideoFile::open(file)?;
+    let (w0, h0) = (v.info().width, v.info().height);
+    let (w, h) = opts.resize_mode().apply(opts.resize(), w0, h0);
+    let (ew, eh) = (w + (w & 1), h + (h & 1));
+    let mut encoder = SegmentEncoder::new(
+        settings.params(ew as u32, eh as u32),
+        w as u32,
+        h as u32,
+    )?;
+    let gone = || "the build stopped".to_string();
+    let send = |seg: VideoSegment| {
+        let chunk = Chunk::Segments(vec![seg]);
+        budget.acquire(id, chunk.bytes()).map_err(|()| gone())?;
+        tx.send(Msg::Rows(chunk)).map_err(|_| gone())
+    };
+    let mut sent_size = false;
+    let mut frames: Vec<Vec<u8>> = Vec::with_capacity(per);
+    let mut first = 0u64;
+    let n = v.for_each_frame(file, PixelTarget::Yuv420, Some((w, h)), |t, f| {
+        if !sent_size {
+            tx.send(Msg::Size(w, h)).map_err(|_| gone())?;
+            sent_size = true;
+        }
+        frames.push(pack_yuv420_even(f, w, h));
+        if frames.len() == per {
+            send(encoder.encode(first, &frames)?)?;
+            frames.clear();
+            first = t + 1;
+        }
+        Ok(true)
+    })?;
+    if !frames.is_empty() {
+        send(encoder.encode(first, &frames)?)?;
+    }
+    if n == 0 {
+        return Err("empty video (no decodable frame)".into());
+    }
+    Ok(n)
+}
+
 /// Decodes and encodes one video, sending its frames in order.
 pub(super) fn encode_video(
     id: i64,
@@ -159,10 +252,9 @@ pub(super) fn encode_video(
     let mut sent_size = false;
     let gone = || "the build stopped".to_string();
     let send = |frames: Vec<Vec<u8>>| {
-        budget
-            .acquire(id, chunk_bytes(&frames))
-            .map_err(|()| gone())?;
-        tx.send(Msg::Frames(frames)).map_err(|_| gone())
+        let chunk = Chunk::Webp(frames);
+        budget.acquire(id, chunk.bytes()).map_err(|()| gone())?;
+        tx.send(Msg::Rows(chunk)).map_err(|_| gone())
     };
     let target = match opts.webp().input() {
         WebpInput::Rgb => PixelTarget::Rgb,
@@ -225,9 +317,58 @@ pub(super) fn frames_batch(
     .map_err(|e| Error::arrow(None, e))
 }
 
-/// Bytes of a chunk of encoded frames.
-pub(super) fn chunk_bytes(frames: &[Vec<u8>]) -> u64 {
-    frames.iter().map(|f| f.len() as u64).sum()
+/// The rows of segments `first..` of video `id`.
+pub(super) fn segments_batch(
+    schema: &SchemaRef,
+    id: i64,
+    first: u64,
+    segments: &[VideoSegment],
+) -> Result<RecordBatch> {
+    let n = segments.len();
+    let mut data = LargeBinaryBuilder::with_capacity(
+        n,
+        segments.iter().map(|s| s.encoded.data.len()).sum(),
+    );
+    let mut offsets = ListBuilder::new(Int64Builder::new());
+    for s in segments {
+        data.append_value(&s.encoded.data);
+        for &o in &s.encoded.packet_offsets {
+            offsets.values().append_value(o as i64);
+        }
+        offsets.append(true);
+    }
+    let f64s = |f: fn(&VideoSegment) -> f64| -> ArrayRef {
+        Arc::new(Float64Array::from(segments.iter().map(f).collect::<Vec<_>>()))
+    };
+    let offsets = offsets.finish();
+    let item = Arc::new(Field::new("item", DataType::Int64, true));
+    let (_, o, v, nulls) = offsets.into_parts();
+    let offsets = ListArray::try_new(item, o, v, nulls).map_err(|e| Error::arrow(None, e))?;
+    let cols: Vec<ArrayRef> = vec![
+        Arc::new(Int32Array::from(vec![id as i32; n])),
+        Arc::new(Int32Array::from(
+            (0..n).map(|i| (first + i as u64) as i32).collect::<Vec<_>>(),
+        )),
+        Arc::new(Int64Array::from(
+            segments
+                .iter()
+                .map(|s| s.first_frame as i64)
+                .collect::<Vec<_>>(),
+        )),
+        Arc::new(Int32Array::from(
+            segments
+                .iter()
+                .map(|s| s.encoded.frames as i32)
+                .collect::<Vec<_>>(),
+        )),
+        Arc::new(data.finish()),
+        Arc::new(offsets),
+        f64s(|s| s.psnr),
+        f64s(|s| s.psnr_min),
+        f64s(|s| s.ssim),
+        f64s(|s| s.ssim_min),
+    ];
+    RecordBatch::try_new(schema.clone(), cols).map_err(|e| Error::arrow(None, e))
 }
 
 /// The memory budget of encoded frames sent but not yet written (see

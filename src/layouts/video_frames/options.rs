@@ -8,6 +8,7 @@ use std::time::Duration;
 use serde_json::Value as J;
 
 use crate::error::{Error, Result};
+use crate::video::segment::SegmentSettings;
 use crate::video::webp::WebpSettings;
 
 pub use crate::video::ResizeMode;
@@ -19,6 +20,7 @@ pub use crate::video::ResizeMode;
 pub struct VideoFramesOptions {
     video_column: Option<String>,
     webp: WebpSettings,
+    segments: SegmentSettings,
     resize: Option<NonZeroU32>,
     resize_mode: ResizeMode,
     threads: usize,
@@ -37,6 +39,7 @@ impl Default for VideoFramesOptions {
         VideoFramesOptions {
             video_column: None,
             webp: WebpSettings::default(),
+            segments: SegmentSettings::default(),
             resize: None,
             resize_mode: ResizeMode::Square,
             threads: 0,
@@ -63,6 +66,14 @@ impl VideoFramesOptions {
     /// reference's through OpenCV); checked when the settings are made.
     pub fn with_webp(mut self, webp: WebpSettings) -> Self {
         self.webp = webp;
+        self
+    }
+
+    /// Codec, CRF, preset and segment length of a `Video(storage='segments')`
+    /// column (default H.264 at its default CRF, segments of 32 frames);
+    /// unused for a frames column.
+    pub fn with_segments(mut self, segments: SegmentSettings) -> Self {
+        self.segments = segments;
         self
     }
 
@@ -167,6 +178,11 @@ impl VideoFramesOptions {
     /// The WebP settings.
     pub fn webp(&self) -> WebpSettings {
         self.webp
+    }
+
+    /// The segment settings.
+    pub fn segments(&self) -> &SegmentSettings {
+        &self.segments
     }
 
     /// The resize bound, if any (never 0).

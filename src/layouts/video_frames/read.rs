@@ -22,17 +22,69 @@ use arrow_schema::{DataType, Field, Schema};
 use rayon::prelude::*;
 use serde_json::Value as J;
 
-use crate::cache::metadata::{VideoFramesMetadata, LAYOUT_LANCE_VIDEO_FRAMES};
+use crate::cache::metadata::{
+    VideoFramesMetadata, LAYOUT_LANCE_VIDEO_FRAMES, LAYOUT_LANCE_VIDEO_SEGMENTS,
+};
 use crate::error::{Error, Result};
 use crate::features::decode::{DecodeOptions, RowDecoder};
 use crate::features::{Dtype, Feature, Features, VideoStorage};
 use crate::layouts::backend::{
     normalize_index, shard_order, Backend, BatchIter, IterOptions, RowsCore,
 };
-use crate::layouts::video_frames::format::frames_schema;
+use crate::layouts::video_frames::format::{frames_schema, segments_schema};
+use crate::layouts::video_frames::segments::SegmentFrames;
 use crate::layouts::{LanceReadOptions, LanceRows};
 use crate::value::{Row, Tensor};
 use crate::video::plan::{SegmentPlan, WindowSpec};
+
+/// The Arrow type of a decoded window cell (a segments cache's raw video
+/// column): `struct<shape: list<int64>, data: large_binary>`, the RGB u8
+/// frames `[T, H, W, 3]` in C order.
+pub fn decoded_window_type() -> DataType {
+    DataType::Struct(decoded_window_fields())
+}
+
+fn decoded_window_fields() -> arrow_schema::Fields {
+    arrow_schema::Fields::from(vec![
+        Field::new(
+            "shape",
+            DataType::List(Arc::new(Field::new("item", DataType::Int64, true))),
+            false,
+        ),
+        Field::new("data", DataType::LargeBinary, false),
+    ])
+}
+
+/// Decoded window cells: each window's shape and its frames concatenated.
+fn decoded_window_array<'a>(
+    shapes: impl Iterator<Item = [i64; 4]>,
+    frames: impl Iterator<Item = &'a [Arc<Vec<u8>>]>,
+) -> std::result::Result<ArrayRef, arrow_schema::ArrowError> {
+    use arrow_array::builder::{LargeBinaryBuilder, ListBuilder};
+    let mut shape = ListBuilder::new(Int64Builder::new());
+    let mut data = LargeBinaryBuilder::new();
+    for (s, f) in shapes.zip(frames) {
+        shape.values().append_slice(&s);
+        shape.append(true);
+        let mut bytes = Vec::with_capacity(f.iter().map(|x| x.len()).sum());
+        for x in f {
+            bytes.extend_from_slice(x);
+        }
+        data.append_value(bytes);
+    }
+    let (_, o, v, _) = shape.finish().into_parts();
+    let shape = ListArray::try_new(
+        Arc::new(Field::new("item", DataType::Int64, true)),
+        o,
+        v,
+        None,
+    )?;
+    Ok(Arc::new(arrow_array::StructArray::try_new(
+        decoded_window_fields(),
+        vec![Arc::new(shape), Arc::new(data.finish())],
+        None,
+    )?))
+}
 
 /// Windows per batch when iterating.
 const ITER_WINDOWS: usize = 8;
@@ -86,11 +138,27 @@ struct Inner {
     core: RowsCore,
     meta: VideoFramesMetadata,
     plan: SegmentPlan,
-    frames: LanceRows,
+    source: Source,
     /// Metadata columns (name, type) after the built-in ones.
     meta_cols: Vec<(String, DataType)>,
     /// Videos with at least one window (the shards).
     shard_videos: Vec<usize>,
+}
+
+/// Where frames come from: a WebP image per row, or encoded segments.
+#[derive(Debug)]
+enum Source {
+    Webp(LanceRows),
+    Segments(SegmentFrames),
+}
+
+impl Source {
+    fn rows(&self) -> &LanceRows {
+        match self {
+            Source::Webp(r) => r,
+            Source::Segments(s) => &s.rows,
+        }
+    }
 }
 
 const BUILTIN: [&str; 5] = [
@@ -148,7 +216,26 @@ impl LanceVideoFrames {
     ) -> Result<Self> {
         let counts: Vec<u64> = meta.videos.iter().map(|v| v.t).collect();
         let plan = SegmentPlan::new(&counts, spec)?;
-        let frames = LanceRows::with_schema(dir, fragment_rows, frames_schema(), opts);
+        let segments = meta.is_segments();
+        let source = if segments {
+            Source::Segments(SegmentFrames::new(
+                dir,
+                &meta,
+                LanceRows::with_schema(dir, fragment_rows, segments_schema(), opts),
+            )?)
+        } else {
+            Source::Webp(LanceRows::with_schema(
+                dir,
+                fragment_rows,
+                frames_schema(),
+                opts,
+            ))
+        };
+        let storage = if segments {
+            VideoStorage::Segments
+        } else {
+            VideoStorage::Frames
+        };
         let mut meta_cols: Vec<(String, DataType)> = Vec::new();
         for v in &meta.videos {
             for k in v.metadata.keys() {
@@ -168,10 +255,7 @@ impl LanceVideoFrames {
             );
         }
         let mut features = Features::new()
-            .with(
-                meta.video_column.clone(),
-                Feature::video(VideoStorage::Frames),
-            )
+            .with(meta.video_column.clone(), Feature::video(storage))
             .with("video_idx", Feature::value(Dtype::Int64))
             .with("filename", Feature::value(Dtype::String))
             .with("start_frame", Feature::value(Dtype::Int64))
@@ -180,12 +264,13 @@ impl LanceVideoFrames {
                 Feature::sequence(Feature::value(Dtype::Int64)),
             )
             .with("sample_idx", Feature::value(Dtype::Int64));
+        let video_type = if segments {
+            decoded_window_type()
+        } else {
+            DataType::List(Arc::new(Field::new("item", DataType::LargeBinary, true)))
+        };
         let mut fields = vec![
-            Field::new(
-                meta.video_column.clone(),
-                DataType::List(Arc::new(Field::new("item", DataType::LargeBinary, true))),
-                true,
-            ),
+            Field::new(meta.video_column.clone(), video_type, true),
             Field::new("video_idx", DataType::Int64, true),
             Field::new("filename", DataType::Utf8, true),
             Field::new("start_frame", DataType::Int64, true),
@@ -231,7 +316,7 @@ impl LanceVideoFrames {
                 ),
                 meta,
                 plan,
-                frames,
+                source,
                 meta_cols,
                 shard_videos,
             }),
@@ -257,9 +342,9 @@ impl LanceVideoFrames {
         LanceVideoFrames::new(
             &i.core.dir,
             i.meta.clone(),
-            i.frames.shard_row_counts(),
+            i.source.rows().shard_row_counts(),
             spec,
-            i.frames.read_options(),
+            i.source.rows().read_options(),
         )
     }
 
@@ -283,8 +368,8 @@ impl LanceVideoFrames {
         Ok(bytes.iter().map(|b| b.unwrap_or_default()).collect())
     }
 
-    /// The frame rows of windows, concatenated.
-    fn frame_bytes(&self, windows: &[u64]) -> Result<(RecordBatch, usize)> {
+    /// The frame rows of windows, concatenated (a WebP cache's).
+    fn frame_bytes(&self, frames: &LanceRows, windows: &[u64]) -> Result<(RecordBatch, usize)> {
         let t = self.inner.plan.spec().window_length as usize;
         let mut rows = Vec::with_capacity(windows.len() * t);
         for &w in windows {
@@ -292,7 +377,7 @@ impl LanceVideoFrames {
             let base = self.inner.meta.videos[v].start_row;
             rows.extend(idx.iter().map(|f| (base + f) as i64));
         }
-        Ok((self.inner.frames.take(&rows)?, t))
+        Ok((frames.take(&rows)?, t))
     }
 
     /// Decoded window `index` (negative counts from the end).
@@ -311,7 +396,40 @@ impl LanceVideoFrames {
     /// As [`LanceVideoFrames::window`].
     pub fn windows(&self, indices: &[i64]) -> Result<Vec<Window>> {
         let ws = self.window_numbers(indices)?;
-        let (batch, t) = self.frame_bytes(&ws)?;
+        let rows = match &self.inner.source {
+            Source::Webp(r) => r,
+            Source::Segments(s) => {
+                let frames = self.segment_frames(s, &ws)?;
+                let t = self.inner.plan.spec().window_length as usize;
+                return Ok(ws
+                    .iter()
+                    .enumerate()
+                    .map(|(k, &w)| {
+                        let (v, start, idx) = self.locate(w);
+                        let video = &self.inner.meta.videos[v];
+                        let (vw, vh) = (video.w as usize, video.h as usize);
+                        let mut data = Vec::with_capacity(t * vh * vw * 3);
+                        for f in &frames[k * t..(k + 1) * t] {
+                            data.extend_from_slice(f);
+                        }
+                        Window {
+                            frames: Tensor {
+                                dtype: Dtype::UInt8,
+                                shape: vec![t, vh, vw, 3],
+                                data,
+                            },
+                            video_idx: v,
+                            filename: video.path.clone(),
+                            start_frame: start,
+                            frame_indices: idx,
+                            sample_idx: w,
+                            metadata: video.metadata.clone(),
+                        }
+                    })
+                    .collect());
+            }
+        };
+        let (batch, t) = self.frame_bytes(rows, &ws)?;
         let frames = self.webp_frames(&batch)?;
         let dir = &self.inner.core.dir;
         crate::util::in_read_pool(|| {
@@ -364,7 +482,19 @@ impl LanceVideoFrames {
                 videos[other.0].w, videos[other.0].h
             )));
         }
-        let (batch, t) = self.frame_bytes(&ws)?;
+        let t = self.inner.plan.spec().window_length as usize;
+        let rows = match &self.inner.source {
+            Source::Webp(r) => r,
+            Source::Segments(s) => {
+                let frames = self.segment_frames(s, &ws)?;
+                let mut data = Vec::with_capacity(ws.len() * t * h * w * 3);
+                for f in &frames {
+                    data.extend_from_slice(f);
+                }
+                return Ok(self.batch_of(ws, located, t, w, h, data));
+            }
+        };
+        let (batch, t) = self.frame_bytes(rows, &ws)?;
         let frames = self.webp_frames(&batch)?;
         let data = crate::video::webp::decode_frames(&frames, w, h).map_err(|(i, reason)| {
             let k = i / t.max(1);
@@ -378,6 +508,19 @@ impl LanceVideoFrames {
                 ),
             }
         })?;
+        Ok(self.batch_of(ws, located, t, w, h, data))
+    }
+
+    /// A batch of windows from their decoded frames.
+    fn batch_of(
+        &self,
+        ws: Vec<u64>,
+        located: Vec<(usize, u64, Vec<u64>)>,
+        t: usize,
+        w: usize,
+        h: usize,
+        data: Vec<u8>,
+    ) -> WindowBatch {
         let mut out = WindowBatch {
             frames: Tensor {
                 dtype: crate::features::Dtype::UInt8,
@@ -387,14 +530,25 @@ impl LanceVideoFrames {
             video_idx: Vec::with_capacity(ws.len()),
             start_frame: Vec::with_capacity(ws.len()),
             frame_indices: Vec::with_capacity(ws.len()),
-            sample_idx: ws.clone(),
+            sample_idx: ws,
         };
         for (v, start, idx) in located {
             out.video_idx.push(v);
             out.start_frame.push(start);
             out.frame_indices.push(idx);
         }
-        Ok(out)
+        out
+    }
+
+    /// The RGB frames of windows from a segments cache, window after window.
+    fn segment_frames(&self, s: &SegmentFrames, ws: &[u64]) -> Result<Vec<Arc<Vec<u8>>>> {
+        let t = self.inner.plan.spec().window_length as usize;
+        let mut wanted = Vec::with_capacity(ws.len() * t);
+        for &w in ws {
+            let (v, _, idx) = self.locate(w);
+            wanted.extend(idx.iter().map(|&f| (v, f)));
+        }
+        s.frames(&self.inner.meta, &wanted)
     }
 
     /// `n` window indices drawn at random with a seed, balanced per video on request.
@@ -409,26 +563,45 @@ impl LanceVideoFrames {
 
     /// Raw window rows for window numbers (already in range).
     fn raw(&self, ws: &[u64]) -> Result<RecordBatch> {
-        let (batch, t) = self.frame_bytes(ws)?;
         let n = ws.len();
-        let item = Arc::new(Field::new("item", DataType::LargeBinary, true));
-        let bytes = batch.column(2).clone();
-        let bytes = match bytes.data_type() {
-            DataType::LargeBinary => bytes,
-            other => {
-                return Err(Error::corrupt(
-                    &self.inner.core.dir,
-                    format!("frame bytes are {other}, not large_binary"),
-                ))
+        let t = self.inner.plan.spec().window_length as usize;
+        let frames: ArrayRef = match &self.inner.source {
+            Source::Webp(rows) => {
+                let (batch, t) = self.frame_bytes(rows, ws)?;
+                let item = Arc::new(Field::new("item", DataType::LargeBinary, true));
+                let bytes = batch.column(2).clone();
+                let bytes = match bytes.data_type() {
+                    DataType::LargeBinary => bytes,
+                    other => {
+                        return Err(Error::corrupt(
+                            &self.inner.core.dir,
+                            format!("frame bytes are {other}, not large_binary"),
+                        ))
+                    }
+                };
+                Arc::new(
+                    ListArray::try_new(
+                        item,
+                        OffsetBuffer::from_lengths(std::iter::repeat_n(t, n)),
+                        bytes,
+                        None,
+                    )
+                    .map_err(|e| Error::arrow(Some(&self.inner.core.dir), e))?,
+                )
+            }
+            Source::Segments(s) => {
+                // No per-window encoded form: the raw cell is the decoded
+                // window and its shape.
+                let decoded = self.segment_frames(s, ws)?;
+                let shapes = ws.iter().map(|&w| {
+                    let (v, _) = self.inner.plan.locate(w);
+                    let video = &self.inner.meta.videos[v];
+                    [t as i64, video.h as i64, video.w as i64, 3]
+                });
+                decoded_window_array(shapes, decoded.chunks(t.max(1)))
+                    .map_err(|e| Error::arrow(Some(&self.inner.core.dir), e))?
             }
         };
-        let frames = ListArray::try_new(
-            item,
-            OffsetBuffer::from_lengths(std::iter::repeat_n(t, n)),
-            bytes,
-            None,
-        )
-        .map_err(|e| Error::arrow(Some(&self.inner.core.dir), e))?;
         let mut vidx = Vec::with_capacity(n);
         let mut fname = StringBuilder::new();
         let mut start = Vec::with_capacity(n);
@@ -448,7 +621,7 @@ impl LanceVideoFrames {
         )
         .map_err(|e| Error::arrow(Some(&self.inner.core.dir), e))?;
         let mut cols: Vec<ArrayRef> = vec![
-            Arc::new(frames),
+            frames,
             Arc::new(Int64Array::from(vidx)),
             Arc::new(fname.finish()),
             Arc::new(Int64Array::from(start)),
@@ -497,7 +670,10 @@ impl LanceVideoFrames {
 
 impl Backend for LanceVideoFrames {
     fn layout(&self) -> &'static str {
-        LAYOUT_LANCE_VIDEO_FRAMES
+        match self.inner.source {
+            Source::Webp(_) => LAYOUT_LANCE_VIDEO_FRAMES,
+            Source::Segments(_) => LAYOUT_LANCE_VIDEO_SEGMENTS,
+        }
     }
 
     fn core(&self) -> &RowsCore {
@@ -561,9 +737,9 @@ impl Backend for LanceVideoFrames {
             LanceVideoFrames::new(
                 &i.core.dir,
                 i.meta.clone(),
-                i.frames.shard_row_counts(),
+                i.source.rows().shard_row_counts(),
                 i.plan.spec(),
-                i.frames.read_options(),
+                i.source.rows().read_options(),
             )
             .expect("the same plan was valid when this backend was made"),
         )

@@ -42,6 +42,9 @@ pub(crate) struct ProgressHeader {
     pub resize_mode: crate::video::ResizeMode,
     pub max_rows_per_file: usize,
     pub skip_corrupt: bool,
+    /// The segment settings of a segments build (absent for frames).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub segments: Option<crate::video::segment::SegmentSettings>,
     /// The stamp of the input files (`VideoFramesOptions::sources`).
     pub sources: J,
     /// The writing crate's version.
@@ -55,6 +58,9 @@ pub(crate) struct Checkpoint {
     pub version: u64,
     /// Examples done (written or skipped) so far.
     pub tasks: u64,
+    /// Lance rows written so far (frames, or segments).
+    #[serde(default)]
+    pub rows: u64,
     /// Videos written since the previous checkpoint.
     pub videos: Vec<VideoEntry>,
     /// Videos skipped since the previous checkpoint.
@@ -91,6 +97,7 @@ fn fold(checkpoints: Vec<Checkpoint>) -> Resumed {
     for c in checkpoints {
         done.version = c.version;
         done.tasks = c.tasks;
+        done.rows = c.rows;
         done.videos.extend(c.videos);
         done.skipped.extend(c.skipped);
     }

@@ -27,14 +27,15 @@ use serde_json::Value as J;
 use crate::cache::checksums::write_file_checksums;
 use crate::cache::lock::CacheLock;
 use crate::cache::metadata::{
-    VideoEntry, VideoFramesMetadata, WriterInfo, CACHE_FORMAT_VERSION, LAYOUT_LANCE_VIDEO_FRAMES,
+    SegmentQuality, SegmentsInfo, VideoEntry, VideoFramesMetadata, WriterInfo,
+    CACHE_FORMAT_VERSION, LAYOUT_LANCE_VIDEO_FRAMES, LAYOUT_LANCE_VIDEO_SEGMENTS,
 };
 use crate::error::{BoxError, Error, Result};
 use crate::features::describe::features_to_json;
 use crate::features::{Feature, Features, VideoStorage};
 use crate::lance::LanceSegments;
 use crate::lance::{fragment_rows, fsync_tree, lance_err};
-use crate::layouts::video_frames::format::{frames_schema, INPUTS_DIR};
+use crate::layouts::video_frames::format::{frames_schema, segments_schema, INPUTS_DIR};
 use crate::layouts::video_frames::resume::{
     Checkpoint, ProgressFile, ProgressHeader, Resumed, PROGRESS_FILE,
 };
@@ -109,25 +110,30 @@ where
     write_video_frames_cache_locked(items, features, cache_dir, opts, &lock)
 }
 
-fn video_column(features: &Features, asked: Option<&str>) -> Result<String> {
-    let frames: Vec<String> = features
+fn video_column(features: &Features, asked: Option<&str>) -> Result<(String, VideoStorage)> {
+    let layout_column = |f: &Feature| match f {
+        Feature::Video(v) if v.storage.is_layout() => Some(v.storage),
+        _ => None,
+    };
+    let found: Vec<(String, VideoStorage)> = features
         .iter()
-        .filter(|(_, f)| matches!(f, Feature::Video(v) if v.storage == VideoStorage::Frames))
-        .map(|(n, _)| n.to_string())
+        .filter_map(|(n, f)| layout_column(f).map(|s| (n.to_string(), s)))
         .collect();
     match asked {
         Some(c) => match features.get(c) {
-            Some(Feature::Video(v)) if v.storage == VideoStorage::Frames => Ok(c.to_string()),
-            Some(_) => Err(Error::InvalidArgument(format!(
-                "video column '{c}' is not a Video(storage='frames') feature"
-            ))),
+            Some(f) => layout_column(f).map(|s| (c.to_string(), s)).ok_or_else(|| {
+                Error::InvalidArgument(format!(
+                    "video column '{c}' is not a Video(storage='frames') or Video(storage='segments') feature"
+                ))
+            }),
             None => Err(Error::InvalidArgument(format!(
                 "video column '{c}' is not a feature"
             ))),
         },
-        None if frames.len() == 1 => Ok(frames[0].clone()),
+        None if found.len() == 1 => Ok(found[0].clone()),
         None => Err(Error::InvalidArgument(format!(
-            "a lance-video-frames cache needs exactly one Video(storage='frames') column or an explicit video column; found {frames:?}"
+            "a video cache needs exactly one Video(storage='frames') or Video(storage='segments') column, or an explicit video column; found {:?}",
+            found.iter().map(|(n, _)| n).collect::<Vec<_>>()
         ))),
     }
 }
@@ -168,14 +174,16 @@ where
     let mut exhausted = false;
     let mut videos = resumed.videos;
     let mut skipped = resumed.skipped;
-    let mut row: u64 = videos.iter().map(|v| v.t).sum();
+    let mut row: u64 = resumed.rows;
     // What the next checkpoint records: videos and skips from these positions.
     let (mut videos_from, mut skipped_from) = (videos.len(), skipped.len());
+    let segments = schema.field_with_name("segment_idx").is_ok();
     let mut since_checkpoint = 0u64;
     let mut last_checkpoint = std::time::Instant::now();
-    // The head video's frame size and frames written so far.
+    // The head video's frame size, and frames and rows written so far.
     let mut size = (0usize, 0usize);
     let mut frames = 0u64;
+    let mut rows = 0u64;
     loop {
         while !exhausted && running <= threads && queue.len() < MAX_AHEAD {
             match items.next() {
@@ -198,7 +206,11 @@ where
                     running += 1;
                     pool.spawn_fifo(move || {
                         let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-                            encode_video(id, &file, &o, &tx, &b)
+                            if segments {
+                                encode_video_segments(id, &file, &o, &tx, &b)
+                            } else {
+                                encode_video(id, &file, &o, &tx, &b)
+                            }
                         }))
                         .unwrap_or_else(|p| Err(Error::from_panic("video encoder", p).to_string()));
                         let _ = tx.send(match r {
@@ -238,13 +250,14 @@ where
                 size = (w, h);
                 continue;
             }
-            Ok(Msg::Frames(f)) => {
-                let b = frames_batch(schema, task.id, frames, &f)?;
-                frames += f.len() as u64;
+            Ok(Msg::Rows(c)) => {
+                let b = c.batch(schema, task.id, rows)?;
+                frames += c.frames();
+                rows += c.rows();
                 lance.send(b)?;
-                budget.release(chunk_bytes(&f));
+                budget.release(c.bytes());
                 if let Some(p) = opts.progress() {
-                    p.fetch_add(f.len() as u64, std::sync::atomic::Ordering::Relaxed);
+                    p.fetch_add(c.frames(), std::sync::atomic::Ordering::Relaxed);
                 }
                 continue;
             }
@@ -255,6 +268,7 @@ where
         let (task, _) = queue.pop_front().expect("the head video");
         let done_tasks = task.id as u64 + 1;
         let written = std::mem::take(&mut frames);
+        let video_rows = std::mem::take(&mut rows);
         let (w, h) = std::mem::take(&mut size);
         if task.temp {
             let _ = std::fs::remove_file(&task.file);
@@ -273,7 +287,7 @@ where
                     start_row: row,
                     metadata: task.metadata,
                 });
-                row += n;
+                row += video_rows;
                 since_checkpoint += n;
             }
             Err(reason) if written > 0 => {
@@ -300,13 +314,16 @@ where
         {
             if let Some(ds) = lance.commit()? {
                 fsync_tree(lance_dir)?;
+                crate::util::fault_point("video:after-lance-commit");
                 progress.append(&Checkpoint {
                     version: ds.version().version,
                     tasks: done_tasks,
+                    rows: row,
                     videos: videos[videos_from..].to_vec(),
                     skipped: skipped[skipped_from..].to_vec(),
                 })?;
                 (videos_from, skipped_from) = (videos.len(), skipped.len());
+                crate::util::fault_point("video:after-checkpoint");
             }
             since_checkpoint = 0;
             last_checkpoint = std::time::Instant::now();
@@ -385,14 +402,15 @@ where
     I: IntoIterator<Item = std::result::Result<(J, Example), E>>,
     E: Into<BoxError>,
 {
-    let column = video_column(features, opts.video_column())?;
-    write_locked(items, features, &column, cache_dir, opts, lock)
+    let (column, storage) = video_column(features, opts.video_column())?;
+    write_locked(items, features, &column, storage, cache_dir, opts, lock)
 }
 
 fn write_locked<I, E>(
     items: I,
     features: &Features,
     column: &str,
+    storage: VideoStorage,
     cache_dir: &Path,
     opts: &VideoFramesOptions,
     lock: &CacheLock,
@@ -401,10 +419,15 @@ where
     I: IntoIterator<Item = std::result::Result<(J, Example), E>>,
     E: Into<BoxError>,
 {
-    // libwebp's configuration, made once before any video so that a
-    // refusal fails the build instead of every video (the settings
-    // themselves were checked when they were set).
-    WebpEncoder::new(opts.webp()).map_err(Error::InvalidArgument)?;
+    let segments = storage == VideoStorage::Segments;
+    // The encoder's configuration, made once before any video so that a
+    // refusal (an unknown preset, a codec this FFmpeg lacks) fails the
+    // build instead of every video.
+    if segments {
+        check_segment_encoder(opts)?;
+    } else {
+        WebpEncoder::new(opts.webp()).map_err(Error::InvalidArgument)?;
+    }
     let allowed = match features.get(column) {
         Some(Feature::Video(v)) => v.allowed_extensions.clone(),
         _ => unreachable!("checked by video_column"),
@@ -424,6 +447,7 @@ where
         resize_mode: opts.resize_mode(),
         max_rows_per_file: opts.max_rows_per_file(),
         skip_corrupt: opts.skip_corrupt(),
+        segments: segments.then(|| opts.segments().clone()),
         sources: opts.sources().cloned().unwrap_or(J::Null),
         writer: WriterInfo::current().version,
     };
@@ -450,7 +474,11 @@ where
         let frames: u64 = resumed.videos.iter().map(|v| v.t).sum();
         p.fetch_add(frames, std::sync::atomic::Ordering::Relaxed);
     }
-    let schema = frames_schema();
+    let schema = if segments {
+        segments_schema()
+    } else {
+        frames_schema()
+    };
     let mut lance = LanceSegments::new(
         &data_dir,
         schema.clone(),
@@ -471,9 +499,14 @@ where
     )?;
     let written = lance.finish()?;
     if tasks == 0 {
-        return Err(Error::InvalidArgument(
-            "cannot build a lance-video-frames cache from an empty generator".into(),
-        ));
+        return Err(Error::InvalidArgument(format!(
+            "cannot build a {} cache from an empty generator",
+            if segments {
+                LAYOUT_LANCE_VIDEO_SEGMENTS
+            } else {
+                LAYOUT_LANCE_VIDEO_FRAMES
+            }
+        )));
     }
     let ds = match written {
         Some(ds) if !videos.is_empty() => ds,
@@ -488,17 +521,35 @@ where
     let _ = storage.remove_dir_all(&inputs_dir);
     let fragment_rows = fragment_rows(&ds, &data_dir)?;
     let num_rows: u64 = videos.iter().map(|v| v.t).sum();
-    if fragment_rows.iter().sum::<u64>() != num_rows {
+    let lance_rows = if segments {
+        let per = u64::from(opts.segments().frames_per_segment());
+        videos.iter().map(|v| v.t.div_ceil(per)).sum()
+    } else {
+        num_rows
+    };
+    if fragment_rows.iter().sum::<u64>() != lance_rows {
         return Err(lance_err(
             &data_dir,
-            "Lance wrote a different number of frames than were sent",
+            "Lance wrote a different number of rows than were sent",
         ));
     }
+    let segments_info = if segments {
+        Some(segments_info(
+            &data_dir,
+            opts,
+            &videos,
+            lance_rows,
+        )?)
+    } else {
+        None
+    };
     fsync_tree(&data_dir)?;
     // Every data file's xxh64, so `verify` checks a frames cache's bytes as
     // it does an Arrow cache's (the progress file goes at publication).
     write_file_checksums(storage.as_ref(), &data_dir, &[PROGRESS_FILE, INPUTS_DIR])?;
-    let quality = if opts.webp().quality().fract() == 0.0 {
+    let quality = if segments {
+        J::Null
+    } else if opts.webp().quality().fract() == 0.0 {
         J::from(opts.webp().quality() as i64)
     } else {
         J::from(f64::from(opts.webp().quality()))
@@ -506,21 +557,32 @@ where
     let metadata = VideoFramesMetadata {
         cache_format_version: CACHE_FORMAT_VERSION,
         format: "lance".into(),
-        layout: LAYOUT_LANCE_VIDEO_FRAMES.into(),
+        layout: if segments {
+            LAYOUT_LANCE_VIDEO_SEGMENTS
+        } else {
+            LAYOUT_LANCE_VIDEO_FRAMES
+        }
+        .into(),
         schema_fingerprint: features.fingerprint(),
         num_rows,
         total_rows: num_rows,
         n_videos: videos.len() as u64,
         n_skipped: tasks - videos.len() as u64,
-        encoding: "webp".into(),
+        encoding: if segments {
+            opts.segments().codec().as_str()
+        } else {
+            "webp"
+        }
+        .into(),
         quality,
         resize: opts.resize().map(u64::from),
         video_column: column.to_string(),
         videos,
         lineage: opts.lineage().cloned(),
         resize_mode: opts.resize().map(|_| opts.resize_mode()),
-        webp_method: Some(opts.webp().method()),
-        webp_input: Some(opts.webp().input()),
+        webp_method: (!segments).then(|| opts.webp().method()),
+        webp_input: (!segments).then(|| opts.webp().input()),
+        segments: segments_info,
         skipped: (!skipped.is_empty()).then_some(skipped),
         sources: opts.sources().cloned(),
         fragment_row_counts: Some(fragment_rows),
@@ -535,5 +597,95 @@ where
         dir: cache_dir.to_path_buf(),
         metadata,
         resumed_videos,
+    })
+}
+
+/// Opens the segment encoder once on a small frame, so that a codec this
+/// FFmpeg lacks or a preset it refuses fails the build up front.
+fn check_segment_encoder(opts: &VideoFramesOptions) -> Result<()> {
+    let s = opts.segments();
+    let side = 64u32;
+    let frame = vec![128u8; (side * side * 3 / 2) as usize];
+    crate::video::segment::encode_segment(&s.params(side, side), &[frame])
+        .map(|_| ())
+        .map_err(|e| {
+            Error::InvalidArgument(format!(
+                "cannot encode {} segments with {} (preset '{}', crf {}): {e}",
+                s.codec().as_str(),
+                s.codec().encoder_name(),
+                s.preset(),
+                s.crf()
+            ))
+        })
+}
+
+/// The segments part of the metadata: the encoder and its parameters, the
+/// frame size when every video has the same, and the quality the encoding
+/// cost, summed up from the segment rows (so a resumed build counts the
+/// segments of its checkpoints too).
+fn segments_info(
+    dir: &Path,
+    opts: &VideoFramesOptions,
+    videos: &[VideoEntry],
+    num_segments: u64,
+) -> Result<SegmentsInfo> {
+    use arrow_array::cast::AsArray;
+    use arrow_array::types::{Float64Type, Int32Type};
+    let s = opts.segments();
+    let (mut frames, mut psnr_sum, mut ssim_sum) = (0u64, 0f64, 0f64);
+    let (mut psnr_min, mut ssim_min) = (f64::INFINITY, f64::INFINITY);
+    let mut bad = None;
+    let cols: Vec<String> = ["frame_count", "psnr", "psnr_min", "ssim", "ssim_min"]
+        .iter()
+        .map(|c| c.to_string())
+        .collect();
+    crate::lance::scan_dataset(dir, None, &cols, |b| {
+        let (Some(n), Some(p), Some(pm), Some(ss), Some(sm)) = (
+            b.column(0).as_primitive_opt::<Int32Type>(),
+            b.column(1).as_primitive_opt::<Float64Type>(),
+            b.column(2).as_primitive_opt::<Float64Type>(),
+            b.column(3).as_primitive_opt::<Float64Type>(),
+            b.column(4).as_primitive_opt::<Float64Type>(),
+        ) else {
+            bad = Some("the quality columns have unexpected types");
+            return;
+        };
+        for i in 0..b.num_rows() {
+            let k = n.value(i).max(0) as u64;
+            frames += k;
+            psnr_sum += p.value(i) * k as f64;
+            ssim_sum += ss.value(i) * k as f64;
+            psnr_min = psnr_min.min(pm.value(i));
+            ssim_min = ssim_min.min(sm.value(i));
+        }
+    })?;
+    if let Some(why) = bad {
+        return Err(lance_err(dir, why));
+    }
+    let k = frames.max(1) as f64;
+    let (w, h) = (videos[0].w, videos[0].h);
+    let same = videos.iter().all(|v| (v.w, v.h) == (w, h));
+    Ok(SegmentsInfo {
+        codec: s.codec().as_str().into(),
+        encoder: s.codec().encoder_name().into(),
+        encoder_version: crate::video::segment::codec_library_version(),
+        crf: s.crf(),
+        preset: s.preset().to_string(),
+        frames_per_segment: s.frames_per_segment(),
+        closed_gop: true,
+        scene_cut: false,
+        pixel_format: "yuv420p".into(),
+        extradata: String::new(),
+        width: same.then_some(w),
+        height: same.then_some(h),
+        num_segments,
+        quality: SegmentQuality {
+            psnr: "mean over frames of the PSNR of RGB samples against the source frames (exact frames count 100 dB)".into(),
+            ssim: "mean over frames of the SSIM of BT.601 luma from RGB, 11x11 Gaussian window".into(),
+            psnr_mean: psnr_sum / k,
+            psnr_min,
+            ssim_mean: ssim_sum / k,
+            ssim_min,
+        },
     })
 }

