@@ -192,9 +192,9 @@ impl Dataset {
     pub fn with_video_decode(&self, policy: Option<crate::video::VideoDecode>) -> Result<Self> {
         if let Some(p) = &policy {
             p.validate()?;
-            let has = self.features().iter().any(|(_, f)| {
-                matches!(f, crate::features::Feature::Video(v) if !v.storage.is_layout())
-            });
+            let has = self.features().iter().any(
+                |(_, f)| matches!(f, crate::features::Feature::Video(v) if !v.storage.is_layout()),
+            );
             if !has {
                 return Err(crate::Error::InvalidArgument(
                     "video decoding needs a Video(storage='path'|'bytes') column".into(),

@@ -498,8 +498,10 @@ fn decode_window_cell(a: &dyn Array, row: usize) -> std::result::Result<Value, S
         .as_struct_opt()
         .ok_or_else(|| format!("video window column has Arrow type {}", a.data_type()))?;
     let (Some(shape), Some(data)) = (
-        s.column_by_name("shape").and_then(|c| c.as_list_opt::<i32>()),
-        s.column_by_name("data").and_then(|c| c.as_binary_opt::<i64>()),
+        s.column_by_name("shape")
+            .and_then(|c| c.as_list_opt::<i32>()),
+        s.column_by_name("data")
+            .and_then(|c| c.as_binary_opt::<i64>()),
     ) else {
         return Err("video window cells are not struct<shape: list, data: large_binary>".into());
     };

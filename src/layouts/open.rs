@@ -601,8 +601,14 @@ fn open_video_frames(
         dir,
         path,
         meta.fragment_row_counts.as_ref(),
-        meta.segments.as_ref().map_or(meta.num_rows, |s| s.num_segments),
-        if meta.is_segments() { "segments" } else { "frames" },
+        meta.segments
+            .as_ref()
+            .map_or(meta.num_rows, |s| s.num_segments),
+        if meta.is_segments() {
+            "segments"
+        } else {
+            "frames"
+        },
     )?;
     let backend = crate::layouts::LanceVideoFrames::new(
         dir,

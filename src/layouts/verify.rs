@@ -239,7 +239,9 @@ fn structure_lance(cache: &Cache, rep: &mut VerifyReport, frames: bool) {
         .and_then(|m| m.segments.as_ref())
         .and_then(|s| {
             Some((
-                s.codec.parse::<crate::video::segment::SegmentCodec>().ok()?,
+                s.codec
+                    .parse::<crate::video::segment::SegmentCodec>()
+                    .ok()?,
                 u64::from(s.frames_per_segment.max(1)),
             ))
         });

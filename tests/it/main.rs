@@ -27,6 +27,8 @@ mod roundtrip;
 mod sampler;
 #[cfg(feature = "video")]
 mod video;
+#[cfg(feature = "video")]
+mod video_segments;
 
 #[global_allocator]
 static ALLOC: alloc_count::Counting = alloc_count::Counting;

@@ -337,10 +337,12 @@ pub fn run(source: BuildSource) -> CliResult {
                 .map_err(|e| CliError::Usage(format!("--buffer: {e}")))?
                 .try_into()
                 .map_err(|_| CliError::Usage(format!("--buffer {buffer} is too large")))?;
+            let usage = |flag: &str, e: shardset::Error| CliError::Usage(format!("{flag}: {e}"));
             let mut segments = shardset::video::segment::SegmentSettings::new(codec)
-                .try_with_frames_per_segment(segment_frames)?;
+                .try_with_frames_per_segment(segment_frames)
+                .map_err(|e| usage("--segment-frames", e))?;
             if let Some(c) = crf {
-                segments = segments.try_with_crf(c)?;
+                segments = segments.try_with_crf(c).map_err(|e| usage("--crf", e))?;
             }
             if let Some(p) = preset {
                 segments = segments.with_preset(p);

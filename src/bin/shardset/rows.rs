@@ -413,9 +413,11 @@ pub fn export(
                 .with_windows(spec),
         )?;
         let ds = Dataset::new(cache);
-        if ds.features().iter().any(
-            |(_, f)| matches!(f, Feature::Video(v) if !v.storage.is_layout()),
-        ) {
+        if ds
+            .features()
+            .iter()
+            .any(|(_, f)| matches!(f, Feature::Video(v) if !v.storage.is_layout()))
+        {
             ds.with_video_decode(Some(shardset::VideoDecode::new(window.0 as usize)))?
         } else {
             ds

@@ -41,4 +41,5 @@ pub fn segments_schema() -> SchemaRef {
 }
 
 /// The columns of [`segments_schema`] a window read takes.
-pub const SEGMENT_READ_COLUMNS: [&str; 4] = ["first_frame", "frame_count", "data", "packet_offsets"];
+pub const SEGMENT_READ_COLUMNS: [&str; 4] =
+    ["first_frame", "frame_count", "data", "packet_offsets"];

@@ -200,11 +200,8 @@ pub(super) fn encode_video_segments(
     let (w0, h0) = (v.info().width, v.info().height);
     let (w, h) = opts.resize_mode().apply(opts.resize(), w0, h0);
     let (ew, eh) = (w + (w & 1), h + (h & 1));
-    let mut encoder = SegmentEncoder::new(
-        settings.params(ew as u32, eh as u32),
-        w as u32,
-        h as u32,
-    )?;
+    let mut encoder =
+        SegmentEncoder::new(settings.params(ew as u32, eh as u32), w as u32, h as u32)?;
     let gone = || "the build stopped".to_string();
     let send = |seg: VideoSegment| {
         let chunk = Chunk::Segments(vec![seg]);
@@ -325,10 +322,8 @@ pub(super) fn segments_batch(
     segments: &[VideoSegment],
 ) -> Result<RecordBatch> {
     let n = segments.len();
-    let mut data = LargeBinaryBuilder::with_capacity(
-        n,
-        segments.iter().map(|s| s.encoded.data.len()).sum(),
-    );
+    let mut data =
+        LargeBinaryBuilder::with_capacity(n, segments.iter().map(|s| s.encoded.data.len()).sum());
     let mut offsets = ListBuilder::new(Int64Builder::new());
     for s in segments {
         data.append_value(&s.encoded.data);
@@ -338,7 +333,9 @@ pub(super) fn segments_batch(
         offsets.append(true);
     }
     let f64s = |f: fn(&VideoSegment) -> f64| -> ArrayRef {
-        Arc::new(Float64Array::from(segments.iter().map(f).collect::<Vec<_>>()))
+        Arc::new(Float64Array::from(
+            segments.iter().map(f).collect::<Vec<_>>(),
+        ))
     };
     let offsets = offsets.finish();
     let item = Arc::new(Field::new("item", DataType::Int64, true));
@@ -347,7 +344,9 @@ pub(super) fn segments_batch(
     let cols: Vec<ArrayRef> = vec![
         Arc::new(Int32Array::from(vec![id as i32; n])),
         Arc::new(Int32Array::from(
-            (0..n).map(|i| (first + i as u64) as i32).collect::<Vec<_>>(),
+            (0..n)
+                .map(|i| (first + i as u64) as i32)
+                .collect::<Vec<_>>(),
         )),
         Arc::new(Int64Array::from(
             segments

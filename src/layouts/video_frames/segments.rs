@@ -159,7 +159,9 @@ impl SegmentFrames {
             .as_primitive_opt::<Int32Type>()
             .map(|c| c.value(k));
         let data = col("data")?.as_binary_opt::<i64>().map(|c| c.value(k));
-        let offsets = col("packet_offsets")?.as_list_opt::<i32>().map(|c| c.value(k));
+        let offsets = col("packet_offsets")?
+            .as_list_opt::<i32>()
+            .map(|c| c.value(k));
         let (Some(first), Some(count), Some(data), Some(offsets)) = (first, count, data, offsets)
         else {
             return Err(self.bad(format!(

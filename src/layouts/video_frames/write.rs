@@ -534,12 +534,7 @@ where
         ));
     }
     let segments_info = if segments {
-        Some(segments_info(
-            &data_dir,
-            opts,
-            &videos,
-            lance_rows,
-        )?)
+        Some(segments_info(&data_dir, opts, &videos, lance_rows)?)
     } else {
         None
     };
