@@ -141,6 +141,8 @@ fn main() {
         Some("versus-windows") => return versus_windows(&args),
         #[cfg(feature = "video")]
         Some("webp-decode") => return webp_decode(&args),
+        #[cfg(feature = "video")]
+        Some("segments-build") => return segments_build(&args),
         _ => {}
     }
     let tmp = tempfile::tempdir().unwrap();
@@ -831,6 +833,111 @@ fn versus_frames_build(args: &[String]) {
         w.metadata.num_rows,
         t.elapsed().as_secs_f64()
     );
+}
+
+/// `segments-build --video-dir D --dir OUT --storage frames|h264|av1
+/// [--threads T]`: builds a video cache of every file of D (sorted): WebP
+/// q65 frames (the frames layout's defaults), or H.264 / AV1 segments at
+/// their default CRF and 32 frames; prints frames/s of the build, bytes per
+/// frame (every file of the cache), and the quality of every stored frame
+/// read back through the window API against the source frames decoded to
+/// RGB (PSNR over RGB samples, SSIM over BT.601 luma; mean and lowest),
+/// the same measure for every storage.
+#[cfg(feature = "video")]
+fn segments_build(args: &[String]) {
+    use shardset::video::quality::{psnr, ssim_rgb};
+    use shardset::{
+        open_cache_with, Feature, LanceVideoFrames, OpenOptions, SegmentCodec, SegmentSettings,
+        Value, VideoStorage, WindowSpec,
+    };
+    let files = video_files(args);
+    let dir = Path::new(arg(args, "--dir").unwrap());
+    let storage = arg(args, "--storage").unwrap().as_str();
+    let threads: usize = arg(args, "--threads").map_or(2, |t| t.parse().unwrap());
+    let (feature, opts) = match storage {
+        "frames" => (
+            VideoStorage::Frames,
+            shardset::VideoFramesOptions::default(),
+        ),
+        "h264" | "av1" => (
+            VideoStorage::Segments,
+            shardset::VideoFramesOptions::default().with_segments(SegmentSettings::new(
+                if storage == "av1" {
+                    SegmentCodec::Av1
+                } else {
+                    SegmentCodec::H264
+                },
+            )),
+        ),
+        other => panic!("--storage frames, h264 or av1, not {other}"),
+    };
+    let f = Features::new().with("video", Feature::video(feature));
+    let ex = files
+        .iter()
+        .map(|p| Example::new().with("video", Value::Path(p.clone())));
+    let t = Instant::now();
+    let w = shardset::write_video_frames_cache(ex, &f, dir, &opts.with_threads(threads)).unwrap();
+    let secs = t.elapsed().as_secs_f64();
+    let bytes = dir_bytes(dir);
+    // Quality: every frame through the window API against the source.
+    let c = open_cache_with(
+        dir,
+        &OpenOptions::default().with_windows(WindowSpec::new(1, 0, 1)),
+    )
+    .unwrap();
+    let be = c
+        .backend
+        .as_any()
+        .downcast_ref::<LanceVideoFrames>()
+        .unwrap();
+    let (mut ps, mut ss) = (Vec::new(), Vec::new());
+    let mut window = 0i64;
+    for (v, entry) in be.metadata().videos.iter().enumerate() {
+        let path = Path::new(entry.path.as_deref().unwrap());
+        let all: Vec<u64> = (0..entry.t).collect();
+        let (src, sw, sh) =
+            shardset::video::decode::read_frames_rgb(path, &all, None, None).unwrap();
+        assert_eq!((sw as u64, sh as u64), (entry.w, entry.h), "video {v}");
+        let idx: Vec<i64> = (window..window + entry.t as i64).collect();
+        window += entry.t as i64;
+        for chunk in idx.chunks(64) {
+            let b = be.windows_batch(chunk).unwrap();
+            let frame = sw * sh * 3;
+            for (k, &i) in chunk.iter().enumerate() {
+                let got = &b.frames.data[k * frame..(k + 1) * frame];
+                let want = &src[(i - idx[0]) as usize];
+                ps.push(psnr(want, got).min(100.0));
+                ss.push(ssim_rgb(want, got, sw, sh));
+            }
+        }
+    }
+    let n = ps.len() as f64;
+    println!(
+        "{{\"op\": \"build\", \"storage\": \"{storage}\", \"count\": {}, \"seconds\": {secs:.6}, \"bytes\": {bytes}, \"psnr_mean\": {:.4}, \"psnr_min\": {:.4}, \"ssim_mean\": {:.6}, \"ssim_min\": {:.6}, \"recorded\": {}}}",
+        w.metadata.num_rows,
+        ps.iter().sum::<f64>() / n,
+        ps.iter().copied().fold(f64::INFINITY, f64::min),
+        ss.iter().sum::<f64>() / n,
+        ss.iter().copied().fold(f64::INFINITY, f64::min),
+        serde_json::to_string(&w.metadata.segments.as_ref().map(|s| &s.quality)).unwrap()
+    );
+}
+
+/// Bytes of every file under `d`.
+#[cfg(feature = "video")]
+fn dir_bytes(d: &Path) -> u64 {
+    std::fs::read_dir(d)
+        .unwrap()
+        .map(|e| {
+            let e = e.unwrap();
+            let m = e.metadata().unwrap();
+            if m.is_dir() {
+                dir_bytes(&e.path())
+            } else {
+                m.len()
+            }
+        })
+        .sum()
 }
 
 /// Seconds to call `read` on every index, the indices split into `threads`

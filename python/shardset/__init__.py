@@ -12,6 +12,7 @@
 Reads and decodes run in the Rust library with the GIL released.
 """
 
+import json
 import pyarrow as _pa
 
 from . import _shardset
@@ -174,7 +175,7 @@ def edit(path):
 def write_cache(examples, features, path, format="arrow", shard_size=None, compression=None,
                 threads=None, png_level=None, max_rows_per_file=None, webp_quality=None,
                 batch_size=None, build_id=None, compression_level=None, record_checksums=False,
-                dedup=None):
+                dedup=None, segments=None):
     """Writes a cache from `examples` (an iterable of dicts or `(key, dict)`
     pairs) with `features` (ours, the reference's, or a JSON description),
     published atomically at `path`. The encoding runs in Rust on all cores
@@ -196,9 +197,13 @@ def write_cache(examples, features, path, format="arrow", shard_size=None, compr
     dedup: a size in bytes (4096 is usual): each binary cell (image, array,
     bytes) at least that large is stored once, later repeats as refs to it
     (Arrow); reads return the same bytes. A cache where something repeated
-    needs shardset to read it."""
+    needs shardset to read it.
+    segments: for a `Video(storage="segments")` column ("video-frames"
+    format, a lance-video-segments cache), a dict of `codec` ("h264" or
+    "av1"), `crf`, `preset` and `frames_per_segment` (each optional)."""
     feats = Features.coerce(features)
     return _shardset.write_cache(iter(examples), feats.to_json(), str(path), format, shard_size,
                                  compression, threads, png_level, max_rows_per_file,
                                  webp_quality, batch_size, build_id, compression_level,
-                                 record_checksums, dedup)
+                                 record_checksums, dedup,
+                                 None if segments is None else json.dumps(segments))

@@ -106,8 +106,9 @@ class Array4D(_Array):
 class Video:
     def __init__(self, storage="path",
                  allowed_extensions=(".mp4", ".avi", ".mov", ".webm", ".mkv")):
-        if storage not in ("path", "bytes", "frames"):
-            raise ValueError(f"Video storage must be 'path', 'bytes' or 'frames', got {storage!r}")
+        if storage not in ("path", "bytes", "frames", "segments"):
+            raise ValueError(
+                f"Video storage must be 'path', 'bytes', 'frames' or 'segments', got {storage!r}")
         self.storage = storage
         self.allowed_extensions = tuple(
             e.lower() if e.startswith(".") else "." + e.lower() for e in allowed_extensions)

@@ -1015,7 +1015,7 @@ impl PyDataset {
     ) -> PyRes<Bound<'py, PyAny>> {
         let Some(fr) = self.frames() else {
             return Err(BadInputError::new_err(
-                "windows() needs a lance-video-frames cache",
+                "windows() needs a lance-video-frames or lance-video-segments cache",
             ));
         };
         let phys = self.physical(&self.indices_from(indices)?)?;
@@ -1491,7 +1491,7 @@ fn edit(py: Python<'_>, path: PathBuf) -> PyRes<PyStaging> {
 
 /// Writes a cache from an iterable of examples; see `shardset.write_cache`.
 #[pyfunction]
-#[pyo3(signature = (examples, features_json, path, format="arrow", shard_size=None, compression=None, threads=None, png_level=None, max_rows_per_file=None, window_quality=None, batch_size=None, build_id=None, compression_level=None, record_checksums=false, dedup=None))]
+#[pyo3(signature = (examples, features_json, path, format="arrow", shard_size=None, compression=None, threads=None, png_level=None, max_rows_per_file=None, window_quality=None, batch_size=None, build_id=None, compression_level=None, record_checksums=false, dedup=None, segments=None))]
 #[allow(clippy::too_many_arguments)]
 fn write_cache(
     py: Python<'_>,
@@ -1510,6 +1510,7 @@ fn write_cache(
     compression_level: Option<i32>,
     record_checksums: bool,
     dedup: Option<u64>,
+    segments: Option<String>,
 ) -> PyRes<u64> {
     let j: serde_json::Value = serde_json::from_str(features_json)
         .map_err(|e| BadInputError::new_err(format!("features description: {e}")))?;
@@ -1595,6 +1596,9 @@ fn write_cache(
         }
         "video-frames" => {
             let mut o = shardset::VideoFramesOptions::default();
+            if let Some(j) = segments {
+                o = o.with_segments(segment_settings(&j)?);
+            }
             if let Some(q) = window_quality {
                 o = o.with_webp(shardset::WebpSettings::default().try_with_quality(q).py()?);
             }
@@ -1618,6 +1622,41 @@ fn write_cache(
         }
     };
     Ok(rows)
+}
+
+/// Segment settings from `{"codec", "crf", "preset", "frames_per_segment"}`.
+fn segment_settings(j: &str) -> PyRes<shardset::SegmentSettings> {
+    let bad = |m: String| BadInputError::new_err(format!("segments: {m}"));
+    let j: serde_json::Value = serde_json::from_str(j).map_err(|e| bad(e.to_string()))?;
+    let obj = j
+        .as_object()
+        .ok_or_else(|| bad("a dict of codec, crf, preset, frames_per_segment".into()))?;
+    for k in obj.keys() {
+        if !["codec", "crf", "preset", "frames_per_segment"].contains(&k.as_str()) {
+            return Err(bad(format!("unknown key '{k}'")));
+        }
+    }
+    let codec: shardset::SegmentCodec = match obj.get("codec").and_then(|c| c.as_str()) {
+        Some(c) => c.parse().py()?,
+        None => shardset::SegmentCodec::H264,
+    };
+    let mut s = shardset::SegmentSettings::new(codec);
+    if let Some(c) = obj.get("crf") {
+        let c = c.as_u64().ok_or_else(|| bad("crf is a non-negative integer".into()))?;
+        s = s.try_with_crf(u32::try_from(c).unwrap_or(u32::MAX)).py()?;
+    }
+    if let Some(p) = obj.get("preset") {
+        s = s.with_preset(p.as_str().map_or_else(|| p.to_string(), str::to_string));
+    }
+    if let Some(n) = obj.get("frames_per_segment") {
+        let n = n
+            .as_u64()
+            .ok_or_else(|| bad("frames_per_segment is a positive integer".into()))?;
+        s = s
+            .try_with_frames_per_segment(u32::try_from(n).unwrap_or(u32::MAX))
+            .py()?;
+    }
+    Ok(s)
 }
 
 /// The fingerprint of a features description (the reference's schema fingerprint).

@@ -370,3 +370,45 @@ def test_edits_from_python_commit_a_version(tmp_path, fmt):
     assert old[10]["i"] == 10 and old[3]["label"] == 0
     v1 = shardset.open_cache(d, version=1)
     assert [v1[k]["i"] for k in range(len(v1))] == [r["i"] for r in rows]
+
+
+@pytest.mark.parametrize("codec", ["h264", "av1"])
+def test_segments_caches_are_written_and_read_from_python(tmp_path, codec):
+    # The compact video layout through the same API: windows of the same
+    # size as a frames cache's; a lossless (CRF 0) cache holds the source
+    # frames exactly, and a lossy one stays close to them, frame for frame.
+    src = os.path.join(GOLDEN, "sources")
+    clip = os.path.join(src, "clip_a.mp4")
+    vids = [("a", {"video": clip, "label": 0})]
+    seg_feats = Features({"video": Video(storage="segments"), "label": Value("int64")})
+    if codec == "av1":
+        # SVT-AV1 takes frames of at least 64x64; the clip is 64x48.
+        with pytest.raises(shardset.ShardsetError, match="64x64"):
+            shardset.write_cache(vids, seg_feats, tmp_path / "s", format="video-frames",
+                                 segments={"codec": "av1"})
+        return
+    for name, crf in [("exact", 0), ("lossy", 18)]:
+        n = shardset.write_cache(vids, seg_feats, tmp_path / name, format="video-frames",
+                                 segments={"codec": codec, "crf": crf, "frames_per_segment": 8})
+        assert n == 24
+    exact = shardset.open_cache(tmp_path / "exact", window=4)
+    lossy = shardset.open_cache(tmp_path / "lossy", window=4)
+    assert len(exact) == len(lossy) == 24 - 3
+    a, b = exact.windows(list(range(21))), lossy.windows(list(range(21)))
+    assert a.shape == b.shape == (21, 4, 48, 64, 3)
+    diff = np.abs(a.astype(np.int16) - b.astype(np.int16)).mean(axis=(2, 3, 4))
+    assert diff.max() < 4, diff
+    # Window i's first frame is frame i: window i+1 starts one frame later.
+    assert np.array_equal(a[1:, 0], a[:-1, 1])
+    row = lossy[5]
+    assert row["video"].shape == (4, 48, 64, 3) and row["label"] == 0
+    assert np.array_equal(row["video"], b[5])
+    meta = json.load(open(tmp_path / "lossy" / "_metadata.json"))
+    assert meta["layout"] == "lance-video-segments"
+    assert meta["segments"]["crf"] == 18 and meta["segments"]["frames_per_segment"] == 8
+    assert meta["segments"]["quality"]["psnr_mean"] > 35
+    assert json.load(open(tmp_path / "exact" / "_metadata.json"))[
+        "segments"]["quality"]["psnr_min"] == 100
+    with pytest.raises(shardset.ShardsetError, match="unknown key"):
+        shardset.write_cache(vids, seg_feats, tmp_path / "x", format="video-frames",
+                             segments={"gop": 8})

@@ -599,6 +599,13 @@ where
 /// FFmpeg lacks or a preset it refuses fails the build up front.
 fn check_segment_encoder(opts: &VideoFramesOptions) -> Result<()> {
     let s = opts.segments();
+    // SVT-AV1 prints its configuration to stderr for every encoder it opens
+    // (one per segment) unless its log level says otherwise; a user's own
+    // SVT_LOG is kept.
+    if s.codec() == crate::video::segment::SegmentCodec::Av1 && std::env::var_os("SVT_LOG").is_none()
+    {
+        std::env::set_var("SVT_LOG", "1");
+    }
     let side = 64u32;
     let frame = vec![128u8; (side * side * 3 / 2) as usize];
     crate::video::segment::encode_segment(&s.params(side, side), &[frame])
