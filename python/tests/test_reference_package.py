@@ -112,3 +112,20 @@ def test_the_reference_reads_an_edited_cache(tmp_path, ref, fmt):
     assert len(ds) == 40
     assert [ds[i]["x"] for i in range(40)] == want
     assert ds[5]["name"] == "five" and ds[39]["name"] == "new"
+
+
+def test_the_reference_names_the_segments_layout_it_does_not_read(tmp_path, ref):
+    # Our compact video layout is ours alone: the reference's open_cache
+    # refuses it by name rather than misreading it; its frames layout next
+    # to it still opens in the reference.
+    cache, _, s = ref
+    from conftest import GOLDEN
+    clip = os.path.join(GOLDEN, "sources", "clip_a.mp4")
+    seg = Features({"video": shardset.Video(storage="segments")})
+    shardset.write_cache([("a", {"video": clip})], seg, tmp_path / "s", format="video-frames")
+    with pytest.raises(ValueError, match="lance-video-segments"):
+        cache.open_cache(tmp_path / "s", s.Features({"video": s.Video(storage="frames")}))
+    frames = Features({"video": shardset.Video(storage="frames")})
+    shardset.write_cache([("a", {"video": clip})], frames, tmp_path / "f", format="video-frames")
+    res = cache.open_cache(tmp_path / "f", s.Features({"video": s.Video(storage="frames")}))
+    assert res.layout == "lance-video-frames"

