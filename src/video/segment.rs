@@ -380,6 +380,53 @@ pub fn decode_segment_picked(
     if packet_offsets.first() != Some(&0) {
         return Err("packet offsets do not start at 0".into());
     }
+    // This thread's decoder of the codec, flushed (a segment starts with a
+    // keyframe and refers to nothing before it), and its last converter:
+    // opening a decoder (dav1d starts its threads) and a converter per
+    // segment costs more than decoding a short segment.
+    DECODERS.with(|cell| {
+        let mut cache = cell.borrow_mut();
+        let Decoders { decoders, scaler } = &mut *cache;
+        let i = match decoders.iter().position(|(c, _)| *c == codec) {
+            Some(i) => i,
+            None => {
+                decoders.push((codec, open_decoder(codec)?));
+                decoders.len() - 1
+            }
+        };
+        let dec = &mut decoders[i].1;
+        dec.flush();
+        let r = decode_with(
+            dec,
+            scaler,
+            (width, height),
+            (cw, ch),
+            data,
+            packet_offsets,
+            pick,
+            upto,
+            &mut f,
+        );
+        if r.is_err() {
+            // A decoder that failed mid-stream is not trusted again.
+            decoders.retain(|(c, _)| *c != codec);
+        }
+        r
+    })
+}
+
+/// Per-thread decoders (one per codec) and the last RGB converter.
+#[derive(Default)]
+struct Decoders {
+    decoders: Vec<(SegmentCodec, ff::decoder::Video)>,
+    scaler: Option<(Pixel, u32, u32, ff::software::scaling::Context)>,
+}
+
+thread_local! {
+    static DECODERS: std::cell::RefCell<Decoders> = std::cell::RefCell::new(Decoders::default());
+}
+
+fn open_decoder(codec: SegmentCodec) -> Result<ff::decoder::Video, String> {
     let dcodec =
         ff::decoder::find(codec.id()).ok_or_else(|| format!("no {} decoder", codec.as_str()))?;
     let mut ctx = ff::codec::context::Context::new_with_codec(dcodec);
@@ -388,13 +435,26 @@ pub fn decode_segment_picked(
         count: 1,
         ..Default::default()
     });
-    let mut dec = ctx
-        .decoder()
+    ctx.decoder()
         .video()
-        .map_err(|e| ff_err("cannot start the decoder", e))?;
+        .map_err(|e| ff_err("cannot start the decoder", e))
+}
+
+/// The decode loop of [`decode_segment_picked`] on a flushed decoder.
+#[allow(clippy::too_many_arguments)]
+fn decode_with(
+    dec: &mut ff::decoder::Video,
+    scaler: &mut Option<(Pixel, u32, u32, ff::software::scaling::Context)>,
+    (width, height): (u32, u32),
+    (cw, ch): (usize, usize),
+    data: &[u8],
+    packet_offsets: &[u64],
+    pick: &dyn Fn(usize) -> bool,
+    upto: usize,
+    f: &mut dyn FnMut(usize, &[u8]),
+) -> Result<usize, String> {
     let mut frame = Frame::empty();
     let mut rgb = Frame::empty();
-    let mut scaler: Option<ff::software::scaling::Context> = None;
     let mut packed = Vec::new();
     let mut n = 0usize;
     let mut take = |dec: &mut ff::decoder::Video, n: &mut usize| -> Result<(), String> {
@@ -411,21 +471,21 @@ pub fn decode_segment_picked(
                 // of that size, so chroma is interpolated as for the source.
                 frame.set_width(cw as u32);
                 frame.set_height(ch as u32);
-                let s = match &mut scaler {
-                    Some(s) => s,
-                    None => scaler.insert(
-                        ff::software::scaling::Context::get(
-                            frame.format(),
-                            cw as u32,
-                            ch as u32,
-                            Pixel::RGB24,
-                            cw as u32,
-                            ch as u32,
-                            ff::software::scaling::Flags::BILINEAR,
-                        )
-                        .map_err(|e| ff_err("cannot convert frames", e))?,
-                    ),
-                };
+                let key = (frame.format(), cw as u32, ch as u32);
+                if !matches!(scaler, Some((p, w, h, _)) if (*p, *w, *h) == key) {
+                    let c = ff::software::scaling::Context::get(
+                        key.0,
+                        key.1,
+                        key.2,
+                        Pixel::RGB24,
+                        key.1,
+                        key.2,
+                        ff::software::scaling::Flags::BILINEAR,
+                    )
+                    .map_err(|e| ff_err("cannot convert frames", e))?;
+                    *scaler = Some((key.0, key.1, key.2, c));
+                }
+                let (.., s) = scaler.as_mut().expect("set above");
                 s.run(&frame, &mut rgb)
                     .map_err(|e| ff_err("cannot convert a frame", e))?;
                 f(*n, rgb_rows(&rgb, cw, ch, &mut packed));
@@ -445,14 +505,14 @@ pub fn decode_segment_picked(
         let pkt = ff::Packet::copy(bytes);
         dec.send_packet(&pkt)
             .map_err(|e| ff_err("the decoder refused a packet", e))?;
-        take(&mut dec, &mut n)?;
+        take(dec, &mut n)?;
         if n >= upto {
             return Ok(n);
         }
     }
     dec.send_eof()
         .map_err(|e| ff_err("cannot finish decoding the segment", e))?;
-    take(&mut dec, &mut n)?;
+    take(dec, &mut n)?;
     Ok(n)
 }
 
