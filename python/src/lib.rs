@@ -1642,7 +1642,9 @@ fn segment_settings(j: &str) -> PyRes<shardset::SegmentSettings> {
     };
     let mut s = shardset::SegmentSettings::new(codec);
     if let Some(c) = obj.get("crf") {
-        let c = c.as_u64().ok_or_else(|| bad("crf is a non-negative integer".into()))?;
+        let c = c
+            .as_u64()
+            .ok_or_else(|| bad("crf is a non-negative integer".into()))?;
         s = s.try_with_crf(u32::try_from(c).unwrap_or(u32::MAX)).py()?;
     }
     if let Some(p) = obj.get("preset") {

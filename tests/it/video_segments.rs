@@ -591,6 +591,36 @@ fn bad_settings_inputs_and_damaged_caches_are_typed_errors() {
     .unwrap_err();
     assert!(e.to_string().contains("lance-video-segments"), "{e}");
 
+    // An unreadable file is skipped and recorded, or (strict) fails the
+    // build naming it, as in a frames build.
+    let broken = tmp.path().join("broken.mp4");
+    std::fs::write(&broken, b"not a video").unwrap();
+    let with_broken = vec![files[0].clone(), broken.clone(), files[1].clone()];
+    let w = write_video_frames_cache(
+        examples(&with_broken),
+        &features(),
+        &tmp.path().join("skip"),
+        &VideoFramesOptions::default(),
+    )
+    .unwrap();
+    assert_eq!((w.metadata.n_videos, w.metadata.n_skipped), (2, 1));
+    assert_eq!(
+        w.metadata.videos[1].start_row, 1,
+        "20 frames make one segment of 32"
+    );
+    let e = write_video_frames_cache(
+        examples(&with_broken),
+        &features(),
+        &tmp.path().join("strict"),
+        &VideoFramesOptions::default().with_skip_corrupt(false),
+    )
+    .unwrap_err();
+    assert!(
+        matches!(&e, Error::Video { path, .. } if path.ends_with("broken.mp4")),
+        "{e}"
+    );
+    assert!(!tmp.path().join("strict").exists());
+
     let good = tmp.path().join("good");
     let opts = VideoFramesOptions::default()
         .with_segments(h.clone().try_with_frames_per_segment(8).unwrap());

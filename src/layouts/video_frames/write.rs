@@ -602,7 +602,8 @@ fn check_segment_encoder(opts: &VideoFramesOptions) -> Result<()> {
     // SVT-AV1 prints its configuration to stderr for every encoder it opens
     // (one per segment) unless its log level says otherwise; a user's own
     // SVT_LOG is kept.
-    if s.codec() == crate::video::segment::SegmentCodec::Av1 && std::env::var_os("SVT_LOG").is_none()
+    if s.codec() == crate::video::segment::SegmentCodec::Av1
+        && std::env::var_os("SVT_LOG").is_none()
     {
         std::env::set_var("SVT_LOG", "1");
     }
