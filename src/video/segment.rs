@@ -94,9 +94,9 @@ impl std::str::FromStr for SegmentCodec {
 }
 
 /// The H.264 default CRF (see [`SegmentCodec::default_crf`]).
-pub const DEFAULT_H264_CRF: u32 = 26;
+pub const DEFAULT_H264_CRF: u32 = 27;
 /// The AV1 default CRF (see [`SegmentCodec::default_crf`]).
-pub const DEFAULT_AV1_CRF: u32 = 44;
+pub const DEFAULT_AV1_CRF: u32 = 43;
 /// The default frames per segment.
 pub const DEFAULT_FRAMES_PER_SEGMENT: u32 = 32;
 
