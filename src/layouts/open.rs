@@ -103,7 +103,9 @@ impl OpenOptions {
     }
 
     /// Rows a Lance cache reads together on a random access (default 64;
-    /// 1 reads only the row asked for).
+    /// 1 reads only the row asked for). For a video cache these are frames:
+    /// a `lance-video-segments` cache reads the segments that hold about
+    /// that many frames (at least one).
     ///
     /// # Errors
     /// [`Error::InvalidArgument`] for 0.

@@ -139,6 +139,8 @@ struct Inner {
     meta: VideoFramesMetadata,
     plan: SegmentPlan,
     source: Source,
+    /// The read options asked for (`chunk_rows` in frames).
+    read_opts: LanceReadOptions,
     /// Metadata columns (name, type) after the built-in ones.
     meta_cols: Vec<(String, DataType)>,
     /// Videos with at least one window (the shards).
@@ -218,10 +220,21 @@ impl LanceVideoFrames {
         let plan = SegmentPlan::new(&counts, spec)?;
         let segments = meta.is_segments();
         let source = if segments {
+            // `chunk_rows` counts frames for a video cache: a random read
+            // takes about as many frames' bytes from either layout.
+            let per = meta
+                .segments
+                .as_ref()
+                .map_or(1, |s| u64::from(s.frames_per_segment.max(1)));
+            let rows_opts = LanceReadOptions {
+                chunk_rows: std::num::NonZeroU64::new(opts.chunk_rows.get().div_ceil(per))
+                    .expect("at least one"),
+                ..opts
+            };
             Source::Segments(SegmentFrames::new(
                 dir,
                 &meta,
-                LanceRows::with_schema(dir, fragment_rows, segments_schema(), opts),
+                LanceRows::with_schema(dir, fragment_rows, segments_schema(), rows_opts),
             )?)
         } else {
             Source::Webp(LanceRows::with_schema(
@@ -317,6 +330,7 @@ impl LanceVideoFrames {
                 meta,
                 plan,
                 source,
+                read_opts: opts,
                 meta_cols,
                 shard_videos,
             }),
@@ -344,7 +358,7 @@ impl LanceVideoFrames {
             i.meta.clone(),
             i.source.rows().shard_row_counts(),
             spec,
-            i.source.rows().read_options(),
+            i.read_opts,
         )
     }
 
@@ -739,7 +753,7 @@ impl Backend for LanceVideoFrames {
                 i.meta.clone(),
                 i.source.rows().shard_row_counts(),
                 i.plan.spec(),
-                i.source.rows().read_options(),
+                i.read_opts,
             )
             .expect("the same plan was valid when this backend was made"),
         )
