@@ -746,28 +746,37 @@ impl SegmentEncoder {
     /// exactly its frames.
     pub fn encode(&mut self, first: u64, frames: &[Vec<u8>]) -> Result<VideoSegment, String> {
         let encoded = encode_segment(&self.params, frames)?;
-        let want: Vec<Vec<u8>> = frames
-            .iter()
-            .map(|f| self.source_rgb(f))
-            .collect::<Result<_, _>>()?;
         let (cw, ch) = (self.crop.0 as usize, self.crop.1 as usize);
-        let mut psnrs = Vec::with_capacity(frames.len());
-        let mut ssims = Vec::with_capacity(frames.len());
-        let n = decode_segment_picked(
+        let (codec, coded, crop) = (
             self.params.codec,
             (self.params.width, self.params.height),
             self.crop,
+        );
+        let mut psnrs = Vec::with_capacity(frames.len());
+        let mut ssims = Vec::with_capacity(frames.len());
+        let mut failed = None;
+        // Each source frame goes to RGB as its decoded twin arrives: one
+        // frame of each in memory at a time, whatever the segment length.
+        let n = decode_segment_picked(
+            codec,
+            coded,
+            crop,
             &encoded.data,
             &encoded.packet_offsets,
             &|_| true,
             frames.len(),
-            |i, rgb| {
-                if let Some(src) = want.get(i) {
-                    psnrs.push(super::quality::psnr(src, rgb).min(PSNR_CAP));
-                    ssims.push(super::quality::ssim_rgb(src, rgb, cw, ch));
+            |i, rgb| match frames.get(i).map(|f| self.source_rgb(f)) {
+                Some(Ok(src)) => {
+                    psnrs.push(super::quality::psnr(&src, rgb).min(PSNR_CAP));
+                    ssims.push(super::quality::ssim_rgb(&src, rgb, cw, ch));
                 }
+                Some(Err(e)) => failed = Some(e),
+                None => {}
             },
         )?;
+        if let Some(e) = failed {
+            return Err(e);
+        }
         if n != frames.len() || psnrs.len() != frames.len() {
             return Err(format!(
                 "a segment of {} frames decoded to {n} (from frame {first})",
