@@ -119,6 +119,7 @@ pub(crate) fn write_file_checksums(
 ///
 /// # Errors
 /// As [`read_file_checksums`] and [`write_file_checksums`].
+#[cfg(feature = "lance")]
 pub(crate) fn update_file_checksums(
     storage: &dyn Storage,
     dir: &Path,

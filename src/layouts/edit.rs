@@ -569,7 +569,6 @@ impl Staging {
     /// replaced rows).
     fn edited_rows(&self, s: usize, mut out: impl FnMut(RecordBatch) -> Result<()>) -> Result<()> {
         let start = self.starts[s];
-        let backend = self.base.backend();
         // The parent's rows of shard s, a batch at a time: (first, end) local rows.
         let ranges: Vec<(u64, u64)> = match &self.base {
             Base::Arrow { shards, .. } => shards.batch_row_ranges(s)?,
@@ -585,7 +584,7 @@ impl Staging {
             let batch = match &self.base {
                 Base::Arrow { shards, .. } => shards.read_batch(s, j)?,
                 #[cfg(feature = "lance")]
-                Base::Lance { .. } => backend.slice(start + a, b - a)?,
+                Base::Lance { .. } => self.base.backend().slice(start + a, b - a)?,
             };
             let mut run: Option<u64> = None;
             for local in a..=b {
