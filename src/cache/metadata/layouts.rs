@@ -318,13 +318,14 @@ impl VideoFramesMetadata {
                     ),
                 ));
             }
-            lance_rows += m.rows_of(v);
-            row = row.checked_add(v.t).ok_or_else(|| {
+            let overflow = || {
                 Error::metadata(
                     path,
                     format!("video {} has T={}: the frame count overflows", v.id, v.t),
                 )
-            })?;
+            };
+            lance_rows = lance_rows.checked_add(m.rows_of(v)).ok_or_else(overflow)?;
+            row = row.checked_add(v.t).ok_or_else(overflow)?;
         }
         if row != m.num_rows || m.n_videos != m.videos.len() as u64 {
             return Err(Error::metadata(
