@@ -94,7 +94,7 @@ impl std::str::FromStr for SegmentCodec {
 }
 
 /// The H.264 default CRF (see [`SegmentCodec::default_crf`]).
-pub const DEFAULT_H264_CRF: u32 = 27;
+pub const DEFAULT_H264_CRF: u32 = 26;
 /// The AV1 default CRF (see [`SegmentCodec::default_crf`]).
 pub const DEFAULT_AV1_CRF: u32 = 43;
 /// The default frames per segment.
