@@ -222,18 +222,7 @@ pub fn cache_stats(cache: &Cache) -> Result<CacheStats> {
             let pixels: u64 = m.videos.iter().map(|v| v.t * v.h * v.w * 3).sum();
             let segments = m.segments.as_ref().map(|s| s.num_segments);
             let names: &[&str] = if segments.is_some() {
-                &[
-                    "video_id",
-                    "segment_idx",
-                    "first_frame",
-                    "frame_count",
-                    "data",
-                    "packet_offsets",
-                    "psnr",
-                    "psnr_min",
-                    "ssim",
-                    "ssim_min",
-                ]
+                &crate::cache::metadata::SEGMENT_COLUMNS
             } else {
                 &["video_id", "frame_idx", "bytes"]
             };

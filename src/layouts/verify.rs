@@ -248,17 +248,10 @@ fn structure_lance(cache: &Cache, rep: &mut VerifyReport, frames: bool) {
     #[cfg(not(feature = "video"))]
     let segments: Option<()> = None;
     let columns: Vec<String> = if frames && segments.is_some() {
-        [
-            "video_id",
-            "segment_idx",
-            "first_frame",
-            "frame_count",
-            "data",
-            "packet_offsets",
-        ]
-        .iter()
-        .map(|c| c.to_string())
-        .collect()
+        crate::cache::metadata::SEGMENT_COLUMNS[..6]
+            .iter()
+            .map(|c| c.to_string())
+            .collect()
     } else if frames {
         vec!["video_id".into(), "frame_idx".into(), "bytes".into()]
     } else {

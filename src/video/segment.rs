@@ -516,6 +516,24 @@ fn decode_with(
     Ok(n)
 }
 
+/// The swscale conversion of planar YUV 4:2:0 frames of `width x height`
+/// to packed RGB, as decoded frames are converted.
+fn yuv420_to_rgb_converter(
+    width: u32,
+    height: u32,
+) -> Result<ff::software::scaling::Context, String> {
+    ff::software::scaling::Context::get(
+        Pixel::YUV420P,
+        width,
+        height,
+        Pixel::RGB24,
+        width,
+        height,
+        ff::software::scaling::Flags::BILINEAR,
+    )
+    .map_err(|e| ff_err("cannot convert frames", e))
+}
+
 /// Packed RGB of a planar YUV 4:2:0 frame, converted by swscale as
 /// [`decode_segment`] converts decoded frames (so a comparison of the two
 /// measures the codec alone).
@@ -533,16 +551,7 @@ pub fn yuv420_to_rgb(yuv: &[u8], width: u32, height: u32) -> Result<Vec<u8>, Str
     }
     let mut src = Frame::new(Pixel::YUV420P, width, height);
     copy_planes(yuv, &mut src, w, h);
-    let mut s = ff::software::scaling::Context::get(
-        Pixel::YUV420P,
-        width,
-        height,
-        Pixel::RGB24,
-        width,
-        height,
-        ff::software::scaling::Flags::BILINEAR,
-    )
-    .map_err(|e| ff_err("cannot convert frames", e))?;
+    let mut s = yuv420_to_rgb_converter(width, height)?;
     let mut rgb = Frame::empty();
     s.run(&src, &mut rgb)
         .map_err(|e| ff_err("cannot convert a frame", e))?;
@@ -695,16 +704,7 @@ impl SegmentEncoder {
                 "SVT-AV1 encodes frames of at least 64x64, this video's are {width}x{height} (use H.264)"
             ));
         }
-        let scaler = ff::software::scaling::Context::get(
-            Pixel::YUV420P,
-            width,
-            height,
-            Pixel::RGB24,
-            width,
-            height,
-            ff::software::scaling::Flags::BILINEAR,
-        )
-        .map_err(|e| ff_err("cannot convert frames", e))?;
+        let scaler = yuv420_to_rgb_converter(width, height)?;
         Ok(SegmentEncoder {
             src: Frame::new(Pixel::YUV420P, ew, eh),
             params,

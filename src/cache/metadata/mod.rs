@@ -34,6 +34,20 @@ pub const LAYOUT_LANCE_ROWS: &str = "lance-rows";
 pub const LAYOUT_LANCE_VIDEO_FRAMES: &str = "lance-video-frames";
 /// `layout` of Lance video segment caches (ours; the reference does not read it).
 pub const LAYOUT_LANCE_VIDEO_SEGMENTS: &str = "lance-video-segments";
+/// The columns of a `lance-video-segments` dataset, in order: the six that
+/// place and hold a segment, then its four quality measures.
+pub const SEGMENT_COLUMNS: [&str; 10] = [
+    "video_id",
+    "segment_idx",
+    "first_frame",
+    "frame_count",
+    "data",
+    "packet_offsets",
+    "psnr",
+    "psnr_min",
+    "ssim",
+    "ssim_min",
+];
 
 /// Who wrote a cache.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
