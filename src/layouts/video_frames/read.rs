@@ -394,6 +394,20 @@ impl LanceVideoFrames {
         Ok((frames.take(&rows)?, t))
     }
 
+    /// Window `w` (of video `v`, from `start`, frames `idx`) with its frames.
+    fn window_of(&self, w: u64, v: usize, start: u64, idx: Vec<u64>, frames: Tensor) -> Window {
+        let video = &self.inner.meta.videos[v];
+        Window {
+            frames,
+            video_idx: v,
+            filename: video.path.clone(),
+            start_frame: start,
+            frame_indices: idx,
+            sample_idx: w,
+            metadata: video.metadata.clone(),
+        }
+    }
+
     /// Decoded window `index` (negative counts from the end).
     ///
     /// # Errors
@@ -426,19 +440,17 @@ impl LanceVideoFrames {
                         for f in &frames[k * t..(k + 1) * t] {
                             data.extend_from_slice(f);
                         }
-                        Window {
-                            frames: Tensor {
+                        self.window_of(
+                            w,
+                            v,
+                            start,
+                            idx,
+                            Tensor {
                                 dtype: Dtype::UInt8,
                                 shape: vec![t, vh, vw, 3],
                                 data,
                             },
-                            video_idx: v,
-                            filename: video.path.clone(),
-                            start_frame: start,
-                            frame_indices: idx,
-                            sample_idx: w,
-                            metadata: video.metadata.clone(),
-                        }
+                        )
                     })
                     .collect());
             }
@@ -456,16 +468,7 @@ impl LanceVideoFrames {
                             path: dir.clone(),
                             reason: format!("window {w} of video {v}: {reason}"),
                         })?;
-                    let video = &self.inner.meta.videos[v];
-                    Ok(Window {
-                        frames: tensor,
-                        video_idx: v,
-                        filename: video.path.clone(),
-                        start_frame: start,
-                        frame_indices: idx,
-                        sample_idx: w,
-                        metadata: video.metadata.clone(),
-                    })
+                    Ok(self.window_of(w, v, start, idx, tensor))
                 })
                 .collect()
         })
