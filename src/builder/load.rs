@@ -115,7 +115,7 @@ fn check_warm(
     stamp: Option<&serde_json::Value>,
     config_json: &serde_json::Value,
 ) -> Result<Warm> {
-    if !dir.join(METADATA_FILE).exists() {
+    if !crate::storage::storage_for(dir).is_file(&dir.join(METADATA_FILE)) {
         return Ok(Warm::Stale(vec!["no cache has been built yet".into()]));
     }
     match open_cache_with(dir, open_opts) {
@@ -285,7 +285,34 @@ pub fn load_with_report(
             return Ok((Dataset::new(*c), report(false, 0, Vec::new())));
         }
     }
-    let lock = CacheLock::acquire(&p.dir)?;
+    // A cache on object storage is built in a local staging directory (the
+    // writers' crash safety and resume are the local ones) and then
+    // published with a commit marker.
+    #[cfg(feature = "s3")]
+    let remote = crate::storage::is_object_uri(&p.dir);
+    #[cfg(not(feature = "s3"))]
+    let remote = false;
+    if remote && !matches!(opts.format, StorageFormat::Arrow) {
+        return Err(Error::InvalidArgument(format!(
+            "{}: only arrow-shards caches can be built on object storage so far (Lance layouts need Lance's own S3 support); build it locally, or as arrow",
+            p.dir.display()
+        )));
+    }
+    let build_dir = if remote {
+        #[cfg(feature = "s3")]
+        {
+            let d = crate::cache::remote::staging_dir(&p.dir)?;
+            let parent = d.parent().expect("staging dirs have a parent");
+            std::fs::create_dir_all(parent)
+                .map_err(|e| Error::io("create directory", parent, e))?;
+            d
+        }
+        #[cfg(not(feature = "s3"))]
+        unreachable!("remote is false without the s3 feature")
+    } else {
+        p.dir.clone()
+    };
+    let lock = CacheLock::acquire(&build_dir)?;
     let reasons = if opts.rebuild {
         vec!["a rebuild was requested".to_string()]
     } else {
@@ -312,7 +339,10 @@ pub fn load_with_report(
     }
     if opts.rebuild {
         // A rebuild is a new generation: no killed build is taken over.
-        crate::cache::publish::remove_leftovers(&crate::storage::storage_for(&p.dir), &p.dir);
+        crate::cache::publish::remove_leftovers(
+            &crate::storage::storage_for(&build_dir),
+            &build_dir,
+        );
     }
     let sources_digest = p
         .stamp
@@ -352,7 +382,7 @@ pub fn load_with_report(
                     crate::layouts::video_frames::write::write_video_frames_cache_locked(
                         items,
                         &p.info.features,
-                        &p.dir,
+                        &build_dir,
                         &v,
                         &lock,
                     )
@@ -365,9 +395,13 @@ pub fn load_with_report(
         #[cfg(feature = "lance")]
         StorageFormat::Lance => {
             use crate::layouts::lance_rows::write::{prepare_resumable, LanceBuildHeader};
-            let header =
-                LanceBuildHeader::new(&p.dir, &p.info.features, &opts.lance_write, inputs_digest);
-            let prepared = prepare_resumable(&p.dir, &lock, &header)?;
+            let header = LanceBuildHeader::new(
+                &build_dir,
+                &p.info.features,
+                &opts.lance_write,
+                inputs_digest,
+            );
+            let prepared = prepare_resumable(&build_dir, &lock, &header)?;
             let resume = prepared.resume_point().clone();
             build_units(
                 builder,
@@ -418,7 +452,7 @@ pub fn load_with_report(
                 row_checksums: w.record_checksums(),
                 dedup_threshold: w.dedup_threshold(),
             };
-            let prepared = prepare_resumable(&p.info.features, &p.dir, w, &lock, header)?;
+            let prepared = prepare_resumable(&p.info.features, &build_dir, w, &lock, header)?;
             let resume = prepared.resume_point().clone();
             build_units(
                 builder,
@@ -435,6 +469,12 @@ pub fn load_with_report(
             .resumed_rows
         }
     };
+    #[cfg(feature = "s3")]
+    if remote {
+        crate::cache::remote::publish_to_object_store(&build_dir, &p.dir)?;
+        // The published copy is the cache now; the staging copy goes.
+        let _ = std::fs::remove_dir_all(&build_dir);
+    }
     drop(lock);
     let c = open_cache_with(&p.dir, &p.open_opts)?;
     Ok((Dataset::new(c), report(true, resumed_rows, reasons)))

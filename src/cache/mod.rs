@@ -10,5 +10,7 @@ pub mod metadata;
 pub mod naming;
 pub(crate) mod pipeline;
 pub(crate) mod publish;
+#[cfg(feature = "s3")]
+pub mod remote;
 pub mod rowsum;
 pub mod versions;

@@ -21,7 +21,17 @@ pub const ROW_SUMS_DIR: &str = "_row_xxh64";
 
 /// Sidecar path of a shard.
 pub fn sidecar(dir: &Path, shard: &str) -> PathBuf {
-    dir.join(ROW_SUMS_DIR).join(format!("{shard}.xxh"))
+    beside(dir, shard, ROW_SUMS_DIR, "xxh")
+}
+
+/// The file `<sub>/<shard name>.<ext>` in the directory of `shard` (a
+/// shard under a build prefix keeps its sidecars under the same prefix).
+pub(crate) fn beside(dir: &Path, shard: &str, sub: &str, ext: &str) -> PathBuf {
+    let (parent, name) = match shard.rsplit_once('/') {
+        Some((p, n)) => (dir.join(p), n),
+        None => (dir.to_path_buf(), shard),
+    };
+    parent.join(sub).join(format!("{name}.{ext}"))
 }
 
 fn hash_cell(h: &mut Xxh64, a: &dyn Array, i: usize) {
@@ -113,7 +123,7 @@ pub fn column_hashes(batch: &RecordBatch) -> Vec<u64> {
 /// Sidecar path of a shard's column checksums: one per (record batch,
 /// column), batch-major.
 pub fn column_sidecar(dir: &Path, shard: &str) -> PathBuf {
-    dir.join(ROW_SUMS_DIR).join(format!("{shard}.cols"))
+    beside(dir, shard, ROW_SUMS_DIR, "cols")
 }
 
 /// Writes a shard's row checksums durably.

@@ -111,7 +111,7 @@ fn error_path(e: &Error, fallback: &Path) -> PathBuf {
 /// [`Error::Io`] when `dir` has no `_metadata.json` at all (not a cache).
 pub fn verify_cache(dir: &Path) -> Result<VerifyReport> {
     let meta_path = dir.join(METADATA_FILE);
-    if !meta_path.is_file() {
+    if !crate::storage::storage_for(dir).is_file(&meta_path) {
         return Err(Error::io(
             "open",
             &meta_path,

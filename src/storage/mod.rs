@@ -23,7 +23,10 @@
 //! Inputs of a build (the video files, image folders and CSVs a source
 //! reads) are not cache files and are read with `std::fs` by the sources.
 
+pub mod disk_cache;
 mod local;
+#[cfg(feature = "s3")]
+pub mod object;
 
 use std::fmt::Debug;
 use std::io::Write;
@@ -36,6 +39,29 @@ use bytes::Bytes;
 use crate::error::Result;
 
 pub use local::LocalFs;
+#[cfg(feature = "s3")]
+pub use object::{is_object_uri, ObjectStorage};
+
+/// A file read by byte ranges (an object on an object store, through the
+/// local disk cache), for readers that need only parts of a large file.
+pub trait RangedFile: Send + Sync + Debug {
+    /// Bytes in the file.
+    fn len(&self) -> u64;
+    /// True for an empty file.
+    fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+    /// The bytes `range`.
+    ///
+    /// # Errors
+    /// [`crate::Error::Io`] naming the file; [`crate::Error::CorruptShard`]
+    /// for a range outside it.
+    fn read_range(&self, range: Range<u64>) -> Result<Bytes>;
+    /// True when `range` is on local disk already (no request to read it).
+    fn is_cached(&self, range: &Range<u64>) -> bool;
+    /// Bytes of this file held on local disk now.
+    fn cached_bytes(&self) -> u64;
+}
 
 /// A shared handle on a storage.
 pub type StorageRef = Arc<dyn Storage>;
@@ -164,6 +190,16 @@ pub trait Storage: Send + Sync + Debug {
     /// [`crate::Error::Io`] naming the file; its `source` is `NotFound`
     /// when the file is absent.
     fn map(&self, path: &Path) -> Result<Bytes>;
+
+    /// The file as a [`RangedFile`] when this storage reads large files by
+    /// byte ranges rather than mapping them (object stores); `None` locally.
+    ///
+    /// # Errors
+    /// [`crate::Error::Io`] naming the file.
+    fn ranged(&self, path: &Path) -> Result<Option<Arc<dyn RangedFile>>> {
+        let _ = path;
+        Ok(None)
+    }
 
     /// Creates a new file for writing; an existing file is an error
     /// (files are written once).
@@ -297,9 +333,13 @@ pub trait Storage: Send + Sync + Debug {
     }
 }
 
-/// The storage a cache path lives on. Every path is local today; an object
-/// store is chosen here by the location's scheme when one is added.
-pub fn storage_for(_path: &Path) -> StorageRef {
+/// The storage a cache path lives on: an object store for `s3://bucket/key`
+/// (with the `s3` feature), else the local filesystem.
+pub fn storage_for(path: &Path) -> StorageRef {
+    #[cfg(feature = "s3")]
+    if object::is_object_uri(path) {
+        return object::storage_for_uri(path);
+    }
     local()
 }
 

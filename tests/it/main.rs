@@ -21,6 +21,8 @@ mod lance;
 #[cfg(feature = "lance")]
 mod lance_edit;
 mod memory;
+#[cfg(feature = "s3")]
+mod object_storage;
 mod pyarrow;
 mod read_modes;
 mod roundtrip;

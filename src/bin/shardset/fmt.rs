@@ -112,9 +112,11 @@ pub fn age(d: Duration) -> String {
 
 /// Time since a path was last modified (zero when unknown or in the future).
 pub fn modified_ago(p: &Path) -> Duration {
-    std::fs::symlink_metadata(p)
-        .and_then(|m| m.modified())
+    shardset::storage::storage_for(p)
+        .stat(p)
         .ok()
+        .flatten()
+        .and_then(|e| e.modified)
         .and_then(|t| t.elapsed().ok())
         .unwrap_or_default()
 }
@@ -137,7 +139,7 @@ pub fn cache_or_root(path: &Path) -> CliResult<(bool, Vec<PathBuf>)> {
     if is_cache(path) {
         return Ok((true, vec![path.to_path_buf()]));
     }
-    if !path.exists() {
+    if !shardset::storage::storage_for(path).exists(path) {
         return Err(shardset::Error::Io {
             op: "open",
             path: path.to_path_buf(),

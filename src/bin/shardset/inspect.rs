@@ -86,7 +86,7 @@ fn report(dir: &Path, verify: bool) -> CliResult<J> {
             "shard_xxh64": m.as_arrow_shards().is_some_and(|a| a.shard_xxh64.is_some()),
             "metadata_xxh64": m.has_self_checksum(),
             "row_xxh64": m.as_arrow_shards().and_then(|a| a.row_checksums).unwrap_or(false),
-            "stamped": dir.join(CHECKSUMS_FILE).is_file(),
+            "stamped": shardset::storage::storage_for(dir).is_file(&dir.join(CHECKSUMS_FILE)),
             "verified": verified,
         },
     }))

@@ -23,7 +23,7 @@ fn root_or_default(root: Option<PathBuf>) -> (PathBuf, bool) {
 }
 
 fn missing_root(root: &Path, explicit: bool) -> CliResult<bool> {
-    if root.is_dir() {
+    if shardset::storage::storage_for(root).is_dir(root) {
         return Ok(false);
     }
     if explicit {
@@ -125,6 +125,10 @@ pub fn gc(
         .map_err(CliError::Usage)?
         .unwrap_or_default();
     let (root, explicit) = root_or_default(root);
+    #[cfg(feature = "s3")]
+    if shardset::storage::is_object_uri(&root) {
+        return gc_object_store(&root, min_age, dry_run, json_out);
+    }
     let opts = GcOptions::default()
         .with_min_age(min_age)
         .with_dry_run(dry_run);
@@ -225,6 +229,63 @@ pub fn gc(
     }
     println!(
         "gc {}: {} left-over(s) {verb}, {} {}; {} kept",
+        root.display(),
+        removed.len(),
+        human(freed),
+        if dry_run { "to free" } else { "freed" },
+        kept.len()
+    );
+    Ok(())
+}
+
+/// `shardset gc s3://...`: the build prefixes no committed metadata names
+/// (older than `--older-than`), of every cache under the location.
+#[cfg(feature = "s3")]
+fn gc_object_store(root: &Path, min_age: Duration, dry_run: bool, json_out: bool) -> CliResult {
+    let mut removed = Vec::new();
+    let mut kept = Vec::new();
+    let mut freed = 0u64;
+    for dir in find_caches(root) {
+        let r = shardset::cache::remote::collect_object_garbage(&dir, min_age, dry_run)?;
+        freed += r.bytes;
+        for p in &r.removed {
+            removed.push(
+                json!({"path": p, "cache": dir, "kind": "uncommitted or replaced build",
+                                "reason": "no committed metadata names it"}),
+            );
+        }
+        for p in &r.kept_young {
+            kept.push(
+                json!({"path": p, "cache": dir, "kind": "uncommitted or replaced build",
+                             "reason": "younger than --older-than (it may still be uploading)"}),
+            );
+        }
+    }
+    if json_out {
+        println!(
+            "{}",
+            json!({"root": root, "dry_run": dry_run, "removed": removed, "kept": kept,
+                   "versions_removed": [], "bytes_freed": freed})
+        );
+        return Ok(());
+    }
+    let verb = if dry_run { "would remove" } else { "removed" };
+    for r in &removed {
+        println!(
+            "{verb}  {}  ({})",
+            r["path"].as_str().unwrap_or(""),
+            r["kind"].as_str().unwrap_or("")
+        );
+    }
+    for k in &kept {
+        println!(
+            "kept  {}: {}",
+            k["path"].as_str().unwrap_or(""),
+            k["reason"].as_str().unwrap_or("")
+        );
+    }
+    println!(
+        "gc {}: {} build prefix(es) {verb}, {} {}; {} kept",
         root.display(),
         removed.len(),
         human(freed),

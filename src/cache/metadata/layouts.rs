@@ -579,6 +579,20 @@ fn safe_name(name: &str) -> bool {
         && !name.contains('\0')
 }
 
+/// A shard name inside the cache: a plain file name, or one under the
+/// build prefix of a cache published to object storage
+/// (`_builds/<build>/shard-00000.arrow`, see [`crate::cache::remote`]);
+/// never `..`, an absolute path or an empty component.
+fn safe_shard_name(name: &str) -> bool {
+    match name.split('/').collect::<Vec<_>>()[..] {
+        [plain] => safe_name(plain),
+        [prefix, build, plain] => {
+            prefix == crate::cache::metadata::BUILDS_DIR && safe_name(build) && safe_name(plain)
+        }
+        _ => false,
+    }
+}
+
 impl ArrowShardsMetadata {
     /// Parses and validates the metadata of an `arrow-shards` cache, and
     /// checks that every shard file is present (and of the recorded size,
@@ -641,7 +655,7 @@ impl ArrowShardsMetadata {
         }
         let mut seen = std::collections::HashSet::new();
         for (i, name) in self.shard_filenames.iter().enumerate() {
-            if !safe_name(name) {
+            if !safe_shard_name(name) {
                 return Err(Error::metadata(
                     path,
                     format!("shard file name {name:?} is not a plain file name"),

@@ -193,7 +193,11 @@ pub fn read_common_at(storage: &dyn Storage, path: &Path) -> Result<CommonMetada
     })
 }
 
-/// A shard file name is a plain `*.arrow` name inside the cache: no separators, no `..`.
+/// The prefix under which a cache published to object storage keeps each
+/// build's files (`_builds/<build id>/...`); its `_metadata.json` names the
+/// shards of the committed build with it.
+pub const BUILDS_DIR: &str = "_builds";
+
 /// A cache's `_metadata.json`, parsed and checked once: one variant per
 /// layout. Everything that reads metadata goes through it; nothing outside
 /// this module reads a raw key.
@@ -420,6 +424,16 @@ pub fn write_json_checksummed(
     path: &Path,
     doc: &impl Serialize,
 ) -> Result<()> {
+    let bytes = json_checksummed(path, doc)?;
+    storage.write_atomic(path, &bytes)
+}
+
+/// The bytes [`write_json_checksummed`] writes: `doc` as pretty JSON with
+/// `metadata_xxh64` as its last key.
+///
+/// # Errors
+/// [`Error::Metadata`] naming `path` when `doc` is not a JSON object.
+pub fn json_checksummed(path: &Path, doc: &impl Serialize) -> Result<Vec<u8>> {
     let mut v = serde_json::to_value(doc)
         .map_err(|e| Error::metadata(path, format!("cannot serialise: {e}")))?;
     let obj = v
@@ -433,5 +447,5 @@ pub fn write_json_checksummed(
         .ok_or_else(|| Error::metadata(path, "self-checksum placeholder missing"))?;
     let sum = format!("{:016x}", xxhash_rust::xxh64::xxh64(&bytes, 0));
     bytes[start..start + 16].copy_from_slice(sum.as_bytes());
-    storage.write_atomic(path, &bytes)
+    Ok(bytes)
 }

@@ -46,7 +46,7 @@ const ENTRY: usize = 24;
 
 /// The refs file of a shard.
 pub fn refs_path(dir: &Path, shard: &str) -> PathBuf {
-    dir.join(DEDUP_DIR).join(format!("{shard}.refs"))
+    crate::cache::rowsum::beside(dir, shard, DEDUP_DIR, "refs")
 }
 
 /// One deduped cell: its shard-local row, its column, and the cache row

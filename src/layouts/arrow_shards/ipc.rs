@@ -107,27 +107,47 @@ fn check_fb_field(f: arrow_ipc::Field<'_>, depth: usize) -> std::result::Result<
 }
 
 pub(crate) fn read_footer(path: &Path, buf: &[u8]) -> Result<Footer> {
-    let n = buf.len();
-    if &buf[..6] != MAGIC {
-        return Err(Error::corrupt(
-            path,
-            "does not start with the Arrow IPC magic",
-        ));
-    }
-    let tail: [u8; 10] = buf[n - 10..].try_into().expect("10 bytes");
+    read_footer_parts(path, &buf[..6], buf, buf.len())
+}
+
+/// The footer's length, from the last 10 bytes of a file of `file_len` bytes.
+pub(crate) fn footer_length(path: &Path, last10: &[u8], file_len: usize) -> Result<usize> {
+    let tail: [u8; 10] = last10[last10.len() - 10..].try_into().expect("10 bytes");
     let footer_len = read_footer_length(tail).map_err(|e| {
         Error::corrupt(
             path,
             format!("bad footer ({e}); the file is truncated or not an Arrow IPC file"),
         )
     })?;
-    if footer_len + 10 + 8 > n {
+    if footer_len + 10 + 8 > file_len {
         return Err(Error::corrupt(
             path,
             format!("footer length {footer_len} exceeds the file"),
         ));
     }
-    let fb = &buf[n - 10 - footer_len..n - 10];
+    Ok(footer_len)
+}
+
+/// The footer of a file of `file_len` bytes from its first six bytes and a
+/// suffix `tail` holding at least the footer and the 10 bytes after it.
+pub(crate) fn read_footer_parts(
+    path: &Path,
+    head: &[u8],
+    tail: &[u8],
+    file_len: usize,
+) -> Result<Footer> {
+    if head.len() < 6 || &head[..6] != MAGIC {
+        return Err(Error::corrupt(
+            path,
+            "does not start with the Arrow IPC magic",
+        ));
+    }
+    let footer_len = footer_length(path, tail, file_len)?;
+    let n = tail.len();
+    if footer_len + 10 > n {
+        return Err(Error::corrupt(path, "footer read short"));
+    }
+    let fb = &tail[n - 10 - footer_len..n - 10];
     let footer = arrow_ipc::root_as_footer(fb)
         .map_err(|e| Error::corrupt(path, format!("unreadable footer: {e}")))?;
     let ipc_schema = footer
@@ -257,6 +277,17 @@ pub(crate) fn block_rows(
     file_len: usize,
     schema: &Schema,
 ) -> Result<(u64, bool)> {
+    let (start, meta_len, body_len) = block_span(path, block, file_len)?;
+    block_rows_meta(path, &buf[start..start + meta_len], body_len, schema)
+}
+
+/// (offset, metadata length, body length) of `block`, checked to lie in a
+/// file of `file_len` bytes and aligned as the format requires.
+pub(crate) fn block_span(
+    path: &Path,
+    block: &Block,
+    file_len: usize,
+) -> Result<(usize, usize, usize)> {
     let start = usize::try_from(block.offset())
         .map_err(|_| Error::corrupt(path, "negative block offset"))?;
     let meta_len = usize::try_from(block.metaDataLength())
@@ -280,7 +311,18 @@ pub(crate) fn block_rows(
             "record batch block is not 8-byte aligned (not an Arrow IPC file written to the spec)",
         ));
     }
-    let meta = &buf[start..start + meta_len];
+    Ok((start, meta_len, body_len))
+}
+
+/// Rows of a record batch (and whether it is compressed) from its message
+/// header `meta` (the block's first `metaDataLength` bytes); `body_len` is
+/// the block's body length.
+pub(crate) fn block_rows_meta(
+    path: &Path,
+    meta: &[u8],
+    body_len: usize,
+    schema: &Schema,
+) -> Result<(u64, bool)> {
     // Messages start with an optional 0xFFFFFFFF continuation, then an i32 length.
     let (len_at, skip) = if meta.len() >= 8 && meta[..4] == [0xff; 4] {
         (4, 8)

@@ -28,16 +28,23 @@ use crate::features::decode::RowDecoder;
 use crate::features::Features;
 use crate::layouts::arrow_shards::dedup::{cell_bytes, read_refs, refs_path, restored, CellRef};
 use crate::layouts::arrow_shards::format::BUILD_ID_FOOTER_KEY;
-use crate::layouts::arrow_shards::ipc::{block_rows, check_schema, map_file, read_footer};
+use crate::layouts::arrow_shards::ipc::{
+    block_rows, block_rows_meta, block_span, check_schema, footer_length, map_file, read_footer,
+    read_footer_parts,
+};
 use crate::layouts::backend::{
     normalize_index, shard_order, Backend, BatchIter, IterOptions, RowsCore,
 };
-use crate::storage::{Storage, StorageRef};
+use crate::storage::{RangedFile, Storage, StorageRef};
 use crate::value::Row;
 
 /// Bytes of decompressed record batches an [`ArrowShards`] keeps by default
 /// (compressed shards only; uncompressed batches are views into the map).
 pub const DEFAULT_DECOMPRESSED_CACHE_BYTES: usize = 256 << 20;
+
+/// Shards fetched ahead into the disk cache while one is read, during
+/// iteration over a cache on object storage.
+pub const PREFETCH_SHARDS: usize = 2;
 
 /// Decompressed record batches by (shard, batch), least recently used
 /// evicted first, their Arrow memory sizes summing to at most `budget`.
@@ -125,6 +132,8 @@ pub struct ArrowShards {
 struct Inner {
     core: RowsCore,
     storage: StorageRef,
+    /// Shards are read by byte ranges (prefetch applies).
+    storage_is_remote: bool,
     build_id: Option<String>,
     shards: Vec<ShardSlot>,
     /// Decompressed batches of compressed shards, bounded in bytes.
@@ -146,13 +155,54 @@ struct DedupRead {
 #[derive(Debug)]
 struct ShardSlot {
     path: PathBuf,
+    /// The name `_metadata.json` gives it (relative to the cache).
+    name: String,
     rows: u64,
     data: OnceLock<Arc<ShardData>>,
+    /// A background fetch of its batches into the disk cache was started.
+    prefetching: AtomicBool,
+}
+
+/// A shard's bytes: the whole file (mapped, or in memory), or an object
+/// read by byte ranges through the disk cache.
+#[derive(Debug, Clone)]
+enum ShardBytes {
+    Whole(Buffer),
+    Ranged(Arc<dyn RangedFile>),
+}
+
+/// Bytes of a remote shard's end fetched with the first request: the
+/// footer and its length, in one range for any footer up to this size (a
+/// footer is the schema and 24 bytes a record batch: a few KiB).
+const TAIL_GUESS: u64 = 8 << 10;
+
+impl ShardBytes {
+    fn len(&self) -> u64 {
+        match self {
+            ShardBytes::Whole(b) => b.len() as u64,
+            ShardBytes::Ranged(r) => r.len(),
+        }
+    }
+
+    /// The bytes `start..start + len` (checked against the file's length
+    /// by the caller).
+    fn slice(&self, start: usize, len: usize) -> Result<Buffer> {
+        match self {
+            ShardBytes::Whole(b) => Ok(b.slice_with_length(start, len)),
+            ShardBytes::Ranged(r) => Ok(Buffer::from(
+                r.read_range(start as u64..(start + len) as u64)?,
+            )),
+        }
+    }
+
+    fn is_ranged(&self) -> bool {
+        matches!(self, ShardBytes::Ranged(_))
+    }
 }
 
 struct ShardData {
     path: PathBuf,
-    buf: Buffer,
+    bytes: ShardBytes,
     decoder: FileDecoder,
     blocks: Vec<Block>,
     /// `batch_starts[j]` = first shard-local row of batch j; last = shard rows.
@@ -176,24 +226,43 @@ impl std::fmt::Debug for ShardData {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("ShardData")
             .field("path", &self.path)
-            .field("bytes", &self.buf.len())
+            .field("bytes", &self.bytes.len())
             .field("batches", &self.blocks.len())
             .finish()
     }
 }
 
 impl ShardData {
-    /// Parses a shard's footer from `buf`, its whole file (mapped, or read
-    /// into memory).
+    /// Parses a shard's footer and its batches' headers: from the whole
+    /// file (mapped, or read into memory), or from byte ranges of a remote
+    /// object (its first bytes, its end, and each batch's header).
     fn open(
-        buf: Buffer,
+        bytes: ShardBytes,
         path: &Path,
         index: usize,
         expected: &SchemaRef,
         rows: u64,
         build_id: Option<&str>,
     ) -> Result<Self> {
-        let footer = read_footer(path, &buf)?;
+        let footer = match &bytes {
+            ShardBytes::Whole(buf) => read_footer(path, buf)?,
+            ShardBytes::Ranged(r) => {
+                let n = r.len();
+                if n < 18 {
+                    return Err(Error::corrupt(
+                        path,
+                        format!("{n} bytes is too short for an Arrow IPC file"),
+                    ));
+                }
+                let head = r.read_range(0..8)?;
+                let mut tail = r.read_range(n - TAIL_GUESS.min(n - 8)..n)?;
+                let footer_len = footer_length(path, &tail, n as usize)? as u64;
+                if footer_len + 10 > tail.len() as u64 {
+                    tail = r.read_range(n - footer_len - 10..n)?;
+                }
+                read_footer_parts(path, &head, &tail, n as usize)?
+            }
+        };
         check_schema(path, &footer.schema, expected)?;
         if let Some(id) = build_id {
             let found = footer
@@ -213,7 +282,14 @@ impl ShardData {
         let mut compressed = false;
         batch_starts.push(0);
         for b in &footer.blocks {
-            let (n, c) = block_rows(path, &buf, b, buf.len(), expected)?;
+            let (n, c) = match &bytes {
+                ShardBytes::Whole(buf) => block_rows(path, buf, b, buf.len(), expected)?,
+                ShardBytes::Ranged(r) => {
+                    let (start, meta_len, body_len) = block_span(path, b, r.len() as usize)?;
+                    let meta = r.read_range(start as u64..(start + meta_len) as u64)?;
+                    block_rows_meta(path, &meta, body_len, expected)?
+                }
+            };
             acc += n;
             compressed |= c;
             batch_starts.push(acc);
@@ -230,7 +306,7 @@ impl ShardData {
         let batches = (0..footer.blocks.len()).map(|_| OnceLock::new()).collect();
         Ok(ShardData {
             path: path.to_path_buf(),
-            buf,
+            bytes,
             decoder,
             blocks: footer.blocks,
             batch_starts,
@@ -343,7 +419,7 @@ impl ShardData {
         if let Some(b) = self.batches[j].get() {
             return Ok(b.clone());
         }
-        if !self.compressed {
+        if !self.compressed && !self.bytes.is_ranged() {
             let b = self.decode(j)?;
             let _ = self.batches[j].set(b);
             return Ok(self.batches[j].get().expect("just set").clone());
@@ -362,7 +438,7 @@ impl ShardData {
     fn decode(&self, j: usize) -> Result<RecordBatch> {
         let block = &self.blocks[j];
         let len = block.metaDataLength() as usize + block.bodyLength() as usize;
-        let data = self.buf.slice_with_length(block.offset() as usize, len);
+        let data = self.bytes.slice(block.offset() as usize, len)?;
         let batch = catch_unwind(AssertUnwindSafe(|| {
             self.decoder.read_record_batch(block, &data)
         }))
@@ -380,6 +456,13 @@ impl ShardData {
             ));
         }
         Ok(batch)
+    }
+
+    /// The byte range of batch `j` (what [`ShardData::decode`] reads).
+    fn block_range(&self, j: usize) -> std::ops::Range<u64> {
+        let b = &self.blocks[j];
+        let start = b.offset() as u64;
+        start..start + b.metaDataLength() as u64 + b.bodyLength() as u64
     }
 
     /// (batch index, row within batch) of a shard-local row.
@@ -428,8 +511,10 @@ impl ArrowShards {
             .zip(row_counts)
             .map(|(f, &rows)| ShardSlot {
                 path: dir.join(f),
+                name: f.clone(),
                 rows,
                 data: OnceLock::new(),
+                prefetching: AtomicBool::new(false),
             })
             .collect();
         ArrowShards {
@@ -441,6 +526,7 @@ impl ArrowShards {
                     decoder,
                     row_counts.to_vec(),
                 ),
+                storage_is_remote: storage.name() != "local",
                 storage,
                 build_id,
                 shards,
@@ -605,20 +691,22 @@ impl ArrowShards {
         let storage = self.inner.storage.as_ref();
         for (i, slot) in self.inner.shards.iter().enumerate() {
             if slot.data.get().is_none() {
+                // A remote shard is fetched whole: it is all read anyway.
+                let bytes = ShardBytes::Whole(map_file(storage, &slot.path)?);
                 let mut d = ShardData::open(
-                    map_file(storage, &slot.path)?,
+                    bytes,
                     &slot.path,
                     i,
                     &self.inner.core.schema,
                     slot.rows,
                     self.inner.build_id.as_deref(),
                 )?;
-                if !d.compressed {
+                if let (false, ShardBytes::Whole(buf)) = (d.compressed, &d.bytes) {
                     // Nothing is decoded yet: the blocks are offsets, so
                     // the map can be swapped for a heap copy of it.
-                    let mut m = arrow_buffer::MutableBuffer::from_len_zeroed(d.buf.len());
-                    m.as_slice_mut().copy_from_slice(d.buf.as_slice());
-                    d.buf = m.into();
+                    let mut m = arrow_buffer::MutableBuffer::from_len_zeroed(buf.len());
+                    m.as_slice_mut().copy_from_slice(buf.as_slice());
+                    d.bytes = ShardBytes::Whole(m.into());
                 }
                 let _ = slot.data.set(Arc::new(d));
             }
@@ -685,7 +773,7 @@ impl ArrowShards {
             return Ok(d);
         }
         let d = ShardData::open(
-            map_file(self.inner.storage.as_ref(), &slot.path)?,
+            self.shard_bytes(&slot.path)?,
             &slot.path,
             i,
             &self.inner.core.schema,
@@ -694,6 +782,57 @@ impl ArrowShards {
         )?;
         let _ = slot.data.set(Arc::new(d));
         Ok(slot.data.get().expect("just set"))
+    }
+
+    /// A shard's bytes: mapped locally, by ranges from an object store.
+    fn shard_bytes(&self, path: &Path) -> Result<ShardBytes> {
+        let storage = self.inner.storage.as_ref();
+        let ranged = storage.ranged(path).map_err(|e| match e {
+            Error::Io { ref source, .. } if source.kind() == std::io::ErrorKind::NotFound => {
+                Error::MissingShard {
+                    path: path.to_path_buf(),
+                }
+            }
+            e => e,
+        })?;
+        Ok(match ranged {
+            Some(r) => ShardBytes::Ranged(r),
+            None => ShardBytes::Whole(map_file(storage, path)?),
+        })
+    }
+
+    /// True when the shards are read by byte ranges (an object store).
+    pub fn is_remote(&self) -> bool {
+        self.inner.storage_is_remote
+    }
+
+    /// Starts fetching shard `s`'s batches into the disk cache on a thread
+    /// of its own (remote shards only, once per shard); a failure is left
+    /// for the read that needs the batch to report.
+    fn prefetch(&self, s: usize) {
+        let Some(slot) = self.inner.shards.get(s) else {
+            return;
+        };
+        if !self.inner.storage_is_remote || slot.prefetching.swap(true, Ordering::Relaxed) {
+            return;
+        }
+        let this = self.clone();
+        let spawned = std::thread::Builder::new()
+            .name("shardset-prefetch".into())
+            .spawn(move || {
+                let Ok(d) = this.shard(s) else { return };
+                if let ShardBytes::Ranged(r) = &d.bytes {
+                    for j in 0..d.blocks.len() {
+                        let range = d.block_range(j);
+                        if !r.is_cached(&range) && r.read_range(range).is_err() {
+                            return;
+                        }
+                    }
+                }
+            });
+        if spawned.is_err() {
+            slot.prefetching.store(false, Ordering::Relaxed);
+        }
     }
 
     /// (shard, local row) of a global row (`row < len`).
@@ -855,8 +994,14 @@ impl Backend for ArrowShards {
     fn iter_batches(&self, opts: &IterOptions) -> Result<BatchIter<'_>> {
         let order = shard_order(opts, self.num_shards())?;
         let this = self.clone();
-        let iter = order.into_iter().flat_map(move |s| {
+        let ahead = order.clone();
+        let iter = order.into_iter().enumerate().flat_map(move |(k, s)| {
             let this = this.clone();
+            // Remote shards: the next ones in this order are fetched into
+            // the disk cache while this one is read.
+            for &next in ahead.iter().skip(k + 1).take(PREFETCH_SHARDS) {
+                this.prefetch(next);
+            }
             let nb = match this.shard(s) {
                 Ok(d) => d.blocks.len(),
                 Err(e) => return Box::new(std::iter::once(Err(e))) as BatchIter<'static>,
@@ -882,16 +1027,7 @@ impl Backend for ArrowShards {
 
     fn reopened(&self) -> Box<dyn Backend> {
         let i = &self.inner;
-        let names: Vec<String> = i
-            .shards
-            .iter()
-            .map(|s| {
-                s.path
-                    .file_name()
-                    .map(|n| n.to_string_lossy().into_owned())
-                    .unwrap_or_default()
-            })
-            .collect();
+        let names: Vec<String> = i.shards.iter().map(|s| s.name.clone()).collect();
         let fresh = ArrowShards::new(
             &i.core.dir,
             &names,

