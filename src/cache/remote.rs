@@ -105,7 +105,14 @@ pub fn publish_to_object_store(local_dir: &Path, uri: &Path) -> Result<PublishRe
                 && b.chars()
                     .all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_')
         })
-        .unwrap_or_else(crate::layouts::arrow_shards::write::random_build_id);
+        // A cache that records no id (written by another tool): one derived
+        // from its metadata, so publishing it again reuses the prefix.
+        .unwrap_or_else(|| {
+            format!(
+                "{:016x}",
+                xxhash_rust::xxh3::xxh3_64(&fs.read(&meta_path).unwrap_or_default())
+            )
+        });
     let store = object_storage(uri);
     let prefix = uri.join(BUILDS_DIR).join(&build);
 
@@ -158,21 +165,7 @@ pub fn publish_to_object_store(local_dir: &Path, uri: &Path) -> Result<PublishRe
     let mode = update_mode(current.and_then(|(_, etag)| etag));
     store
         .put(&root_meta, Bytes::from(commit), mode)
-        .map_err(|e| match e {
-            Error::Io { source, path, .. }
-                if source.kind() == std::io::ErrorKind::AlreadyExists =>
-            {
-                Error::Io {
-                    op: "commit",
-                    path,
-                    source: std::io::Error::new(
-                        std::io::ErrorKind::AlreadyExists,
-                        "another build committed this cache first (its _metadata.json changed during this publish); nothing of this build is visible",
-                    ),
-                }
-            }
-            e => e,
-        })?;
+        .map_err(lost_commit)?;
     Ok(PublishReport {
         uri: uri.to_path_buf(),
         build,
@@ -299,4 +292,206 @@ pub fn collect_object_garbage(
         report.removed.push(prefix);
     }
     Ok(report)
+}
+
+/// The name a part's file takes under the build prefix: `u<unit>-<name>`
+/// beside its shard (`_row_xxh64/u00003-shard-00000.arrow.xxh`).
+fn part_name(rel: &Path, unit: usize) -> PathBuf {
+    let name = rel
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_default();
+    let renamed = format!("u{unit:05}-{name}");
+    match rel.parent().filter(|p| !p.as_os_str().is_empty()) {
+        Some(p) => p.join(renamed),
+        None => PathBuf::from(renamed),
+    }
+}
+
+/// Uploads the local `arrow-shards` cache at `local_dir`, written for work
+/// unit `unit` of the distributed build `build` (with `build` as its build
+/// id), under the build prefix of the cache at `uri`, its files named by
+/// the unit (`_builds/<build>/u<unit>-shard-00000.arrow`): a retried unit
+/// puts the same names, so no row is ever stored twice. Returns the part's
+/// record for [`commit_parts`]: its metadata, shard names as the committed
+/// cache will name them. Nothing is visible to readers until the commit.
+///
+/// # Errors
+/// [`Error::InvalidArgument`] for another layout, another build id, or a
+/// cache with deduped cells (their refs point at rows of the part, not of
+/// the whole cache); [`Error::Io`] naming the object a put failed on.
+pub fn publish_part(
+    local_dir: &Path,
+    uri: &Path,
+    build: &str,
+    unit: usize,
+) -> Result<serde_json::Value> {
+    let fs = local();
+    let meta = CacheMetadata::read_in(fs.as_ref(), local_dir)?;
+    let Some(arrow) = meta.as_arrow_shards() else {
+        return Err(Error::InvalidArgument(format!(
+            "{}: a part of a distributed build must be an arrow-shards cache, not {}",
+            local_dir.display(),
+            meta.layout()
+        )));
+    };
+    if arrow.build_id.as_deref() != Some(build) {
+        return Err(Error::InvalidArgument(format!(
+            "{}: the part was written with build id {:?}, the build is {build:?} (every part stamps the build's id into its shards)",
+            local_dir.display(),
+            arrow.build_id
+        )));
+    }
+    if arrow.dedup.is_some() {
+        return Err(Error::InvalidArgument(format!(
+            "{}: deduped cells cannot be merged across parts (their refs name rows of the part); write parts without dedup",
+            local_dir.display()
+        )));
+    }
+    let store = object_storage(uri);
+    let prefix = uri.join(BUILDS_DIR).join(build);
+    let files: Vec<PathBuf> = fs
+        .walk_files(local_dir)?
+        .into_iter()
+        .filter(|rel| publishable(rel))
+        .collect();
+    files
+        .par_iter()
+        .map(|rel| {
+            put_once(
+                &store,
+                &local_dir.join(rel),
+                &prefix.join(part_name(rel, unit)),
+            )
+        })
+        .collect::<Result<Vec<_>>>()?;
+    let mut record = serde_json::to_value(arrow)
+        .map_err(|e| Error::metadata(local_dir.join(METADATA_FILE), e.to_string()))?;
+    record["shard_filenames"] = serde_json::Value::Array(
+        arrow
+            .shard_filenames
+            .iter()
+            .map(|n| {
+                serde_json::Value::String(format!(
+                    "{BUILDS_DIR}/{build}/{}",
+                    part_name(Path::new(n), unit).display()
+                ))
+            })
+            .collect(),
+    );
+    Ok(record)
+}
+
+/// Commits the distributed build `build` of the cache at `uri` from the
+/// records [`publish_part`] returned, in work-unit order: one
+/// `_metadata.json` whose rows are the parts' rows in that order (shard
+/// names, row counts, sizes and checksums concatenated; the rest is the
+/// parts' own, which must agree), put with the same conditional commit as
+/// [`publish_to_object_store`].
+///
+/// # Errors
+/// [`Error::InvalidArgument`] for no parts, or parts that disagree
+/// (features, schema, compression, build id, row checksums);
+/// [`Error::Io`] for a failed or lost commit (as [`publish_to_object_store`]).
+pub fn commit_parts(uri: &Path, build: &str, parts: &[serde_json::Value]) -> Result<PublishReport> {
+    use crate::cache::metadata::ArrowShardsMetadata;
+    let root_meta = uri.join(METADATA_FILE);
+    let parsed: Vec<ArrowShardsMetadata> = parts
+        .iter()
+        .map(|p| {
+            serde_json::from_value(p.clone())
+                .map_err(|e| Error::InvalidArgument(format!("a part record of {build}: {e}")))
+        })
+        .collect::<Result<_>>()?;
+    let Some(first) = parsed.first() else {
+        return Err(Error::InvalidArgument(format!(
+            "{}: a distributed build of no parts commits nothing",
+            uri.display()
+        )));
+    };
+    let mut merged = first.clone();
+    merged.shard_filenames.clear();
+    merged.shard_row_counts.clear();
+    let mut sizes = Some(Vec::new());
+    let mut sums = Some(Vec::new());
+    for (k, p) in parsed.iter().enumerate() {
+        let same = p.schema_fingerprint == first.schema_fingerprint
+            && p.features == first.features
+            && p.compression == first.compression
+            && p.compression_level == first.compression_level
+            && p.row_checksums == first.row_checksums
+            && p.build_id.as_deref() == Some(build)
+            && p.dedup.is_none()
+            && p.version.is_none();
+        if !same {
+            return Err(Error::InvalidArgument(format!(
+                "{}: part {k} of build {build} disagrees with part 0 (features, compression, checksums or build id), or holds deduped cells or edits",
+                uri.display()
+            )));
+        }
+        merged
+            .shard_filenames
+            .extend(p.shard_filenames.iter().cloned());
+        merged.shard_row_counts.extend(&p.shard_row_counts);
+        sizes = sizes.zip(p.shard_num_bytes.as_ref()).map(|(mut a, b)| {
+            a.extend(b);
+            a
+        });
+        sums = sums.zip(p.shard_xxh64.as_ref()).map(|(mut a, b)| {
+            a.extend(b.iter().cloned());
+            a
+        });
+    }
+    merged.num_rows = merged.shard_row_counts.iter().sum();
+    merged.num_shards = merged.shard_filenames.len() as u64;
+    merged.shard_num_bytes = sizes;
+    merged.shard_xxh64 = sums;
+    merged.metadata_xxh64 = None;
+    let commit = json_checksummed(&root_meta, &merged)?;
+    let store = object_storage(uri);
+    let current = store.get_with_etag(&root_meta)?;
+    let replaced = current.is_some();
+    if current.as_ref().is_some_and(|(b, _)| b[..] == commit[..]) {
+        return Ok(PublishReport {
+            uri: uri.to_path_buf(),
+            build: build.to_string(),
+            files: merged.shard_filenames.len(),
+            bytes: merged.shard_num_bytes.iter().flatten().sum(),
+            replaced: false,
+        });
+    }
+    store
+        .put(
+            &root_meta,
+            Bytes::from(commit),
+            update_mode(current.and_then(|(_, e)| e)),
+        )
+        .map_err(lost_commit)?;
+    // Read back through the checks every reader applies (every shard
+    // present at its recorded size).
+    CacheMetadata::read_in(store.as_ref(), uri)?;
+    Ok(PublishReport {
+        uri: uri.to_path_buf(),
+        build: build.to_string(),
+        files: merged.shard_filenames.len(),
+        bytes: merged.shard_num_bytes.iter().flatten().sum(),
+        replaced,
+    })
+}
+
+/// A failed conditional commit as the error that says so.
+fn lost_commit(e: Error) -> Error {
+    match e {
+        Error::Io { source, path, .. } if source.kind() == std::io::ErrorKind::AlreadyExists => {
+            Error::Io {
+                op: "commit",
+                path,
+                source: std::io::Error::new(
+                    std::io::ErrorKind::AlreadyExists,
+                    "another build committed this cache first (its _metadata.json changed during this publish); nothing of this build is visible",
+                ),
+            }
+        }
+        e => e,
+    }
 }

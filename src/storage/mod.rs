@@ -340,6 +340,8 @@ pub fn storage_for(path: &Path) -> StorageRef {
     if object::is_object_uri(path) {
         return object::storage_for_uri(path);
     }
+    #[cfg(not(feature = "s3"))]
+    let _ = path;
     local()
 }
 

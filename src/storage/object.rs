@@ -26,7 +26,7 @@ use std::collections::HashMap;
 use std::io::Write;
 use std::ops::Range;
 use std::path::{Path, PathBuf};
-use std::sync::{Arc, Mutex, OnceLock};
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use bytes::Bytes;
@@ -95,12 +95,40 @@ fn store_error(op: &'static str, path: &Path, e: object_store::Error) -> Error {
     Error::io(op, path, std::io::Error::new(kind, e.to_string()))
 }
 
+/// The process's runtime of the S3 client (per process: after a `fork`, as
+/// in a data-loader worker, the child builds its own, with its own
+/// connections).
+fn runtime() -> Result<Arc<tokio::runtime::Runtime>> {
+    static RT: Mutex<Option<(u32, Arc<tokio::runtime::Runtime>)>> = Mutex::new(None);
+    crate::util::per_process(&RT, || {
+        tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(2)
+            .thread_name("shardset-s3")
+            .enable_all()
+            .build()
+            .map(Arc::new)
+            .map_err(|e| {
+                Error::InvalidArgument(format!("cannot start the S3 client's runtime: {e}"))
+            })
+    })
+}
+
+/// Runs a request to completion from synchronous code (on a helper thread
+/// when the caller is itself inside a tokio runtime).
 fn runtime_block_on<F>(f: F) -> Result<F::Output>
 where
     F: std::future::Future + Send,
     F::Output: Send,
 {
-    crate::lance::block_on(f)
+    let rt = runtime()?;
+    if tokio::runtime::Handle::try_current().is_ok() {
+        return std::thread::scope(|s| {
+            s.spawn(|| rt.block_on(f))
+                .join()
+                .map_err(|p| Error::from_panic("s3", p))
+        });
+    }
+    Ok(rt.block_on(f))
 }
 
 /// An S3 bucket (or S3-compatible server) as a [`Storage`].
@@ -262,12 +290,15 @@ fn build_store(bucket: &str) -> std::result::Result<AmazonS3, String> {
 
 /// The storage of the bucket of `path`, one per bucket per process.
 pub fn object_storage(path: &Path) -> Arc<ObjectStorage> {
-    static BUCKETS: OnceLock<Mutex<HashMap<String, Arc<ObjectStorage>>>> = OnceLock::new();
+    type Buckets = Arc<Mutex<HashMap<String, Arc<ObjectStorage>>>>;
+    // Per process, as the runtime: a forked child opens its own clients.
+    static BUCKETS: Mutex<Option<(u32, Buckets)>> = Mutex::new(None);
+    let buckets: Buckets = crate::util::per_process(&BUCKETS, || {
+        Ok::<_, std::convert::Infallible>(Default::default())
+    })
+    .unwrap_or_else(|e| match e {});
     let bucket = split_uri(path).map(|(b, _)| b).unwrap_or_default();
-    let mut m = BUCKETS
-        .get_or_init(Default::default)
-        .lock()
-        .unwrap_or_else(|p| p.into_inner());
+    let mut m = buckets.lock().unwrap_or_else(|p| p.into_inner());
     m.entry(bucket.clone())
         .or_insert_with(|| Arc::new(ObjectStorage::from_env(&bucket)))
         .clone()

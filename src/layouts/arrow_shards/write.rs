@@ -296,6 +296,20 @@ where
     I: IntoIterator<Item = std::result::Result<Example, E>>,
     E: Into<BoxError>,
 {
+    #[cfg(feature = "s3")]
+    if crate::storage::is_object_uri(cache_dir) {
+        // Written in a local staging directory, then published with a
+        // commit marker (see `cache::remote`).
+        let staging = crate::cache::remote::staging_dir(cache_dir)?;
+        let parent = staging.parent().expect("staging dirs have a parent");
+        std::fs::create_dir_all(parent).map_err(|e| Error::io("create directory", parent, e))?;
+        let lock = CacheLock::acquire(&staging)?;
+        let mut w = write_arrow_cache_locked(examples, features, &staging, opts, &lock)?;
+        crate::cache::remote::publish_to_object_store(&staging, cache_dir)?;
+        let _ = std::fs::remove_dir_all(&staging);
+        w.dir = cache_dir.to_path_buf();
+        return Ok(w);
+    }
     let lock = CacheLock::acquire(cache_dir)?;
     write_arrow_cache_locked(examples, features, cache_dir, opts, &lock)
 }

@@ -1,0 +1,129 @@
+"""Building one cache across a Ray cluster.
+
+    import shardset.ray
+
+    def generate(unit):                       # runs on the Ray workers
+        for i in range(unit * 1000, unit * 1000 + 1000):
+            yield {"x": i, "label": i % 10}
+
+    report = shardset.ray.build(generate, range(64), features, "s3://bucket/prefix/train")
+    ds = shardset.open_cache("s3://bucket/prefix/train")
+
+Each work unit is a Ray task: it runs `generate(unit)`, encodes the
+examples with the Rust writer into a local arrow-shards cache stamped with
+the build's id, and puts its files under the build's prefix on the object
+store, named by the unit (`_builds/<build>/u00007-shard-00000.arrow`), so a
+task Ray retries (its worker or node died) writes the same names and no row
+is stored twice. The driver collects the parts' records as tasks finish
+(calling `progress(units_done, units, rows_done)`), then commits one
+`_metadata.json` whose rows are the units' rows in unit order, with the
+shard sizes and checksums the parts recorded: the same conditional commit
+as any publish to object storage, so readers see the whole build or the
+previous one. A build that fails leaves only uncommitted objects, which
+`gc` removes.
+
+The rows equal those of a single-process build of the same units in the
+same order. Shards break at unit boundaries (each unit rotates its own by
+the byte budget), so shard files equal a single build's only when each unit
+fills exactly its shards.
+
+Workers need the cache's object store: the AWS variables (`AWS_*`) and the
+disk cache's (`SHARDSET_*`) of the driver's environment are passed to them.
+"""
+
+import dataclasses
+import os
+import tempfile
+import uuid
+
+from . import _shardset, write_cache
+from .features import Features
+
+
+@dataclasses.dataclass
+class BuildReport:
+    """What `build` committed."""
+    path: str
+    build: str
+    units: int
+    rows: int
+    shards: int
+    replaced: bool
+
+
+def _env_for_workers():
+    return {k: v for k, v in os.environ.items()
+            if k.startswith("AWS_") or k.startswith("SHARDSET_")}
+
+
+def _encode_unit(generate, unit, index, features_json, path, build, options):
+    """One work unit, on a Ray worker: its part written locally, then put
+    under the build prefix; returns (record JSON, rows)."""
+    with tempfile.TemporaryDirectory(prefix="shardset-ray-") as tmp:
+        local = os.path.join(tmp, f"u{index:05d}")
+        rows = write_cache(generate(unit), Features.from_json(features_json), local,
+                           format="arrow", build_id=build, **options)
+        record = _shardset._publish_part(local, path, build, index)
+    return record, rows
+
+
+def build(generate, units, features, path, *, shard_size=None, compression=None,
+          batch_size=None, record_checksums=False, threads=1, build_id=None, max_retries=3,
+          num_cpus=1, progress=None):
+    """Builds the arrow-shards cache at `path` (`s3://bucket/prefix`) from
+    `generate(unit)` for each of `units` on the connected Ray cluster (see
+    the module documentation). `generate` must be picklable (a function of
+    an importable module, or a closure). `threads`: encode threads per task
+    (1: Ray schedules `num_cpus` per task). `max_retries`: Ray's retries of
+    a task whose worker died. `build_id`: the build's id (default: a new
+    one). Returns a `BuildReport`.
+
+    Raises the task's exception when a unit fails for a reason other than a
+    lost worker; nothing is committed then."""
+    import ray
+
+    path = str(path)
+    if not path.startswith("s3://"):
+        raise ValueError(f"{path}: a Ray build writes to object storage (s3://bucket/prefix); "
+                         "build a local cache with write_cache")
+    units = list(units)
+    feats = Features.coerce(features)
+    build = build_id or uuid.uuid4().hex[:16]
+    options = {"shard_size": shard_size, "compression": compression, "batch_size": batch_size,
+               "record_checksums": record_checksums, "threads": threads}
+    task = ray.remote(_encode_unit).options(
+        max_retries=max_retries, num_cpus=num_cpus,
+        runtime_env={"env_vars": _env_for_workers()})
+    features_json = feats.to_json()
+    index = {}
+    for k, unit in enumerate(units):
+        ref = task.remote(generate, unit, k, features_json, path, build, options)
+        index[ref] = k
+    records = [None] * len(units)
+    pending = list(index)
+    rows = 0
+    done_units = 0
+    try:
+        while pending:
+            done, pending = ray.wait(pending, num_returns=1)
+            for ref in done:
+                record, n = ray.get(ref)
+                records[index[ref]] = record
+                rows += n
+                done_units += 1
+                if progress is not None:
+                    progress(done_units, len(units), rows)
+    except BaseException:
+        for ref in pending:
+            ray.cancel(ref, force=True)
+        raise
+    built, shards, replaced = _shardset._commit_parts(path, build, records)
+    return BuildReport(path=path, build=built, units=len(units), rows=rows, shards=shards,
+                       replaced=replaced)
+
+
+def gc(path, min_age_s=3600.0, dry_run=False):
+    """Removes the build prefixes of the cache at `path` that its committed
+    metadata does not name (failed or replaced builds) and that are older
+    than `min_age_s`; returns them."""
+    return _shardset._gc_object_store(str(path), float(min_age_s), bool(dry_run))
