@@ -532,3 +532,74 @@ fn the_cli_builds_reads_verifies_lists_and_collects_on_s3_uris() {
         String::from_utf8_lossy(&o.stderr)
     );
 }
+
+/// A proxy in front of the server that answers the first `fail` requests
+/// with `503 Slow Down` (what S3 says when throttling), then forwards
+/// every connection; returns its endpoint and the count of 503s sent.
+fn flaky_proxy(
+    upstream: &str,
+    fail: usize,
+) -> (String, std::sync::Arc<std::sync::atomic::AtomicUsize>) {
+    use std::io::{Read, Write};
+    use std::net::{TcpListener, TcpStream};
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    let target = upstream.trim_start_matches("http://").to_string();
+    let l = TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = l.local_addr().unwrap();
+    let failed = std::sync::Arc::new(AtomicUsize::new(0));
+    let f = failed.clone();
+    std::thread::spawn(move || {
+        for conn in l.incoming() {
+            let Ok(mut c) = conn else { continue };
+            if f.load(Ordering::SeqCst) < fail {
+                f.fetch_add(1, Ordering::SeqCst);
+                // Read the request head, answer 503, close.
+                let mut buf = [0u8; 65536];
+                let _ = c.set_read_timeout(Some(Duration::from_millis(500)));
+                let _ = c.read(&mut buf);
+                let body = "<Error><Code>SlowDown</Code><Message>Please reduce your request rate.</Message></Error>";
+                let _ = write!(
+                    c,
+                    "HTTP/1.1 503 Service Unavailable\r\nContent-Type: application/xml\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
+                    body.len()
+                );
+                continue;
+            }
+            let Ok(u) = TcpStream::connect(&target) else {
+                continue;
+            };
+            let (mut c2, mut u2) = (c.try_clone().unwrap(), u.try_clone().unwrap());
+            std::thread::spawn(move || {
+                let _ = std::io::copy(&mut c2, &mut u2);
+                let _ = u2.shutdown(std::net::Shutdown::Write);
+            });
+            std::thread::spawn(move || {
+                let (mut u, mut c) = (u, c);
+                let _ = std::io::copy(&mut u, &mut c);
+                let _ = c.shutdown(std::net::Shutdown::Write);
+            });
+        }
+    });
+    (format!("http://{addr}"), failed)
+}
+
+#[test]
+fn transient_server_errors_are_retried_with_backoff() {
+    server();
+    let t = tempfile::tempdir().unwrap();
+    let local = local_cache(t.path(), 200, 4);
+    let at = uri("retry/c");
+    publish_to_object_store(&local, &at).unwrap();
+    let (endpoint, failed) = flaky_proxy(&server().endpoint, 3);
+    let mut c = shardset_cli();
+    c.env("SHARDSET_OBJECT_CACHE", t.path().join("dc"))
+        .env("AWS_ENDPOINT_URL", &endpoint)
+        .arg("cat")
+        .arg(&at)
+        .args(["--rows", "0..200", "--columns", "x"]);
+    let out = succeeded(&mut c);
+    assert_eq!(failed.load(std::sync::atomic::Ordering::SeqCst), 3);
+    let lines = String::from_utf8(out.stdout).unwrap();
+    assert_eq!(lines.lines().count(), 200);
+    assert!(lines.lines().last().unwrap().contains("199"), "{lines}");
+}
