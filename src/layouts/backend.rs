@@ -202,6 +202,19 @@ pub trait Backend: Send + Sync + std::fmt::Debug {
     /// A copy of this backend with nothing opened yet.
     fn reopened(&self) -> Box<dyn Backend>;
 
+    /// True when rows are fetched from a remote store (an object store),
+    /// so hints of what comes next ([`Backend::prefetch_rows`]) pay off.
+    fn reads_remotely(&self) -> bool {
+        false
+    }
+
+    /// A hint: `rows` (cache positions) will be read soon. A remote backend
+    /// starts fetching the shards holding them into its disk cache in the
+    /// background; others ignore it.
+    fn prefetch_rows(&self, rows: &[u64]) {
+        let _ = rows;
+    }
+
     /// The concrete backend, for layout-specific calls (`downcast_ref::<ArrowShards>()`).
     fn as_any(&self) -> &dyn std::any::Any;
 }

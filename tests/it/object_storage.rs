@@ -270,6 +270,20 @@ fn a_published_cache_is_read_by_byte_ranges_through_the_disk_cache() {
             std::thread::sleep(Duration::from_millis(50));
         }
     }
+    // A hint of rows to come (what the loaders give) fetches their shard.
+    let last = shard_paths.len() - 1;
+    let tail_row = r.backend.len() - 1;
+    fresh.backend.prefetch_rows(&[tail_row]);
+    let rf = store.ranged(&shard_paths[last]).unwrap().unwrap();
+    let t0 = Instant::now();
+    while rf.cached_bytes() < rf.len() * 9 / 10 {
+        assert!(
+            t0.elapsed() < Duration::from_secs(120),
+            "the last shard was not prefetched on a hint"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    assert!(fresh.backend.reads_remotely() && !l.backend.reads_remotely());
     let mut n = first.num_rows();
     for b in it {
         n += b.unwrap().num_rows();

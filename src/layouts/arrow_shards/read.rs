@@ -1025,6 +1025,24 @@ impl Backend for ArrowShards {
         self
     }
 
+    fn reads_remotely(&self) -> bool {
+        self.inner.storage_is_remote
+    }
+
+    fn prefetch_rows(&self, rows: &[u64]) {
+        if !self.inner.storage_is_remote {
+            return;
+        }
+        let n = self.len();
+        let mut seen = std::collections::BTreeSet::new();
+        for &r in rows.iter().filter(|&&r| r < n) {
+            seen.insert(self.locate(r).0);
+        }
+        for s in seen {
+            self.prefetch(s);
+        }
+    }
+
     fn reopened(&self) -> Box<dyn Backend> {
         let i = &self.inner;
         let names: Vec<String> = i.shards.iter().map(|s| s.name.clone()).collect();
