@@ -236,6 +236,15 @@ def test_python_writes_and_reads_a_cache_on_object_storage(s3, tmp_path):
     shardset.write_cache((r for u in range(3) for r in _rows(u)), FEATURES, local,
                          shard_size=8000, batch_size=20, record_checksums=True)
     assert _table(ds).equals(_table(shardset.open_cache(local)))
+    # The training loader's path (which hints the next shards for
+    # prefetch) sees every row once, as from the local copy.
+    import shardset.torch as st
+    for order in ("shard-shuffle", "shard-sequential"):
+        remote = st.IterableDataset(uri, batch_size=32, order=order, seed=3, remainder="partial")
+        near = st.IterableDataset(local, batch_size=32, order=order, seed=3, remainder="partial")
+        a = [x for b in remote for x in b["x"].tolist()]
+        assert a == [x for b in near for x in b["x"].tolist()]
+        assert sorted(a) == list(range(300))
     with pytest.raises(shardset.CacheNotFoundError):
         shardset.open_cache(f"{s3}/py/none")
 
