@@ -12,7 +12,8 @@
 Each work unit is a Ray task: it runs `generate(unit)`, encodes the
 examples with the Rust writer into a local arrow-shards cache stamped with
 the build's id, and puts its files under the build's prefix on the object
-store, named by the unit (`_builds/<build>/u00007-shard-00000.arrow`), so a
+store (or in the cache's directory on a file system all nodes share),
+named by the unit (`_builds/<build>/u00007-shard-00000.arrow`), so a
 task Ray retries (its worker or node died) writes the same names and no row
 is stored twice. The driver collects the parts' records as tasks finish
 (calling `progress(units_done, units, rows_done)`), then commits one
@@ -70,7 +71,8 @@ def _encode_unit(generate, unit, index, features_json, path, build, options):
 def build(generate, units, features, path, *, shard_size=None, compression=None,
           batch_size=None, record_checksums=False, threads=1, build_id=None, max_retries=3,
           num_cpus=1, progress=None):
-    """Builds the arrow-shards cache at `path` (`s3://bucket/prefix`) from
+    """Builds the arrow-shards cache at `path` (`s3://bucket/prefix`, or a
+    directory of a file system every node shares) from
     `generate(unit)` for each of `units` on the connected Ray cluster (see
     the module documentation). `generate` must be picklable (a function of
     an importable module, or a closure). `threads`: encode threads per task
@@ -84,8 +86,7 @@ def build(generate, units, features, path, *, shard_size=None, compression=None,
 
     path = str(path)
     if not path.startswith("s3://"):
-        raise ValueError(f"{path}: a Ray build writes to object storage (s3://bucket/prefix); "
-                         "build a local cache with write_cache")
+        path = os.path.abspath(path)
     units = list(units)
     feats = Features.coerce(features)
     build = build_id or uuid.uuid4().hex[:16]

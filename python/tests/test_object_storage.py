@@ -249,6 +249,32 @@ def test_python_writes_and_reads_a_cache_on_object_storage(s3, tmp_path):
         shardset.open_cache(f"{s3}/py/none")
 
 
+def test_a_ray_build_into_a_shared_directory_is_a_plain_local_cache(ray_cluster, tmp_path):
+    import shardset.ray as sray
+
+    def generate(unit):
+        yield from _rows(unit, 50)
+
+    shared = tmp_path / "shared" / "train"
+    calls = []
+    report = sray.build(generate, range(12), FEATURES, shared, batch_size=20, shard_size=4000,
+                        progress=lambda *a: calls.append(a))
+    assert report.rows == 600 and report.units == 12 and len(calls) == 12
+    local = str(tmp_path / "local")
+    shardset.write_cache((r for u in range(12) for r in _rows(u, 50)), FEATURES, local,
+                         batch_size=20, shard_size=4000)
+    ds = shardset.open_cache(str(shared))
+    assert _table(ds).equals(_table(shardset.open_cache(local)))
+    meta = json.loads((shared / "_metadata.json").read_text())
+    assert meta["num_rows"] == 600
+    assert all(n.startswith(f"_builds/{report.build}/u000") for n in meta["shard_filenames"])
+    # pyarrow reads the shards where the metadata names them, as the
+    # reference does.
+    import pyarrow.ipc as ipc
+    assert sum(ipc.open_file(str(shared / n)).read_all().num_rows
+               for n in meta["shard_filenames"]) == 600
+
+
 def test_a_ray_build_over_two_nodes_survives_a_killed_worker(s3, ray_cluster, tmp_path):
     import ray
     import shardset.ray as sray

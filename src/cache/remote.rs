@@ -21,6 +21,12 @@
 //! builds committing at once: one wins, the other's put fails its condition
 //! and it reports so.
 //!
+//! A distributed build ([`publish_part`], [`commit_parts`]) publishes the
+//! same way, to an object store or to a directory of a file system the
+//! machines share: there the files are written once (`create` refuses an
+//! existing one) and the commit replaces `_metadata.json` atomically under
+//! the cache's lock.
+//!
 //! A copy of the committed cache (`aws s3 sync`, say) is a plain local
 //! cache: the reference joins the shard names to the directory, and ours
 //! accepts names under `_builds/<id>/`. Row checksums and dedup refs live
@@ -33,11 +39,12 @@ use std::time::{Duration, SystemTime};
 use bytes::Bytes;
 use rayon::prelude::*;
 
+use crate::cache::lock::CacheLock;
 use crate::cache::metadata::{json_checksummed, CacheMetadata, BUILDS_DIR, METADATA_FILE};
 use crate::cache::versions::VERSIONS_DIR;
 use crate::error::{Error, Result};
-use crate::storage::object::{object_storage, update_mode, ObjectStorage};
-use crate::storage::{local, Storage};
+use crate::storage::object::{is_object_uri, object_storage, update_mode, ObjectStorage};
+use crate::storage::{local, storage_for, Entry, EntryKind, Storage, StorageRef};
 
 /// What [`publish_to_object_store`] did.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -52,6 +59,120 @@ pub struct PublishReport {
     pub bytes: u64,
     /// True when the commit replaced an earlier build.
     pub replaced: bool,
+}
+
+/// Where a cache is published from parts: an object store (conditional
+/// puts) or a directory of a (shared) file system (the cache's lock and
+/// atomic replacement).
+enum Target {
+    Object(Arc<ObjectStorage>),
+    Files(StorageRef),
+}
+
+impl Target {
+    fn of(uri: &Path) -> Self {
+        if is_object_uri(uri) {
+            Target::Object(object_storage(uri))
+        } else {
+            Target::Files(storage_for(uri))
+        }
+    }
+
+    fn storage(&self) -> &dyn Storage {
+        match self {
+            Target::Object(o) => o.as_ref(),
+            Target::Files(s) => s.as_ref(),
+        }
+    }
+
+    /// Writes `b` at `to` once: an object or file of the same size there
+    /// already (a retried unit, a publish run again) is kept.
+    fn put_once(&self, to: &Path, b: Bytes) -> Result<()> {
+        let n = b.len() as u64;
+        let r = match self {
+            Target::Object(o) => o.put(to, b, object_store::PutMode::Create).map(|_| ()),
+            Target::Files(s) => {
+                if let Some(dir) = to.parent() {
+                    s.create_dir_all(dir)?;
+                }
+                s.create(to).and_then(|mut f| {
+                    std::io::Write::write_all(&mut f, &b).map_err(|e| Error::io("write", to, e))?;
+                    f.finish()
+                })
+            }
+        };
+        match r {
+            Err(Error::Io { source, .. })
+                if source.kind() == std::io::ErrorKind::AlreadyExists
+                    && self.storage().stat(to)?.is_some_and(|e| e.len == n) =>
+            {
+                Ok(())
+            }
+            r => r,
+        }
+    }
+
+    /// Makes `bytes` the `_metadata.json` of the cache at `uri`: `None`
+    /// when it is that already, else whether a cache was replaced.
+    fn commit(&self, uri: &Path, bytes: Vec<u8>) -> Result<Option<bool>> {
+        let meta = uri.join(METADATA_FILE);
+        match self {
+            Target::Object(o) => {
+                let current = o.get_with_etag(&meta)?;
+                if current.as_ref().is_some_and(|(b, _)| b[..] == bytes[..]) {
+                    return Ok(None);
+                }
+                let replaced = current.is_some();
+                o.put(
+                    &meta,
+                    Bytes::from(bytes),
+                    update_mode(current.and_then(|(_, e)| e)),
+                )
+                .map_err(lost_commit)?;
+                Ok(Some(replaced))
+            }
+            Target::Files(s) => {
+                s.create_dir_all(uri)?;
+                let _lock = CacheLock::acquire_in(s, uri)?;
+                let current = if s.is_file(&meta) {
+                    Some(s.read(&meta)?)
+                } else {
+                    None
+                };
+                if current.as_deref() == Some(&bytes[..]) {
+                    return Ok(None);
+                }
+                s.write_atomic(&meta, &bytes)?;
+                s.sync_dir(uri)?;
+                Ok(Some(current.is_some()))
+            }
+        }
+    }
+
+    /// Every file under `dir` (none when it is absent), with its size and
+    /// modification time.
+    fn walk(&self, dir: &Path) -> Result<Vec<Entry>> {
+        match self {
+            Target::Object(o) => o.list_recursive(dir),
+            Target::Files(s) => {
+                fn go(s: &dyn Storage, d: &Path, out: &mut Vec<Entry>) -> Result<()> {
+                    for e in s.list(d)? {
+                        match e.kind {
+                            EntryKind::Dir => go(s, &e.path, out)?,
+                            EntryKind::File => out.push(e),
+                            EntryKind::Other => {}
+                        }
+                    }
+                    Ok(())
+                }
+                let mut out = Vec::new();
+                if s.is_dir(dir) {
+                    go(s.as_ref(), dir, &mut out)?;
+                }
+                Ok(out)
+            }
+        }
+    }
 }
 
 /// The local directory a build of the object-store cache `uri` is written
@@ -113,7 +234,7 @@ pub fn publish_to_object_store(local_dir: &Path, uri: &Path) -> Result<PublishRe
                 xxhash_rust::xxh3::xxh3_64(&fs.read(&meta_path).unwrap_or_default())
             )
         });
-    let store = object_storage(uri);
+    let target = Target::of(uri);
     let prefix = uri.join(BUILDS_DIR).join(&build);
 
     // 1. The build's files, each written once under its prefix.
@@ -124,14 +245,10 @@ pub fn publish_to_object_store(local_dir: &Path, uri: &Path) -> Result<PublishRe
         .collect();
     let bytes: Vec<u64> = files
         .par_iter()
-        .map(|rel| put_once(&store, &local_dir.join(rel), &prefix.join(rel)))
+        .map(|rel| put_file(&target, &local_dir.join(rel), &prefix.join(rel)))
         .collect::<Result<_>>()?;
     let own_meta = fs.read(&meta_path)?;
-    put_once_bytes(
-        &store,
-        &prefix.join(METADATA_FILE),
-        Bytes::from(own_meta.clone()),
-    )?;
+    target.put_once(&prefix.join(METADATA_FILE), Bytes::from(own_meta.clone()))?;
 
     // 2. The commit: the root metadata naming the shards under the prefix.
     let mut doc: serde_json::Value = serde_json::from_slice(&own_meta)
@@ -148,24 +265,8 @@ pub fn publish_to_object_store(local_dir: &Path, uri: &Path) -> Result<PublishRe
     }
     let root_meta = uri.join(METADATA_FILE);
     let commit = json_checksummed(&root_meta, &doc)?;
-    let current = store.get_with_etag(&root_meta)?;
-    let replaced = current.is_some();
-    if let Some((b, _)) = &current {
-        if b[..] == commit[..] {
-            // This very build is committed already (a publish run again).
-            return Ok(PublishReport {
-                uri: uri.to_path_buf(),
-                build,
-                files: files.len() + 1,
-                bytes: bytes.iter().sum(),
-                replaced: false,
-            });
-        }
-    }
-    let mode = update_mode(current.and_then(|(_, etag)| etag));
-    store
-        .put(&root_meta, Bytes::from(commit), mode)
-        .map_err(lost_commit)?;
+    // `None`: this very build is committed already (a publish run again).
+    let replaced = target.commit(uri, commit)?.unwrap_or(false);
     Ok(PublishReport {
         uri: uri.to_path_buf(),
         build,
@@ -193,27 +294,13 @@ fn publishable(rel: &Path) -> bool {
         && !name.starts_with('.')
 }
 
-/// Puts the local file `from` at `to` unless an object of the same size is
+/// Puts the local file `from` at `to` unless a file of the same size is
 /// there (a publish run again after a failure); returns its bytes.
-fn put_once(store: &Arc<ObjectStorage>, from: &Path, to: &Path) -> Result<u64> {
+fn put_file(target: &Target, from: &Path, to: &Path) -> Result<u64> {
     let b = local().map(from)?;
     let n = b.len() as u64;
-    put_once_bytes(store, to, b)?;
+    target.put_once(to, b)?;
     Ok(n)
-}
-
-fn put_once_bytes(store: &Arc<ObjectStorage>, to: &Path, b: Bytes) -> Result<()> {
-    let n = b.len() as u64;
-    match store.put(to, b, object_store::PutMode::Create) {
-        Ok(_) => Ok(()),
-        Err(Error::Io { source, .. })
-            if source.kind() == std::io::ErrorKind::AlreadyExists
-                && store.stat(to)?.is_some_and(|e| e.len == n) =>
-        {
-            Ok(())
-        }
-        Err(e) => Err(e),
-    }
 }
 
 /// What [`collect_object_garbage`] found.
@@ -231,7 +318,8 @@ pub struct ObjectGcReport {
     pub kept_young: Vec<PathBuf>,
 }
 
-/// Removes the build prefixes of the cache at `uri` that its committed
+/// Removes the build prefixes of the cache at `uri` (an `s3://` location or
+/// a directory published from parts) that its committed
 /// `_metadata.json` does not name and whose newest object is at least
 /// `min_age` old (a build still uploading is younger).
 ///
@@ -243,11 +331,12 @@ pub fn collect_object_garbage(
     min_age: Duration,
     dry_run: bool,
 ) -> Result<ObjectGcReport> {
-    let store = object_storage(uri);
+    let target = Target::of(uri);
+    let store = target.storage();
     let root_meta = uri.join(METADATA_FILE);
     let mut report = ObjectGcReport::default();
     if store.is_file(&root_meta) {
-        let meta = CacheMetadata::read_in(store.as_ref(), uri)?;
+        let meta = CacheMetadata::read_in(store, uri)?;
         if let Some(a) = meta.as_arrow_shards() {
             report.committed = a.shard_filenames.iter().find_map(|n| {
                 n.strip_prefix(&format!("{BUILDS_DIR}/"))
@@ -257,7 +346,7 @@ pub fn collect_object_garbage(
         }
     }
     let builds_dir = uri.join(BUILDS_DIR);
-    let objects = store.list_recursive(&builds_dir)?;
+    let objects = target.walk(&builds_dir)?;
     let mut by_build: std::collections::BTreeMap<String, Vec<crate::storage::Entry>> =
         Default::default();
     let base = format!("{}/", builds_dir.to_string_lossy().trim_end_matches('/'));
@@ -285,8 +374,13 @@ pub fn collect_object_garbage(
         report.objects += entries.len();
         report.bytes += entries.iter().map(|e| e.len).sum::<u64>();
         if !dry_run {
-            for e in &entries {
-                store.remove_file(&e.path)?;
+            match &target {
+                Target::Object(_) => {
+                    for e in &entries {
+                        store.remove_file(&e.path)?;
+                    }
+                }
+                Target::Files(s) => s.remove_dir_all(&prefix)?,
             }
         }
         report.removed.push(prefix);
@@ -310,7 +404,8 @@ fn part_name(rel: &Path, unit: usize) -> PathBuf {
 
 /// Uploads the local `arrow-shards` cache at `local_dir`, written for work
 /// unit `unit` of the distributed build `build` (with `build` as its build
-/// id), under the build prefix of the cache at `uri`, its files named by
+/// id), under the build prefix of the cache at `uri` (an `s3://` location,
+/// or a directory of a shared file system), its files named by
 /// the unit (`_builds/<build>/u<unit>-shard-00000.arrow`): a retried unit
 /// puts the same names, so no row is ever stored twice. Returns the part's
 /// record for [`commit_parts`]: its metadata, shard names as the committed
@@ -348,7 +443,7 @@ pub fn publish_part(
             local_dir.display()
         )));
     }
-    let store = object_storage(uri);
+    let target = Target::of(uri);
     let prefix = uri.join(BUILDS_DIR).join(build);
     let files: Vec<PathBuf> = fs
         .walk_files(local_dir)?
@@ -358,8 +453,8 @@ pub fn publish_part(
     files
         .par_iter()
         .map(|rel| {
-            put_once(
-                &store,
+            put_file(
+                &target,
                 &local_dir.join(rel),
                 &prefix.join(part_name(rel, unit)),
             )
@@ -448,28 +543,11 @@ pub fn commit_parts(uri: &Path, build: &str, parts: &[serde_json::Value]) -> Res
     merged.shard_xxh64 = sums;
     merged.metadata_xxh64 = None;
     let commit = json_checksummed(&root_meta, &merged)?;
-    let store = object_storage(uri);
-    let current = store.get_with_etag(&root_meta)?;
-    let replaced = current.is_some();
-    if current.as_ref().is_some_and(|(b, _)| b[..] == commit[..]) {
-        return Ok(PublishReport {
-            uri: uri.to_path_buf(),
-            build: build.to_string(),
-            files: merged.shard_filenames.len(),
-            bytes: merged.shard_num_bytes.iter().flatten().sum(),
-            replaced: false,
-        });
-    }
-    store
-        .put(
-            &root_meta,
-            Bytes::from(commit),
-            update_mode(current.and_then(|(_, e)| e)),
-        )
-        .map_err(lost_commit)?;
+    let target = Target::of(uri);
+    let replaced = target.commit(uri, commit)?.unwrap_or(false);
     // Read back through the checks every reader applies (every shard
     // present at its recorded size).
-    CacheMetadata::read_in(store.as_ref(), uri)?;
+    CacheMetadata::read_in(target.storage(), uri)?;
     Ok(PublishReport {
         uri: uri.to_path_buf(),
         build: build.to_string(),

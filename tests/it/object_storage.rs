@@ -617,3 +617,82 @@ fn transient_server_errors_are_retried_with_backoff() {
     assert_eq!(lines.lines().count(), 200);
     assert!(lines.lines().last().unwrap().contains("199"), "{lines}");
 }
+
+#[test]
+fn parts_commit_in_unit_order_to_a_shared_directory_and_an_object_store() {
+    server();
+    let t = tempfile::tempdir().unwrap();
+    use shardset::cache::remote::{commit_parts, publish_part};
+    let build = "feedfacecafebeef";
+    // Three units of 70 rows each, written as parts with the build's id.
+    let part = |k: usize| {
+        let dir = t.path().join(format!("part{k}"));
+        shardset::write_arrow_cache(
+            rows(210, 9).skip(70 * k).take(70),
+            &features(),
+            &dir,
+            &ArrowWriteOptions::default()
+                .try_with_batch_size(25)
+                .unwrap()
+                .try_with_shard_size_bytes(Some(100_000))
+                .unwrap()
+                .with_build_id(build.to_string()),
+        )
+        .unwrap();
+        dir
+    };
+    let parts: Vec<PathBuf> = (0..3).map(part).collect();
+    let whole = t.path().join("whole");
+    shardset::write_arrow_cache(
+        rows(210, 9),
+        &features(),
+        &whole,
+        &ArrowWriteOptions::default()
+            .try_with_batch_size(25)
+            .unwrap(),
+    )
+    .unwrap();
+    let whole = open_cache(&whole).unwrap();
+    for target in [t.path().join("shared/cache"), uri("parts/c")] {
+        // Units finish in any order (2, 0, 1) and one is retried: the
+        // commit is in unit order and no row is stored twice.
+        let mut records = vec![serde_json::Value::Null; 3];
+        for k in [2usize, 0, 1, 0] {
+            records[k] = publish_part(&parts[k], &target, build, k).unwrap();
+        }
+        let rep = commit_parts(&target, build, &records).unwrap();
+        assert!(!rep.replaced);
+        let c = open_cache(&target).unwrap();
+        assert_eq!(c.len(), 210);
+        for i in [0u64, 69, 70, 140, 209] {
+            assert_eq!(
+                row_x(&c, i),
+                row_x(&whole, i),
+                "row {i} of {}",
+                target.display()
+            );
+        }
+        let names = c
+            .backend
+            .as_any()
+            .downcast_ref::<shardset::ArrowShards>()
+            .unwrap()
+            .shard_paths();
+        assert!(names[0]
+            .to_string_lossy()
+            .contains("_builds/feedfacecafebeef/u00000-shard-"));
+        // Committing again changes nothing; gc finds nothing to remove.
+        assert!(!commit_parts(&target, build, &records).unwrap().replaced);
+        let g = collect_object_garbage(&target, Duration::ZERO, false).unwrap();
+        assert!(g.removed.is_empty(), "{g:?}");
+        assert_eq!(g.committed.as_deref(), Some(build));
+        // Parts of another build id, or no parts, are refused.
+        let e = publish_part(&parts[0], &target, "0000000000000000", 0).unwrap_err();
+        assert!(e.to_string().contains("build id"), "{e}");
+        assert!(commit_parts(&target, build, &[]).is_err());
+    }
+    // The shared directory is a plain local cache: every shard checks.
+    assert!(shardset::verify_checksums(&t.path().join("shared/cache"))
+        .unwrap()
+        .is_empty());
+}
