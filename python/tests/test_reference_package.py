@@ -129,3 +129,26 @@ def test_the_reference_names_the_segments_layout_it_does_not_read(tmp_path, ref)
     shardset.write_cache([("a", {"video": clip})], frames, tmp_path / "f", format="video-frames")
     res = cache.open_cache(tmp_path / "f", s.Features({"video": s.Video(storage="frames")}))
     assert res.layout == "lance-video-frames"
+
+
+def test_the_reference_reads_a_cache_published_under_build_prefixes(tmp_path, ref):
+    """A cache committed from parts (as a Ray build, or a copy of one on
+    object storage) names its shards `_builds/<id>/u00000-shard-*.arrow`:
+    the reference joins them to the directory and reads the same rows."""
+    cache, dataset, s = ref
+    from shardset import _shardset
+    ours = Features({"x": Value("int64"), "name": Value("string")})
+    theirs = s.Features({"x": s.Value("int64"), "name": s.Value("string")})
+    build = "0123456789abcdef"
+    records = []
+    for k in range(3):
+        part = tmp_path / f"part{k}"
+        shardset.write_cache(({"x": i, "name": f"r{i}"} for i in range(k * 30, k * 30 + 30)),
+                             ours, part, build_id=build, batch_size=10, shard_size=600)
+        records.append(_shardset._publish_part(str(part), str(tmp_path / "c"), build, k))
+    _shardset._commit_parts(str(tmp_path / "c"), build, records)
+    res = cache.open_cache(tmp_path / "c", theirs)
+    ds = dataset.StableDataset(theirs, s.DatasetInfo(features=theirs), backend=res.backend)
+    assert len(ds) == 90
+    assert [ds[i]["x"] for i in range(90)] == list(range(90))
+    assert ds[45]["name"] == "r45"
