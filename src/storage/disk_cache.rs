@@ -176,13 +176,36 @@ impl DiskCache {
         range: Range<u64>,
         fetch: impl FnOnce() -> Result<Bytes>,
     ) -> Result<Bytes> {
-        let path = self.range_path(object, version, &range);
-        let want = range.end - range.start;
-        if let Some(b) = read_complete(&path, want) {
-            self.hits.fetch_add(1, Ordering::Relaxed);
+        if let Some(b) = self.get(object, version, &range) {
             return Ok(b);
         }
         let bytes = fetch()?;
+        self.insert(object, version, range, bytes.clone())?;
+        Ok(bytes)
+    }
+
+    /// `range` of the object when it is on disk, complete.
+    pub fn get(&self, object: &str, version: &str, range: &Range<u64>) -> Option<Bytes> {
+        let path = self.range_path(object, version, range);
+        let b = read_complete(&path, range.end - range.start)?;
+        self.hits.fetch_add(1, Ordering::Relaxed);
+        Some(b)
+    }
+
+    /// Keeps `bytes`, just fetched, as `range` of the object.
+    ///
+    /// # Errors
+    /// [`Error::Io`] when the cache directory cannot be written;
+    /// [`Error::CorruptShard`] when `bytes` is not the range's length.
+    pub fn insert(
+        &self,
+        object: &str,
+        version: &str,
+        range: Range<u64>,
+        bytes: Bytes,
+    ) -> Result<()> {
+        let path = self.range_path(object, version, &range);
+        let want = range.end - range.start;
         if bytes.len() as u64 != want {
             return Err(Error::corrupt(
                 object,
@@ -196,8 +219,7 @@ impl DiskCache {
         }
         self.fetches.fetch_add(1, Ordering::Relaxed);
         self.fetched_bytes.fetch_add(want, Ordering::Relaxed);
-        self.store(&path, &bytes)?;
-        Ok(bytes)
+        self.store(&path, &bytes)
     }
 
     /// Writes `bytes` as `path`: a temporary file of this writer's, renamed

@@ -42,6 +42,9 @@ pub use local::LocalFs;
 #[cfg(feature = "s3")]
 pub use object::{is_object_uri, ObjectStorage};
 
+/// Ranges a prefetch asks for at once (it holds them until they are on disk).
+pub const PREFETCH_RANGES: usize = 8;
+
 /// A file read by byte ranges (an object on an object store, through the
 /// local disk cache), for readers that need only parts of a large file.
 pub trait RangedFile: Send + Sync + Debug {
@@ -57,6 +60,13 @@ pub trait RangedFile: Send + Sync + Debug {
     /// [`crate::Error::Io`] naming the file; [`crate::Error::CorruptShard`]
     /// for a range outside it.
     fn read_range(&self, range: Range<u64>) -> Result<Bytes>;
+    /// Several ranges (fetched concurrently where the storage can).
+    ///
+    /// # Errors
+    /// As [`RangedFile::read_range`].
+    fn read_ranges(&self, ranges: &[Range<u64>]) -> Result<Vec<Bytes>> {
+        ranges.iter().map(|r| self.read_range(r.clone())).collect()
+    }
     /// True when `range` is on local disk already (no request to read it).
     fn is_cached(&self, range: &Range<u64>) -> bool;
     /// Bytes of this file held on local disk now.

@@ -30,7 +30,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use bytes::Bytes;
-use futures::TryStreamExt;
+use futures::{StreamExt, TryStreamExt};
 use object_store::aws::{AmazonS3, AmazonS3Builder};
 use object_store::path::Path as Key;
 use object_store::{
@@ -46,6 +46,9 @@ use crate::error::{Error, Result};
 pub const MAX_RETRIES: usize = 8;
 /// How long a request is retried at most.
 pub const RETRY_TIMEOUT: Duration = Duration::from_secs(120);
+
+/// Range requests of one object in flight at once ([`RangedFile::read_ranges`]).
+pub const CONCURRENT_RANGES: usize = 8;
 
 /// The scheme of object-store locations.
 pub const S3_SCHEME: &str = "s3://";
@@ -404,6 +407,45 @@ impl RangedFile for ObjectRanges {
                 runtime_block_on(async move { store.get_range(&key, r).await })?
                     .map_err(|e| store_error("read", &self.path, e))
             })
+    }
+
+    fn read_ranges(&self, ranges: &[Range<u64>]) -> Result<Vec<Bytes>> {
+        let mut out: Vec<Option<Bytes>> = Vec::with_capacity(ranges.len());
+        let mut missing = Vec::new();
+        for (i, r) in ranges.iter().enumerate() {
+            if r.end > self.len || r.start > r.end {
+                return self.read_range(r.clone()).map(|_| Vec::new());
+            }
+            let hit = self.disk.get(&self.object, &self.version, r);
+            if hit.is_none() {
+                missing.push((i, r.clone()));
+            }
+            out.push(hit);
+        }
+        if !missing.is_empty() {
+            let store = self.store.clone();
+            let key = self.key.clone();
+            let want: Vec<Range<u64>> = missing.iter().map(|(_, r)| r.clone()).collect();
+            let fetched = runtime_block_on(async move {
+                futures::stream::iter(want.into_iter().map(|r| {
+                    let (store, key) = (store.clone(), key.clone());
+                    async move { store.get_range(&key, r).await }
+                }))
+                .buffered(CONCURRENT_RANGES)
+                .try_collect::<Vec<Bytes>>()
+                .await
+            })?
+            .map_err(|e| store_error("read", &self.path, e))?;
+            for ((i, r), b) in missing.into_iter().zip(fetched) {
+                self.disk
+                    .insert(&self.object, &self.version, r, b.clone())?;
+                out[i] = Some(b);
+            }
+        }
+        Ok(out
+            .into_iter()
+            .map(|b| b.expect("every range read"))
+            .collect())
     }
 
     fn is_cached(&self, range: &Range<u64>) -> bool {

@@ -281,13 +281,33 @@ impl ShardData {
         let mut acc = 0u64;
         let mut compressed = false;
         batch_starts.push(0);
-        for b in &footer.blocks {
+        // A remote shard's batch headers, fetched concurrently.
+        let headers = match &bytes {
+            ShardBytes::Whole(_) => Vec::new(),
+            ShardBytes::Ranged(r) => {
+                let spans = footer
+                    .blocks
+                    .iter()
+                    .map(|b| block_span(path, b, r.len() as usize))
+                    .collect::<Result<Vec<_>>>()?;
+                let ranges: Vec<_> = spans
+                    .iter()
+                    .map(|&(start, meta_len, _)| start as u64..(start + meta_len) as u64)
+                    .collect();
+                let metas = r.read_ranges(&ranges)?;
+                spans
+                    .into_iter()
+                    .map(|(_, _, body)| body)
+                    .zip(metas)
+                    .collect()
+            }
+        };
+        for (j, b) in footer.blocks.iter().enumerate() {
             let (n, c) = match &bytes {
                 ShardBytes::Whole(buf) => block_rows(path, buf, b, buf.len(), expected)?,
-                ShardBytes::Ranged(r) => {
-                    let (start, meta_len, body_len) = block_span(path, b, r.len() as usize)?;
-                    let meta = r.read_range(start as u64..(start + meta_len) as u64)?;
-                    block_rows_meta(path, &meta, body_len, expected)?
+                ShardBytes::Ranged(_) => {
+                    let (body_len, meta) = &headers[j];
+                    block_rows_meta(path, meta, *body_len, expected)?
                 }
             };
             acc += n;
@@ -822,9 +842,14 @@ impl ArrowShards {
             .spawn(move || {
                 let Ok(d) = this.shard(s) else { return };
                 if let ShardBytes::Ranged(r) = &d.bytes {
-                    for j in 0..d.blocks.len() {
-                        let range = d.block_range(j);
-                        if !r.is_cached(&range) && r.read_range(range).is_err() {
+                    // The batches not on disk yet, a few requests at a
+                    // time (what is fetched is held until it is written).
+                    let todo: Vec<_> = (0..d.blocks.len())
+                        .map(|j| d.block_range(j))
+                        .filter(|range| !r.is_cached(range))
+                        .collect();
+                    for chunk in todo.chunks(crate::storage::PREFETCH_RANGES) {
+                        if r.read_ranges(chunk).is_err() {
                             return;
                         }
                     }
