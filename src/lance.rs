@@ -60,6 +60,89 @@ where
     Ok(rt.block_on(fut))
 }
 
+/// Opens the Lance dataset at `uri`: a local directory, or an `s3://`
+/// location read through [`s3::session`]'s object store (our S3 client,
+/// configured from the AWS environment as every `s3://` cache is).
+///
+/// # Errors
+/// Lance's, for a dataset that cannot be opened.
+pub(crate) async fn open_dataset(uri: &str) -> lance::Result<Dataset> {
+    #[cfg(feature = "s3")]
+    if uri.starts_with(crate::storage::object::S3_SCHEME) {
+        return lance::dataset::builder::DatasetBuilder::from_uri(uri)
+            .with_session(s3::session())
+            .load()
+            .await;
+    }
+    Dataset::open(uri).await
+}
+
+/// Lance reading `s3://` datasets through Lance's own object store layer,
+/// with a provider for the scheme built on the S3 client of
+/// [`crate::storage::object`] (rather than Lance's `aws` feature, which
+/// would bring the AWS SDK, OpenDAL and a second TLS library): the same
+/// configuration, endpoint override and retries as every other read of a
+/// cache on object storage.
+#[cfg(feature = "s3")]
+mod s3 {
+    use std::sync::{Arc, OnceLock};
+
+    use lance::session::Session;
+    use lance_io::object_store::{
+        ObjectStore, ObjectStoreParams, ObjectStoreProvider, ObjectStoreRegistry,
+    };
+
+    /// Lance's default block size for object stores (its `infer_block_size`).
+    const BLOCK_SIZE: usize = 64 * 1024;
+    /// Concurrent requests Lance makes to the store.
+    const IO_PARALLELISM: usize = 16;
+
+    #[derive(Debug)]
+    struct S3Provider;
+
+    #[async_trait::async_trait]
+    impl ObjectStoreProvider for S3Provider {
+        async fn new_store(
+            &self,
+            base_path: url::Url,
+            _params: &ObjectStoreParams,
+        ) -> lance::Result<ObjectStore> {
+            let bucket = base_path.host_str().unwrap_or_default().to_string();
+            let client = crate::storage::object::s3_client(&bucket).map_err(|e| {
+                lance::Error::invalid_input(format!(
+                    "cannot configure the S3 client for bucket {bucket}: {e}"
+                ))
+            })?;
+            Ok(ObjectStore::new(
+                Arc::new(client),
+                base_path,
+                Some(BLOCK_SIZE),
+                None,
+                false,
+                true,
+                IO_PARALLELISM,
+                crate::storage::object::MAX_RETRIES,
+                None,
+            ))
+        }
+    }
+
+    /// The process's Lance session for `s3://` datasets.
+    pub(super) fn session() -> Arc<Session> {
+        static S: OnceLock<Arc<Session>> = OnceLock::new();
+        S.get_or_init(|| {
+            let registry = ObjectStoreRegistry::default();
+            registry.insert("s3", Arc::new(S3Provider));
+            Arc::new(Session::new(
+                lance::dataset::DEFAULT_INDEX_CACHE_SIZE,
+                lance::dataset::DEFAULT_METADATA_CACHE_SIZE,
+                Arc::new(registry),
+            ))
+        })
+        .clone()
+    }
+}
+
 /// A local directory as the URI Lance takes.
 ///
 /// # Errors
@@ -96,7 +179,7 @@ where
     use futures::StreamExt;
     let uri = dir_uri(dir)?;
     block_on(async move {
-        let ds = lance::Dataset::open(&uri).await?;
+        let ds = crate::lance::open_dataset(&uri).await?;
         let ds = match version {
             Some(v) if ds.version().version != v => ds.checkout_version(v).await?,
             _ => ds,
@@ -194,7 +277,7 @@ pub(crate) fn rewind_dataset(
     }
     let uri = storage.lance_uri(dir)?;
     let used: Vec<String> = block_on(async move {
-        let ds = Dataset::open(&uri).await?;
+        let ds = crate::lance::open_dataset(&uri).await?;
         let ds = if ds.version().version == version {
             ds
         } else {
@@ -350,7 +433,7 @@ impl LanceSegments {
             return Ok(None);
         }
         let uri = self.uri.clone();
-        block_on(async move { Dataset::open(&uri).await })?
+        block_on(async move { crate::lance::open_dataset(&uri).await })?
             .map(Some)
             .map_err(|e| lance_err(&self.dir, e))
     }

@@ -292,12 +292,6 @@ pub fn load_with_report(
     let remote = crate::storage::is_object_uri(&p.dir);
     #[cfg(not(feature = "s3"))]
     let remote = false;
-    if remote && !matches!(opts.format, StorageFormat::Arrow) {
-        return Err(Error::InvalidArgument(format!(
-            "{}: only arrow-shards caches can be built on object storage so far (Lance layouts need Lance's own S3 support); build it locally, or as arrow",
-            p.dir.display()
-        )));
-    }
     let build_dir = if remote {
         #[cfg(feature = "s3")]
         {

@@ -21,6 +21,11 @@
 //! builds committing at once: one wins, the other's put fails its condition
 //! and it reports so.
 //!
+//! A Lance-layout cache (a Lance dataset is a directory whose manifests
+//! are named by version, so builds cannot share one) goes under its build
+//! prefix whole, and the root `_metadata.json` is its own with
+//! `"build_dir": "_builds/<id>"`, which `open_cache` follows.
+//!
 //! A distributed build ([`publish_part`], [`commit_parts`]) publishes the
 //! same way, to an object store or to a directory of a file system the
 //! machines share: there the files are written once (`create` refuses an
@@ -211,16 +216,9 @@ pub fn publish_to_object_store(local_dir: &Path, uri: &Path) -> Result<PublishRe
     let fs = local();
     let meta_path = local_dir.join(METADATA_FILE);
     let meta = CacheMetadata::read_in(fs.as_ref(), local_dir)?;
-    let Some(arrow) = meta.as_arrow_shards() else {
-        return Err(Error::InvalidArgument(format!(
-            "{}: only arrow-shards caches can be published to object storage so far; this one is {}",
-            local_dir.display(),
-            meta.layout()
-        )));
-    };
+    let arrow = meta.as_arrow_shards();
     let build = arrow
-        .build_id
-        .clone()
+        .and_then(|a| a.build_id.clone())
         .filter(|b| {
             !b.is_empty()
                 && b.chars()
@@ -250,9 +248,30 @@ pub fn publish_to_object_store(local_dir: &Path, uri: &Path) -> Result<PublishRe
     let own_meta = fs.read(&meta_path)?;
     target.put_once(&prefix.join(METADATA_FILE), Bytes::from(own_meta.clone()))?;
 
-    // 2. The commit: the root metadata naming the shards under the prefix.
+    // 2. The commit: the root metadata naming the shards under the prefix
+    // (arrow-shards, which the reference reads there), or the build's own
+    // cache (the Lance layouts: a Lance dataset is a directory).
     let mut doc: serde_json::Value = serde_json::from_slice(&own_meta)
         .map_err(|e| Error::metadata(&meta_path, e.to_string()))?;
+    if arrow.is_none() {
+        let obj = doc
+            .as_object_mut()
+            .ok_or_else(|| Error::metadata(&meta_path, "not a JSON object"))?;
+        obj.insert(
+            "build_dir".into(),
+            serde_json::Value::String(format!("{BUILDS_DIR}/{build}")),
+        );
+        let root_meta = uri.join(METADATA_FILE);
+        let commit = json_checksummed(&root_meta, &doc)?;
+        let replaced = target.commit(uri, commit)?.unwrap_or(false);
+        return Ok(PublishReport {
+            uri: uri.to_path_buf(),
+            build,
+            files: files.len() + 1,
+            bytes: bytes.iter().sum(),
+            replaced,
+        });
+    }
     let names = doc
         .get_mut("shard_filenames")
         .and_then(|v| v.as_array_mut())
@@ -336,8 +355,17 @@ pub fn collect_object_garbage(
     let root_meta = uri.join(METADATA_FILE);
     let mut report = ObjectGcReport::default();
     if store.is_file(&root_meta) {
-        let meta = CacheMetadata::read_in(store, uri)?;
-        if let Some(a) = meta.as_arrow_shards() {
+        let common = crate::cache::metadata::read_common_in(store, uri)?;
+        let meta = match common.build_dir()? {
+            Some(b) => {
+                report.committed = b
+                    .strip_prefix(&format!("{BUILDS_DIR}/"))
+                    .map(str::to_string);
+                None
+            }
+            None => Some(CacheMetadata::read_in(store, uri)?),
+        };
+        if let Some(a) = meta.as_ref().and_then(|m| m.as_arrow_shards()) {
             report.committed = a.shard_filenames.iter().find_map(|n| {
                 n.strip_prefix(&format!("{BUILDS_DIR}/"))
                     .and_then(|r| r.split('/').next())

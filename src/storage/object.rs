@@ -20,7 +20,9 @@
 //! - locks are this machine's: they live in the disk cache's directory;
 //! - [`Storage::map`] downloads the whole object (checksums, small files);
 //!   shard reads go through [`Storage::ranged`] and the disk cache instead,
-//!   fetching only the byte ranges they need.
+//!   fetching only the byte ranges they need;
+//! - [`Storage::lance_uri`] is the `s3://` location itself: Lance reads it
+//!   with a client from [`s3_client`] (see `crate::lance`).
 
 use std::collections::HashMap;
 use std::io::Write;
@@ -258,6 +260,15 @@ impl ObjectStorage {
         out.sort_by(|a, b| a.path.cmp(&b.path));
         Ok(out)
     }
+}
+
+/// A new S3 client for `bucket`, configured as [`ObjectStorage`]'s (for a
+/// library that does its own I/O: Lance).
+///
+/// # Errors
+/// The configuration error, as text.
+pub fn s3_client(bucket: &str) -> std::result::Result<AmazonS3, String> {
+    build_store(bucket)
 }
 
 fn build_store(bucket: &str) -> std::result::Result<AmazonS3, String> {
@@ -654,10 +665,8 @@ impl Storage for ObjectStorage {
     }
 
     fn lance_uri(&self, dir: &Path) -> Result<String> {
-        Err(Error::InvalidArgument(format!(
-            "{}: Lance caches on object storage are not supported yet (arrow-shards caches are); download it, or build it as arrow-shards",
-            dir.display()
-        )))
+        let (bucket, key) = split_uri(dir)?;
+        Ok(format!("{S3_SCHEME}{bucket}/{key}"))
     }
 }
 

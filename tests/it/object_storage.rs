@@ -411,14 +411,82 @@ fn publishing_commits_with_a_marker_and_gc_removes_only_uncommitted_builds() {
 }
 
 #[test]
-fn lance_layouts_on_object_storage_are_refused_by_name() {
+fn lance_caches_are_published_and_read_through_lances_object_store() {
     server();
     let t = tempfile::tempdir().unwrap();
+    // lance-rows: written here, published, read back through Lance.
     let dir = t.path().join("lance");
-    shardset::write_lance_cache(rows(20, 0), &features(), &dir, &Default::default()).unwrap();
-    let e = publish_to_object_store(&dir, &uri("lance/c")).unwrap_err();
-    assert!(e.to_string().contains("only arrow-shards"), "{e}");
-    assert!(!object_storage(&uri("lance/c")).exists(&uri("lance/c/_metadata.json")));
+    shardset::write_lance_cache(
+        rows(300, 5),
+        &features(),
+        &dir,
+        &shardset::LanceWriteOptions::default()
+            .try_with_max_rows_per_file(100)
+            .unwrap(),
+    )
+    .unwrap();
+    let at = uri("lance/rows");
+    let rep = publish_to_object_store(&dir, &at).unwrap();
+    let store = object_storage(&at);
+    // The root metadata is the commit marker naming the build's own cache.
+    let root: serde_json::Value =
+        serde_json::from_slice(&store.read(&at.join("_metadata.json")).unwrap()).unwrap();
+    assert_eq!(root["build_dir"], format!("_builds/{}", rep.build));
+    assert_eq!(root["layout"], "lance-rows");
+    let l = open_cache(&dir).unwrap();
+    let r = open_cache(&at).unwrap();
+    assert_eq!(r.layout, "lance-rows");
+    assert_eq!(r.len(), 300);
+    assert!(r
+        .dir
+        .to_string_lossy()
+        .ends_with(&format!("_builds/{}", rep.build)));
+    for i in [0u64, 99, 100, 299] {
+        assert_eq!(row_x(&r, i), row_x(&l, i));
+    }
+    let idx: Vec<i64> = vec![299, 0, 150, 150];
+    assert_eq!(r.backend.take(&idx).unwrap(), l.backend.take(&idx).unwrap());
+    // verify reads every data file back and checks it.
+    let v = shardset::verify_cache(&at).unwrap();
+    assert!(v.damage.is_empty(), "{v:?}");
+    // A second build replaces the first; gc then removes the first.
+    let dir2 = t.path().join("lance2");
+    shardset::write_lance_cache(rows(120, 6), &features(), &dir2, &Default::default()).unwrap();
+    let rep2 = publish_to_object_store(&dir2, &at).unwrap();
+    assert!(rep2.replaced);
+    assert_eq!(open_cache(&at).unwrap().len(), 120);
+    let g = collect_object_garbage(&at, Duration::ZERO, false).unwrap();
+    assert_eq!(g.committed.as_deref(), Some(rep2.build.as_str()));
+    assert_eq!(g.removed.len(), 1, "{g:?}");
+    assert_eq!(open_cache(&at).unwrap().len(), 120);
+
+    // lance-video-frames: the reference's golden cache, published; every
+    // window reads as from the local copy.
+    #[cfg(feature = "video")]
+    {
+        let (_g, frames) = crate::common::golden_copy("lance_video_frames");
+        let at = uri("lance/frames");
+        publish_to_object_store(&frames, &at).unwrap();
+        let l = open_cache(&frames).unwrap();
+        let r = open_cache(&at).unwrap();
+        assert_eq!(r.layout, "lance-video-frames");
+        assert_eq!(r.len(), l.len());
+        let (a, b) = (
+            l.backend
+                .as_any()
+                .downcast_ref::<shardset::LanceVideoFrames>()
+                .unwrap(),
+            r.backend
+                .as_any()
+                .downcast_ref::<shardset::LanceVideoFrames>()
+                .unwrap(),
+        );
+        for i in 0..l.len() as i64 {
+            let (x, y) = (a.window(i).unwrap(), b.window(i).unwrap());
+            assert_eq!(x.frames, y.frames, "window {i}");
+            assert_eq!(x.frame_indices, y.frame_indices);
+        }
+    }
 }
 
 fn cli(cache_dir: &Path) -> Command {
@@ -529,6 +597,24 @@ fn the_cli_builds_reads_verifies_lists_and_collects_on_s3_uris() {
         "{} bytes",
         disk.disk_bytes()
     );
+
+    // A Lance build to object storage: built locally, published, read back.
+    let lance_out = uri("cli-lance");
+    let mut c = cli(&dc);
+    c.args([
+        "build",
+        "jsonl",
+        file.to_str().unwrap(),
+        "--format",
+        "lance",
+        "--out",
+    ])
+    .arg(&lance_out)
+    .arg("--json");
+    let s = json_of(&succeeded(&mut c));
+    assert_eq!(s["caches"][0]["rows"], 400, "{s}");
+    assert_eq!(s["caches"][0]["layout"], "lance-rows", "{s}");
+    assert_eq!(cat(&lance_out.join("train")), remote_rows);
 
     // A bad location is a typed error naming it, not a panic.
     let mut c = cli(&dc);

@@ -564,7 +564,7 @@ fn check_lance_dataset(
         }
     }
     let versions = dir.join("_versions");
-    if !versions.is_dir() {
+    if !crate::storage::storage_for(&versions).is_dir(&versions) {
         return Err(Error::MissingShard { path: versions });
     }
     Ok(())

@@ -82,6 +82,34 @@ pub struct CommonMetadata {
 }
 
 impl CommonMetadata {
+    /// `build_dir`: the metadata of a Lance-layout cache published to object
+    /// storage is a commit marker naming the committed build's own complete
+    /// cache (`_builds/<id>`, see `cache::remote`); `None` for any other.
+    ///
+    /// # Errors
+    /// [`Error::Metadata`] for a `build_dir` that is not `_builds/<name>`.
+    pub fn build_dir(&self) -> Result<Option<String>> {
+        let Some(v) = self.raw.get("build_dir") else {
+            return Ok(None);
+        };
+        let ok = v
+            .as_str()
+            .and_then(|s| s.strip_prefix(&format!("{BUILDS_DIR}/")))
+            .is_some_and(|id| {
+                !id.is_empty()
+                    && id
+                        .chars()
+                        .all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_')
+            });
+        if !ok {
+            return Err(Error::metadata(
+                &self.path,
+                format!("build_dir {v} is not {BUILDS_DIR}/<build id>"),
+            ));
+        }
+        Ok(v.as_str().map(str::to_string))
+    }
+
     /// `num_rows`, when it is a count.
     pub fn num_rows(&self) -> Option<u64> {
         self.raw.get("num_rows").and_then(J::as_u64)

@@ -14,7 +14,6 @@ use arrow_array::RecordBatch;
 use lance::dataset::transaction::{Operation, Transaction};
 use lance::dataset::{CommitBuilder, InsertBuilder, WriteMode, WriteParams};
 use lance::table::format::Fragment;
-use lance::Dataset;
 
 use crate::error::{Error, Result};
 use crate::lance::{block_on, dir_uri, lance_err};
@@ -36,8 +35,12 @@ pub(crate) struct LanceCommit {
 /// The latest version of the Lance dataset in `dir`.
 pub(crate) fn latest_version(dir: &Path) -> Result<u64> {
     let uri = dir_uri(dir)?;
-    block_on(async move { Dataset::open(&uri).await.map(|d| d.version().version) })?
-        .map_err(|e| lance_err(dir, e))
+    block_on(async move {
+        crate::lance::open_dataset(&uri)
+            .await
+            .map(|d| d.version().version)
+    })?
+    .map_err(|e| lance_err(dir, e))
 }
 
 /// Makes `version` the latest again (Lance's restore: a new version with
@@ -46,7 +49,7 @@ pub(crate) fn latest_version(dir: &Path) -> Result<u64> {
 pub(crate) fn restore(dir: &Path, version: u64) -> Result<u64> {
     let uri = dir_uri(dir)?;
     block_on(async move {
-        let ds = Dataset::open(&uri).await?;
+        let ds = crate::lance::open_dataset(&uri).await?;
         let mut old = ds.checkout_version(version).await?;
         old.restore().await?;
         Ok::<_, lance::Error>(old.version().version)
@@ -85,7 +88,7 @@ pub(crate) fn commit(
     } = edits;
     let uri = dir_uri(dir)?;
     let ds = block_on(async {
-        let ds = Dataset::open(&uri).await?;
+        let ds = crate::lance::open_dataset(&uri).await?;
         if ds.version().version == base {
             Ok(ds)
         } else {
@@ -213,7 +216,7 @@ pub(crate) fn cleanup_before(dir: &Path, oldest_kept: u64) -> Result<u64> {
     use lance::dataset::cleanup::{cleanup_old_versions, CleanupPolicy};
     let uri = dir_uri(dir)?;
     block_on(async move {
-        let ds = Dataset::open(&uri).await?;
+        let ds = crate::lance::open_dataset(&uri).await?;
         let policy = CleanupPolicy {
             before_version: Some(oldest_kept),
             delete_unverified: true,
@@ -235,7 +238,7 @@ pub(crate) fn data_files_of(
     let uri = dir_uri(dir)?;
     let versions = versions.to_vec();
     block_on(async move {
-        let ds = Dataset::open(&uri).await?;
+        let ds = crate::lance::open_dataset(&uri).await?;
         let mut out = std::collections::BTreeSet::new();
         for v in versions {
             let d = ds.checkout_version(v).await?;

@@ -207,7 +207,7 @@ impl LanceRows {
     pub fn fragment_row_counts(dir: &Path) -> Result<Vec<u64>> {
         let uri = dir.to_string_lossy().into_owned();
         block_on(async move {
-            let ds = Dataset::open(&uri).await?;
+            let ds = crate::lance::open_dataset(&uri).await?;
             let mut out = Vec::new();
             for f in ds.get_fragments() {
                 out.push(f.physical_rows().await? as u64);
@@ -223,8 +223,8 @@ impl LanceRows {
     /// [`Error::CorruptShard`] naming the directory when Lance cannot open it.
     pub fn dataset_schema(dir: &Path) -> Result<arrow_schema::Schema> {
         let uri = dir.to_string_lossy().into_owned();
-        let ds =
-            block_on(async move { Dataset::open(&uri).await })?.map_err(|e| lance_err(dir, e))?;
+        let ds = block_on(async move { crate::lance::open_dataset(&uri).await })?
+            .map_err(|e| lance_err(dir, e))?;
         Ok(arrow_schema::Schema::from(ds.schema()))
     }
 
@@ -237,7 +237,7 @@ impl LanceRows {
         use lance::dataset::statistics::DatasetStatisticsExt;
         let uri = dir.to_string_lossy().into_owned();
         block_on(async move {
-            let ds = Arc::new(Dataset::open(&uri).await?);
+            let ds = Arc::new(crate::lance::open_dataset(&uri).await?);
             let stats = ds.calculate_data_stats().await?;
             let by_id: std::collections::HashMap<u32, u64> = stats
                 .fields
@@ -274,7 +274,7 @@ impl LanceRows {
         let uri = dir.to_string_lossy().into_owned();
         let version = self.inner.version;
         let ds = block_on(async move {
-            let ds = Dataset::open(&uri).await?;
+            let ds = crate::lance::open_dataset(&uri).await?;
             match version {
                 Some(v) if ds.version().version != v => ds.checkout_version(v).await,
                 _ => Ok(ds),
