@@ -245,6 +245,14 @@ def test_python_writes_and_reads_a_cache_on_object_storage(s3, tmp_path):
         a = [x for b in remote for x in b["x"].tolist()]
         assert a == [x for b in near for x in b["x"].tolist()]
         assert sorted(a) == list(range(300))
+    # A Lance cache: published whole under its build prefix, read by Lance.
+    lance_uri = f"{s3}/py/lance"
+    assert shardset.write_cache((r for u in range(3) for r in _rows(u)), FEATURES, lance_uri,
+                                format="lance", max_rows_per_file=120) == 300
+    lds = shardset.open_cache(lance_uri)
+    assert lds.layout == "lance-rows" and len(lds) == 300
+    assert lds[250]["blob"] == bytes((250 * k) % 251 for k in range(64))
+    assert _table(lds).equals(_table(ds))
     with pytest.raises(shardset.CacheNotFoundError):
         shardset.open_cache(f"{s3}/py/none")
 

@@ -204,12 +204,32 @@ pub fn staging_dir(uri: &Path) -> Result<PathBuf> {
         .join(name))
 }
 
-/// Publishes the complete local `arrow-shards` cache at `local_dir` as the
-/// cache at `uri` (see the module documentation for the commit protocol).
+/// Runs `write` into the local staging directory of the object-store cache
+/// `uri` under its lock, then publishes what it wrote there
+/// ([`publish_to_object_store`]) and removes the staging copy: how every
+/// writer writes to an `s3://` location.
+///
+/// # Errors
+/// What `write` returns (nothing is published then), or a publish error.
+pub fn write_staged<T>(
+    uri: &Path,
+    write: impl FnOnce(&Path, &CacheLock) -> Result<T>,
+) -> Result<T> {
+    let staging = staging_dir(uri)?;
+    let parent = staging.parent().expect("staging dirs have a parent");
+    std::fs::create_dir_all(parent).map_err(|e| Error::io("create directory", parent, e))?;
+    let lock = CacheLock::acquire(&staging)?;
+    let out = write(&staging, &lock)?;
+    publish_to_object_store(&staging, uri)?;
+    let _ = std::fs::remove_dir_all(&staging);
+    Ok(out)
+}
+
+/// Publishes the complete local cache at `local_dir` as the cache at `uri`
+/// (see the module documentation for the commit protocol).
 ///
 /// # Errors
 /// [`Error::Metadata`] and the open errors of a damaged local cache;
-/// [`Error::InvalidArgument`] for a layout other than `arrow-shards`;
 /// [`Error::Io`] naming the object for a failed put; its source's kind is
 /// `AlreadyExists` when another build committed first.
 pub fn publish_to_object_store(local_dir: &Path, uri: &Path) -> Result<PublishReport> {

@@ -300,13 +300,9 @@ where
     if crate::storage::is_object_uri(cache_dir) {
         // Written in a local staging directory, then published with a
         // commit marker (see `cache::remote`).
-        let staging = crate::cache::remote::staging_dir(cache_dir)?;
-        let parent = staging.parent().expect("staging dirs have a parent");
-        std::fs::create_dir_all(parent).map_err(|e| Error::io("create directory", parent, e))?;
-        let lock = CacheLock::acquire(&staging)?;
-        let mut w = write_arrow_cache_locked(examples, features, &staging, opts, &lock)?;
-        crate::cache::remote::publish_to_object_store(&staging, cache_dir)?;
-        let _ = std::fs::remove_dir_all(&staging);
+        let mut w = crate::cache::remote::write_staged(cache_dir, |dir, lock| {
+            write_arrow_cache_locked(examples, features, dir, opts, lock)
+        })?;
         w.dir = cache_dir.to_path_buf();
         return Ok(w);
     }

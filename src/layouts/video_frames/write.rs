@@ -106,6 +106,14 @@ where
     E: Into<BoxError>,
 {
     video_column(features, opts.video_column())?;
+    #[cfg(feature = "s3")]
+    if crate::storage::is_object_uri(cache_dir) {
+        let mut w = crate::cache::remote::write_staged(cache_dir, |dir, lock| {
+            write_video_frames_cache_locked(items, features, dir, opts, lock)
+        })?;
+        w.dir = cache_dir.to_path_buf();
+        return Ok(w);
+    }
     let lock = CacheLock::acquire(cache_dir)?;
     write_video_frames_cache_locked(items, features, cache_dir, opts, &lock)
 }
