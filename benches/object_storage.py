@@ -20,7 +20,7 @@ boto3), each under its own prefix of one bucket.
 
 Reads: every row once, each (library, order, cache state) in a fresh
 process that opens the data itself (cold in-process caches), timed from
-the open to the last row:
+the open to the last row (modules imported before):
   order     sequential (storage order) or shuffled (each library's own
             shuffle: shardset "shard-shuffle", shards in a random order and
             rows shuffled within each; mosaic shuffle=True, its default
@@ -244,29 +244,15 @@ def child_read(lib, order, cache):
     """One timed read of every row; prints {seconds, rows, ok}."""
     shuffled = order == "shuffled"
     seen = np.zeros(N, dtype=np.int64)
-    t = time.perf_counter()
-    if lib == "shardset":
-        os.environ["SHARDSET_OBJECT_CACHE"] = cache
-        import shardset.torch as st
-        ds = st.IterableDataset(f"s3://{BUCKET}/shardset", batch_size=BATCH,
-                                order="shard-shuffle" if shuffled else "shard-sequential",
-                                seed=SEED, remainder="partial")
-        for b in ds:
-            np.add.at(seen, np.asarray(b["id"]), 1)
-    elif lib == "shardset-arrow":
+    # Modules are imported before the clock starts (each peer imports torch).
+    if lib.startswith("shardset"):
         os.environ["SHARDSET_OBJECT_CACHE"] = cache
         import shardset
-        ds = shardset.open_cache(f"s3://{BUCKET}/shardset")
-        for b in ds.iter_batches():
-            np.add.at(seen, b.column("id").to_numpy(), 1)
+        import shardset.torch as st
     elif lib == "mosaic":
         from streaming import StreamingDataset
         from streaming.base.util import clean_stale_shared_memory
         clean_stale_shared_memory()
-        ds = StreamingDataset(remote=f"s3://{BUCKET}/mds", local=cache, shuffle=shuffled,
-                              shuffle_seed=SEED + 1, batch_size=BATCH)
-        for s in ds:
-            seen[s["id"]] += 1
     elif lib == "litdata":
         import litdata
         import litdata.streaming.downloader as dl
@@ -274,6 +260,23 @@ def child_read(lib, order, cache):
         # allow_http, which an http:// endpoint needs (https S3 does not):
         # the one change made to a peer, so it reads this server its way.
         dl._OBSTORE_CLIENT_OPTIONS = dict(dl._OBSTORE_CLIENT_OPTIONS, allow_http="true")
+    t = time.perf_counter()
+    if lib == "shardset":
+        ds = st.IterableDataset(f"s3://{BUCKET}/shardset", batch_size=BATCH,
+                                order="shard-shuffle" if shuffled else "shard-sequential",
+                                seed=SEED, remainder="partial")
+        for b in ds:
+            np.add.at(seen, np.asarray(b["id"]), 1)
+    elif lib == "shardset-arrow":
+        ds = shardset.open_cache(f"s3://{BUCKET}/shardset")
+        for b in ds.iter_batches():
+            np.add.at(seen, b.column("id").to_numpy(), 1)
+    elif lib == "mosaic":
+        ds = StreamingDataset(remote=f"s3://{BUCKET}/mds", local=cache, shuffle=shuffled,
+                              shuffle_seed=SEED + 1, batch_size=BATCH)
+        for s in ds:
+            seen[s["id"]] += 1
+    elif lib == "litdata":
         ds = litdata.StreamingDataset(f"s3://{BUCKET}/litdata", cache_dir=cache,
                                       shuffle=shuffled, seed=SEED,
                                       storage_options=storage_options())
