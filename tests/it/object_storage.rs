@@ -778,7 +778,24 @@ fn parts_commit_in_unit_order_to_a_shared_directory_and_an_object_store() {
         assert!(commit_parts(&target, build, &[]).is_err());
     }
     // The shared directory is a plain local cache: every shard checks.
-    assert!(shardset::verify_checksums(&t.path().join("shared/cache"))
-        .unwrap()
-        .is_empty());
+    let shared = t.path().join("shared/cache");
+    assert!(shardset::verify_checksums(&shared).unwrap().is_empty());
+    // `shardset gc` on the root removes a build that never committed there.
+    let stray = shared.join("_builds/0badc0de/u00000-shard-00000.arrow");
+    std::fs::create_dir_all(stray.parent().unwrap()).unwrap();
+    std::fs::write(&stray, b"partial").unwrap();
+    let mut c = shardset_cli();
+    c.arg("gc").arg(t.path().join("shared")).arg("--json");
+    let j = json_of(&succeeded(&mut c));
+    let removed = j["removed"].as_array().unwrap();
+    assert_eq!(removed.len(), 1, "{j}");
+    assert!(
+        removed[0]["path"]
+            .as_str()
+            .unwrap()
+            .ends_with("_builds/0badc0de"),
+        "{j}"
+    );
+    assert!(!stray.exists());
+    assert_eq!(open_cache(&shared).unwrap().len(), 210);
 }

@@ -177,6 +177,23 @@ pub fn gc(
         })
         .collect();
     removed.extend(partials);
+    // Caches committed from parts into a shared directory (a distributed
+    // build): their uncommitted or replaced build prefixes.
+    #[cfg(feature = "s3")]
+    for dir in find_caches(&root) {
+        if !dir.join(shardset::cache::metadata::BUILDS_DIR).is_dir() {
+            continue;
+        }
+        let r = shardset::cache::remote::collect_object_garbage(&dir, min_age, dry_run)?;
+        freed += r.bytes;
+        for p in &r.removed {
+            removed.push(
+                json!({"path": p, "cache": dir, "kind": "uncommitted or replaced build",
+                                "bytes": J::Null, "age_seconds": J::Null,
+                                "reason": "no committed metadata names it"}),
+            );
+        }
+    }
     let mut versions = Vec::new();
     if let Some(keep) = keep_versions {
         for dir in find_caches(&root) {
