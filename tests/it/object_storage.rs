@@ -799,3 +799,59 @@ fn parts_commit_in_unit_order_to_a_shared_directory_and_an_object_store() {
     assert!(!stray.exists());
     assert_eq!(open_cache(&shared).unwrap().len(), 210);
 }
+
+#[test]
+fn a_damaged_remote_cache_is_a_typed_error_naming_the_object() {
+    server();
+    let t = tempfile::tempdir().unwrap();
+    let local = local_cache(t.path(), 700, 7);
+    let at = uri("damaged/c");
+    publish_to_object_store(&local, &at).unwrap();
+    let store = object_storage(&at);
+    let c = open_cache(&at).unwrap();
+    let shards = c
+        .backend
+        .as_any()
+        .downcast_ref::<shardset::ArrowShards>()
+        .unwrap()
+        .shard_paths();
+    // A shard replaced by one of another size: caught at open, by name.
+    store
+        .put(
+            &shards[1],
+            bytes::Bytes::from_static(b"not arrow"),
+            object_store::PutMode::Overwrite,
+        )
+        .unwrap();
+    let e = open_cache(&at).unwrap_err();
+    assert!(matches!(e, shardset::Error::CorruptShard { .. }), "{e:?}");
+    assert!(
+        e.to_string()
+            .contains(&shards[1].to_string_lossy().to_string()),
+        "{e}"
+    );
+    // A missing shard: MissingShard naming it.
+    store.remove_file(&shards[1]).unwrap();
+    let e = open_cache(&at).unwrap_err();
+    assert!(matches!(e, shardset::Error::MissingShard { .. }), "{e:?}");
+    assert!(
+        e.to_string()
+            .contains("s3://shardset-test/damaged/c/_builds/"),
+        "{e}"
+    );
+    // Garbled metadata: a metadata error naming the object, not a panic.
+    store
+        .put(
+            &at.join("_metadata.json"),
+            bytes::Bytes::from_static(b"{\"cache_format_version\": "),
+            object_store::PutMode::Overwrite,
+        )
+        .unwrap();
+    let e = open_cache(&at).unwrap_err();
+    assert!(matches!(e, shardset::Error::Metadata { .. }), "{e:?}");
+    assert!(
+        e.to_string()
+            .contains("s3://shardset-test/damaged/c/_metadata.json"),
+        "{e}"
+    );
+}

@@ -654,6 +654,31 @@ impl ArrowShardsMetadata {
             }
         }
         let mut seen = std::collections::HashSet::new();
+        // On an object store, one listing per directory of shards rather
+        // than a request per shard (a cache of a thousand shards opens with
+        // one LIST, not a thousand HEADs).
+        let listed: std::collections::HashMap<std::path::PathBuf, u64> =
+            if storage.name() == "local" {
+                Default::default()
+            } else {
+                let parents: std::collections::BTreeSet<std::path::PathBuf> = self
+                    .shard_filenames
+                    .iter()
+                    .filter_map(|n| dir.join(n).parent().map(Path::to_path_buf))
+                    .collect();
+                let mut m = std::collections::HashMap::new();
+                for d in parents {
+                    if let Ok(entries) = storage.list(&d) {
+                        m.extend(
+                            entries
+                                .into_iter()
+                                .filter(|e| e.is_file())
+                                .map(|e| (e.path, e.len)),
+                        );
+                    }
+                }
+                m
+            };
         for (i, name) in self.shard_filenames.iter().enumerate() {
             if !safe_shard_name(name) {
                 return Err(Error::metadata(
@@ -668,17 +693,20 @@ impl ArrowShardsMetadata {
                 ));
             }
             let p = dir.join(name);
-            let meta = match storage.stat(&p)? {
-                Some(m) => m,
-                None => return Err(Error::MissingShard { path: p }),
+            let len = match listed.get(&p) {
+                Some(&len) => len,
+                None => match storage.stat(&p)? {
+                    Some(m) => m.len,
+                    None => return Err(Error::MissingShard { path: p }),
+                },
             };
             if let Some(sizes) = &self.shard_num_bytes {
-                if meta.len != sizes[i] {
+                if len != sizes[i] {
                     return Err(Error::corrupt(
                         &p,
                         format!(
                             "file has {} bytes, metadata records {} (truncated or replaced)",
-                            meta.len, sizes[i]
+                            len, sizes[i]
                         ),
                     ));
                 }
