@@ -148,16 +148,20 @@ impl ObjectStorage {
     /// The bucket `bucket` configured from the environment, reading through
     /// the disk cache the environment names.
     pub fn from_env(bucket: &str) -> Self {
-        let disk = match DiskCache::from_env() {
-            Ok(d) => Arc::new(d),
-            Err(_) => Arc::new(DiskCache::new(
-                std::env::temp_dir().join("shardset-objects"),
-                super::disk_cache::DEFAULT_DISK_CACHE_BYTES,
-            )),
+        // A bad disk cache setting fails every request, naming it.
+        let (disk, store) = match DiskCache::from_env() {
+            Ok(d) => (Arc::new(d), build_store(bucket).map(Arc::new)),
+            Err(e) => (
+                Arc::new(DiskCache::new(
+                    std::env::temp_dir().join("shardset-objects"),
+                    super::disk_cache::DEFAULT_DISK_CACHE_BYTES,
+                )),
+                Err(e.to_string()),
+            ),
         };
         ObjectStorage {
             bucket: bucket.to_string(),
-            store: build_store(bucket).map(Arc::new),
+            store,
             disk,
         }
     }

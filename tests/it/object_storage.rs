@@ -616,6 +616,19 @@ fn the_cli_builds_reads_verifies_lists_and_collects_on_s3_uris() {
     assert_eq!(s["caches"][0]["layout"], "lance-rows", "{s}");
     assert_eq!(cat(&lance_out.join("train")), remote_rows);
 
+    // A bad disk cache budget is an error naming the variable.
+    let mut c = cli(&dc);
+    c.env("SHARDSET_OBJECT_CACHE_BYTES", "lots")
+        .arg("cat")
+        .arg(&cache);
+    let o = c.output().unwrap();
+    assert!(!o.status.success());
+    assert!(
+        String::from_utf8_lossy(&o.stderr).contains("SHARDSET_OBJECT_CACHE_BYTES"),
+        "{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+
     // A bad location is a typed error naming it, not a panic.
     let mut c = cli(&dc);
     c.arg("cat").arg(uri("no/such/cache"));

@@ -155,7 +155,8 @@ pub fn read_common(dir: &Path) -> Result<CommonMetadata> {
 /// As [`read_common`].
 pub fn read_common_in(storage: &dyn Storage, dir: &Path) -> Result<CommonMetadata> {
     let path = dir.join(METADATA_FILE);
-    if !storage.is_file(&path) {
+    // A failed look (a misconfigured object store) is that error, not "absent".
+    if !storage.stat(&path)?.is_some_and(|e| e.is_file()) {
         let reason = if storage.is_dir(dir) {
             "no _metadata.json: not a cache, or a build that never finished"
         } else {
