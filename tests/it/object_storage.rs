@@ -735,6 +735,7 @@ fn parts_commit_in_unit_order_to_a_shared_directory_and_an_object_store() {
                 .unwrap()
                 .try_with_shard_size_bytes(Some(100_000))
                 .unwrap()
+                .with_record_checksums(true)
                 .with_build_id(build.to_string()),
         )
         .unwrap();
@@ -780,6 +781,15 @@ fn parts_commit_in_unit_order_to_a_shared_directory_and_an_object_store() {
         assert!(names[0]
             .to_string_lossy()
             .contains("_builds/feedfacecafebeef/u00000-shard-"));
+        // Each row is checked against the checksum its part recorded (the
+        // sidecars were renamed with their shards).
+        let checked = shardset::open_cache_with(
+            &target,
+            &shardset::OpenOptions::default().with_verify_on_read(true),
+        )
+        .unwrap();
+        let all: Vec<i64> = (0..210).collect();
+        assert_eq!(checked.backend.take(&all).unwrap().num_rows(), 210);
         // Committing again changes nothing; gc finds nothing to remove.
         assert!(!commit_parts(&target, build, &records).unwrap().replaced);
         let g = collect_object_garbage(&target, Duration::ZERO, false).unwrap();
