@@ -146,6 +146,15 @@ impl Cache {
     /// [`Error::InvalidArgument`] naming the cache for a layout other than
     /// `arrow-shards` and `lance-rows`, or a cache with dedup.
     pub fn edit(&self) -> Result<Staging> {
+        // A commit replaces files in place under the cache's lock, which an
+        // object store (no rename, locks of one machine) cannot give.
+        #[cfg(feature = "s3")]
+        if crate::storage::is_object_uri(&self.dir) {
+            return Err(Error::InvalidArgument(format!(
+                "{}: a cache on object storage is not edited in place; edit a local copy and publish it again (its commit replaces the cache)",
+                self.dir.display()
+            )));
+        }
         #[cfg(feature = "lance")]
         if let (CacheMetadata::LanceRows(meta), Some(rows)) = (
             &self.metadata,

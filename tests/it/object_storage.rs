@@ -616,6 +616,10 @@ fn the_cli_builds_reads_verifies_lists_and_collects_on_s3_uris() {
     assert_eq!(s["caches"][0]["layout"], "lance-rows", "{s}");
     assert_eq!(cat(&lance_out.join("train")), remote_rows);
 
+    // Edits in place are refused, naming the cache.
+    let e = open_cache(&cache).unwrap().edit().unwrap_err();
+    assert!(e.to_string().contains("not edited in place"), "{e}");
+
     // A bad disk cache budget is an error naming the variable.
     let mut c = cli(&dc);
     c.env("SHARDSET_OBJECT_CACHE_BYTES", "lots")
