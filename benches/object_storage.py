@@ -49,7 +49,8 @@ Ray build: 20,000 rows in 40 units of 500 (blob from default_rng(unit)),
 shard_size 8 MiB: shardset.write_cache in one process (2 encode threads)
 against shardset.ray.build on a local cluster of 1 node with 2 CPUs and of
 2 nodes with 1 CPU each (the head and a worker started with `ray start`;
-tasks take 1 CPU and encode on 1 thread). The machine has 2 cores, so the
+tasks take 1 CPU and encode on 1 thread; units grouped into tasks by the
+default, about four tasks per CPU). The machine has 2 cores, so the
 figure is the overhead. Ratios are from this one run; never a timing
 assertion.
 """

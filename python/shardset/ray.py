@@ -9,14 +9,16 @@
     report = shardset.ray.build(generate, range(64), features, "s3://bucket/prefix/train")
     ds = shardset.open_cache("s3://bucket/prefix/train")
 
-Each work unit is a Ray task: it runs `generate(unit)`, encodes the
-examples with the Rust writer into a local arrow-shards cache stamped with
-the build's id, and puts its files under the build's prefix on the object
-store (or in the cache's directory on a file system all nodes share),
-named by the unit (`_builds/<build>/u00007-shard-00000.arrow`), so a
-task Ray retries (its worker or node died) writes the same names and no row
-is stored twice. The driver collects the parts' records as tasks finish
-(calling `progress(units_done, units, rows_done)`), then commits one
+Consecutive work units are grouped into Ray tasks (`units_per_task`,
+default about four tasks per CPU of the cluster). A task runs
+`generate(unit)` for its units in order, encodes the examples with the Rust
+writer into a local arrow-shards cache stamped with the build's id, and
+puts its files under the build's prefix on the object store (or in the
+cache's directory on a file system all nodes share), named by its first
+unit (`_builds/<build>/u00007-shard-00000.arrow`), so a task Ray retries
+(its worker or node died) writes the same names and no row is stored
+twice. The driver collects the parts' records as tasks finish
+(calling `progress(units_done, units, rows_done)` as each task ends), then commits one
 `_metadata.json` whose rows are the units' rows in unit order, with the
 shard sizes and checksums the parts recorded: the same conditional commit
 as any publish to object storage, so readers see the whole build or the
@@ -57,20 +59,36 @@ def _env_for_workers():
             if k.startswith("AWS_") or k.startswith("SHARDSET_")}
 
 
-def _encode_unit(generate, unit, index, features_json, path, build, options):
-    """One work unit, on a Ray worker: its part written locally, then put
-    under the build prefix; returns (record JSON, rows)."""
+def _encode_units(generate, units, first, features_json, path, build, options):
+    """Consecutive work units `first, first + 1, ...`, on a Ray worker: their
+    examples in unit order written as one local part, put under the build
+    prefix named by the first unit; returns (record JSON, rows)."""
+    def examples():
+        for unit in units:
+            yield from generate(unit)
     with tempfile.TemporaryDirectory(prefix="shardset-ray-") as tmp:
-        local = os.path.join(tmp, f"u{index:05d}")
-        rows = write_cache(generate(unit), Features.from_json(features_json), local,
+        local = os.path.join(tmp, f"u{first:05d}")
+        rows = write_cache(examples(), Features.from_json(features_json), local,
                            format="arrow", build_id=build, **options)
-        record = _shardset._publish_part(local, path, build, index)
+        record = _shardset._publish_part(local, path, build, first)
     return record, rows
+
+
+def _units_per_task(n_units, units_per_task):
+    if units_per_task is not None:
+        if units_per_task < 1:
+            raise ValueError("units_per_task must be at least 1")
+        return units_per_task
+    import ray
+    cpus = max(1, int(ray.cluster_resources().get("CPU", 1)))
+    # About four tasks per CPU: enough to balance the load and to lose
+    # little to a dead worker, few enough that Ray's cost per task stays small.
+    return max(1, -(-n_units // (4 * cpus)))
 
 
 def build(generate, units, features, path, *, shard_size=None, compression=None,
           batch_size=None, record_checksums=False, threads=1, build_id=None, max_retries=3,
-          num_cpus=1, progress=None):
+          num_cpus=1, units_per_task=None, progress=None):
     """Builds the arrow-shards cache at `path` (`s3://bucket/prefix`, or a
     directory of a file system every node shares) from
     `generate(unit)` for each of `units` on the connected Ray cluster (see
@@ -78,7 +96,9 @@ def build(generate, units, features, path, *, shard_size=None, compression=None,
     an importable module, or a closure). `threads`: encode threads per task
     (1: Ray schedules `num_cpus` per task). `max_retries`: Ray's retries of
     a task whose worker died. `build_id`: the build's id (default: a new
-    one). Returns a `BuildReport`.
+    one). `units_per_task`: consecutive units one task encodes into one part
+    (default: about four tasks per CPU of the cluster). Returns a
+    `BuildReport`.
 
     Raises the task's exception when a unit fails for a reason other than a
     lost worker; nothing is committed then."""
@@ -92,15 +112,17 @@ def build(generate, units, features, path, *, shard_size=None, compression=None,
     build = build_id or uuid.uuid4().hex[:16]
     options = {"shard_size": shard_size, "compression": compression, "batch_size": batch_size,
                "record_checksums": record_checksums, "threads": threads}
-    task = ray.remote(_encode_unit).options(
+    task = ray.remote(_encode_units).options(
         max_retries=max_retries, num_cpus=num_cpus,
         runtime_env={"env_vars": _env_for_workers()})
     features_json = feats.to_json()
+    per = _units_per_task(len(units), units_per_task)
+    groups = [(k, units[k:k + per]) for k in range(0, len(units), per)]
     index = {}
-    for k, unit in enumerate(units):
-        ref = task.remote(generate, unit, k, features_json, path, build, options)
-        index[ref] = k
-    records = [None] * len(units)
+    for g, (first, group) in enumerate(groups):
+        ref = task.remote(generate, group, first, features_json, path, build, options)
+        index[ref] = g
+    records = [None] * len(groups)
     pending = list(index)
     rows = 0
     done_units = 0
@@ -109,9 +131,10 @@ def build(generate, units, features, path, *, shard_size=None, compression=None,
             done, pending = ray.wait(pending, num_returns=1)
             for ref in done:
                 record, n = ray.get(ref)
-                records[index[ref]] = record
+                g = index[ref]
+                records[g] = record
                 rows += n
-                done_units += 1
+                done_units += len(groups[g][1])
                 if progress is not None:
                     progress(done_units, len(units), rows)
     except BaseException:

@@ -267,7 +267,10 @@ def test_a_ray_build_into_a_shared_directory_is_a_plain_local_cache(ray_cluster,
     calls = []
     report = sray.build(generate, range(12), FEATURES, shared, batch_size=20, shard_size=4000,
                         progress=lambda *a: calls.append(a))
-    assert report.rows == 600 and report.units == 12 and len(calls) == 12
+    # Units are grouped into tasks (about four per CPU: two units each
+    # here); progress comes as each task ends.
+    assert report.rows == 600 and report.units == 12
+    assert calls[-1] == (12, 12, 600) and len(calls) == 6, calls
     local = str(tmp_path / "local")
     shardset.write_cache((r for u in range(12) for r in _rows(u, 50)), FEATURES, local,
                          batch_size=20, shard_size=4000)
@@ -320,8 +323,10 @@ def test_a_ray_build_over_two_nodes_survives_a_killed_worker(s3, ray_cluster, tm
             killed.append(running)
 
     uri = f"{s3}/ray/train"
+    # One unit a task, so the unit the worker runs when it dies is known.
     report = sray.build(generate, units, FEATURES, uri, shard_size=6000, batch_size=20,
-                        record_checksums=True, progress=progress, max_retries=5)
+                        record_checksums=True, progress=progress, max_retries=5,
+                        units_per_task=1)
     assert killed, "the worker node was never seen running a unit"
     assert report.units == 40 and report.rows == 4000
     assert len(calls) == 40 and calls[-1] == (40, 40, 4000)
