@@ -295,11 +295,7 @@ pub fn load_with_report(
     let build_dir = if remote {
         #[cfg(feature = "s3")]
         {
-            let d = crate::cache::remote::staging_dir(&p.dir)?;
-            let parent = d.parent().expect("staging dirs have a parent");
-            std::fs::create_dir_all(parent)
-                .map_err(|e| Error::io("create directory", parent, e))?;
-            d
+            crate::cache::remote::staging_dir(&p.dir)?
         }
         #[cfg(not(feature = "s3"))]
         unreachable!("remote is false without the s3 feature")

@@ -185,8 +185,11 @@ impl Target {
 /// the location (so a killed build resumes there) and ending in the
 /// location's last component (which build ids are derived from).
 ///
+/// Its parent is created.
+///
 /// # Errors
-/// [`Error::InvalidArgument`] for a location that is not `s3://bucket/key`.
+/// [`Error::InvalidArgument`] for a location that is not `s3://bucket/key`;
+/// [`Error::Io`] when the parent cannot be created.
 pub fn staging_dir(uri: &Path) -> Result<PathBuf> {
     let (bucket, key) = crate::storage::object::split_uri(uri)?;
     let storage = object_storage(uri);
@@ -196,12 +199,13 @@ pub fn staging_dir(uri: &Path) -> Result<PathBuf> {
         .next()
         .filter(|n| !n.is_empty())
         .unwrap_or(&bucket);
-    Ok(storage
+    let parent = storage
         .disk_cache()
         .root()
         .join("staging")
-        .join(format!("{h:016x}"))
-        .join(name))
+        .join(format!("{h:016x}"));
+    std::fs::create_dir_all(&parent).map_err(|e| Error::io("create directory", &parent, e))?;
+    Ok(parent.join(name))
 }
 
 /// Runs `write` into the local staging directory of the object-store cache
@@ -216,8 +220,6 @@ pub fn write_staged<T>(
     write: impl FnOnce(&Path, &CacheLock) -> Result<T>,
 ) -> Result<T> {
     let staging = staging_dir(uri)?;
-    let parent = staging.parent().expect("staging dirs have a parent");
-    std::fs::create_dir_all(parent).map_err(|e| Error::io("create directory", parent, e))?;
     let lock = CacheLock::acquire(&staging)?;
     let out = write(&staging, &lock)?;
     publish_to_object_store(&staging, uri)?;

@@ -140,21 +140,8 @@ impl DiskCache {
 
     /// Bytes of complete ranges of the object on disk now.
     pub fn object_bytes(&self, object: &str, version: &str) -> u64 {
-        let dir = self.range_path(object, version, &(0..0));
-        let mut total = 0;
-        walk(
-            dir.parent().expect("range files have a parent"),
-            &mut |p, m| {
-                if !p
-                    .file_name()
-                    .and_then(|n| n.to_str())
-                    .is_some_and(|n| n.starts_with('.'))
-                {
-                    total += m.len();
-                }
-            },
-        );
-        total
+        let file = self.range_path(object, version, &(0..0));
+        complete_bytes(file.parent().expect("range files have a parent"))
     }
 
     /// True when `range` of the object is on disk, complete.
@@ -297,18 +284,24 @@ impl DiskCache {
 
     /// Bytes of complete range files on disk now.
     pub fn disk_bytes(&self) -> u64 {
-        let mut total = 0;
-        walk(&self.ranges_dir(), &mut |p, m| {
-            if !p
-                .file_name()
-                .and_then(|n| n.to_str())
-                .is_some_and(|n| n.starts_with('.'))
-            {
-                total += m.len();
-            }
-        });
-        total
+        complete_bytes(&self.ranges_dir())
     }
+}
+
+/// Bytes of the complete range files under `dir` (not the temporary files
+/// of writers, whose names start with a dot).
+fn complete_bytes(dir: &Path) -> u64 {
+    let mut total = 0;
+    walk(dir, &mut |p, m| {
+        if !p
+            .file_name()
+            .and_then(|n| n.to_str())
+            .is_some_and(|n| n.starts_with('.'))
+        {
+            total += m.len();
+        }
+    });
+    total
 }
 
 /// The file at `path` when it holds exactly `want` bytes (its modification

@@ -331,16 +331,10 @@ pub(crate) fn storage_for_uri(path: &Path) -> StorageRef {
 /// `If-None-Match: *` on [`WriteFile::finish`].
 #[derive(Debug)]
 struct ObjectFile {
-    storage: Arc<ObjectStorageHandle>,
+    store: Arc<AmazonS3>,
+    key: Key,
     path: PathBuf,
     buf: Vec<u8>,
-}
-
-/// What an [`ObjectFile`] needs of its storage.
-#[derive(Debug)]
-struct ObjectStorageHandle {
-    bucket: String,
-    store: Arc<AmazonS3>,
 }
 
 impl Write for ObjectFile {
@@ -368,11 +362,8 @@ impl WriteFile for ObjectFile {
     }
 
     fn finish(self: Box<Self>) -> Result<()> {
-        let (_, key) = split_uri(&self.path)?;
-        let _ = &self.storage.bucket;
-        let store = self.storage.store.clone();
+        let (store, key) = (self.store.clone(), self.key.clone());
         let bytes = Bytes::from(self.buf);
-        let key = Key::from(key.as_str());
         let opts = PutOptions {
             mode: PutMode::Create,
             ..Default::default()
@@ -399,12 +390,9 @@ struct ObjectRanges {
     len: u64,
 }
 
-impl RangedFile for ObjectRanges {
-    fn len(&self) -> u64 {
-        self.len
-    }
-
-    fn read_range(&self, range: Range<u64>) -> Result<Bytes> {
+impl ObjectRanges {
+    /// An error naming the object for a range outside it.
+    fn check(&self, range: &Range<u64>) -> Result<()> {
         if range.end > self.len || range.start > range.end {
             return Err(Error::corrupt(
                 &self.path,
@@ -414,6 +402,17 @@ impl RangedFile for ObjectRanges {
                 ),
             ));
         }
+        Ok(())
+    }
+}
+
+impl RangedFile for ObjectRanges {
+    fn len(&self) -> u64 {
+        self.len
+    }
+
+    fn read_range(&self, range: Range<u64>) -> Result<Bytes> {
+        self.check(&range)?;
         self.disk
             .get_or_fetch(&self.object, &self.version, range.clone(), || {
                 let store = self.store.clone();
@@ -428,9 +427,7 @@ impl RangedFile for ObjectRanges {
         let mut out: Vec<Option<Bytes>> = Vec::with_capacity(ranges.len());
         let mut missing = Vec::new();
         for (i, r) in ranges.iter().enumerate() {
-            if r.end > self.len || r.start > r.end {
-                return self.read_range(r.clone()).map(|_| Vec::new());
-            }
+            self.check(r)?;
             let hit = self.disk.get(&self.object, &self.version, r);
             if hit.is_none() {
                 missing.push((i, r.clone()));
@@ -595,13 +592,9 @@ impl Storage for ObjectStorage {
     }
 
     fn create(&self, path: &Path) -> Result<Box<dyn WriteFile>> {
-        let store = self.store(path)?.clone();
-        self.key(path)?;
         Ok(Box::new(ObjectFile {
-            storage: Arc::new(ObjectStorageHandle {
-                bucket: self.bucket.clone(),
-                store,
-            }),
+            store: self.store(path)?.clone(),
+            key: self.key(path)?,
             path: path.to_path_buf(),
             buf: Vec::new(),
         }))
