@@ -8,7 +8,7 @@
 //! nothing Lance-related is shared across fork.
 
 use std::future::Future;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 
 use std::path::{Path, PathBuf};
 use std::thread::JoinHandle;
@@ -22,21 +22,12 @@ use crate::error::{Error, Result};
 
 type Rt = Arc<tokio::runtime::Runtime>;
 
-/// The process's Lance runtime.
+/// The process's runtime Lance runs on (the library's one I/O runtime).
 ///
 /// # Errors
 /// [`Error::InvalidArgument`] when the runtime cannot start (out of threads).
 pub fn runtime() -> Result<Rt> {
-    static RT: Mutex<Option<(u32, Rt)>> = Mutex::new(None);
-    crate::util::per_process(&RT, || {
-        tokio::runtime::Builder::new_multi_thread()
-            .worker_threads(2)
-            .thread_name("shardset-lance")
-            .enable_all()
-            .build()
-            .map(Arc::new)
-            .map_err(|e| Error::InvalidArgument(format!("cannot start the Lance runtime: {e}")))
-    })
+    crate::util::io_runtime()
 }
 
 /// Runs a future to completion from synchronous code, also when the caller
@@ -49,15 +40,7 @@ where
     F: Future + Send,
     F::Output: Send,
 {
-    let rt = runtime()?;
-    if tokio::runtime::Handle::try_current().is_ok() {
-        return std::thread::scope(|s| {
-            s.spawn(|| rt.block_on(fut))
-                .join()
-                .map_err(|p| Error::from_panic("lance", p))
-        });
-    }
-    Ok(rt.block_on(fut))
+    crate::util::block_on(fut)
 }
 
 /// Opens the Lance dataset at `uri`: a local directory, or an `s3://`

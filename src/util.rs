@@ -175,6 +175,50 @@ pub fn available_memory() -> Option<u64> {
     })
 }
 
+/// The process's tokio runtime, shared by the libraries whose API is async
+/// (Lance, the S3 client): two worker threads, made again in a child of
+/// `fork` (see [`per_process`]).
+///
+/// # Errors
+/// [`crate::Error::InvalidArgument`] when it cannot start (out of threads).
+#[cfg(any(feature = "lance", feature = "s3"))]
+pub(crate) fn io_runtime() -> crate::error::Result<Arc<tokio::runtime::Runtime>> {
+    static RT: Mutex<Option<(u32, Arc<tokio::runtime::Runtime>)>> = Mutex::new(None);
+    per_process(&RT, || {
+        tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(2)
+            .thread_name("shardset-io")
+            .enable_all()
+            .build()
+            .map(Arc::new)
+            .map_err(|e| {
+                crate::error::Error::InvalidArgument(format!("cannot start the I/O runtime: {e}"))
+            })
+    })
+}
+
+/// Runs a future to completion on [`io_runtime`] from synchronous code, also
+/// when the caller is itself inside a tokio runtime (then on a helper thread).
+///
+/// # Errors
+/// As [`io_runtime`]; a panic of the future as [`crate::Error`].
+#[cfg(any(feature = "lance", feature = "s3"))]
+pub(crate) fn block_on<F>(fut: F) -> crate::error::Result<F::Output>
+where
+    F: std::future::Future + Send,
+    F::Output: Send,
+{
+    let rt = io_runtime()?;
+    if tokio::runtime::Handle::try_current().is_ok() {
+        return std::thread::scope(|s| {
+            s.spawn(|| rt.block_on(fut))
+                .join()
+                .map_err(|p| crate::error::Error::from_panic("io runtime", p))
+        });
+    }
+    Ok(rt.block_on(fut))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

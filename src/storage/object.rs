@@ -100,40 +100,15 @@ fn store_error(op: &'static str, path: &Path, e: object_store::Error) -> Error {
     Error::io(op, path, std::io::Error::new(kind, e.to_string()))
 }
 
-/// The process's runtime of the S3 client (per process: after a `fork`, as
-/// in a data-loader worker, the child builds its own, with its own
-/// connections).
-fn runtime() -> Result<Arc<tokio::runtime::Runtime>> {
-    static RT: Mutex<Option<(u32, Arc<tokio::runtime::Runtime>)>> = Mutex::new(None);
-    crate::util::per_process(&RT, || {
-        tokio::runtime::Builder::new_multi_thread()
-            .worker_threads(2)
-            .thread_name("shardset-s3")
-            .enable_all()
-            .build()
-            .map(Arc::new)
-            .map_err(|e| {
-                Error::InvalidArgument(format!("cannot start the S3 client's runtime: {e}"))
-            })
-    })
-}
-
-/// Runs a request to completion from synchronous code (on a helper thread
-/// when the caller is itself inside a tokio runtime).
+/// Runs a request to completion from synchronous code, on the library's
+/// one I/O runtime (per process: a forked child, as a data-loader worker,
+/// makes its own, with its own connections).
 fn runtime_block_on<F>(f: F) -> Result<F::Output>
 where
     F: std::future::Future + Send,
     F::Output: Send,
 {
-    let rt = runtime()?;
-    if tokio::runtime::Handle::try_current().is_ok() {
-        return std::thread::scope(|s| {
-            s.spawn(|| rt.block_on(f))
-                .join()
-                .map_err(|p| Error::from_panic("s3", p))
-        });
-    }
-    Ok(rt.block_on(f))
+    crate::util::block_on(f)
 }
 
 /// An S3 bucket (or S3-compatible server) as a [`Storage`].
@@ -197,6 +172,16 @@ impl ObjectStorage {
         PathBuf::from(format!("{S3_SCHEME}{}/{key}", self.bucket))
     }
 
+    /// An object as a file entry.
+    fn entry_of(&self, m: &object_store::ObjectMeta) -> Entry {
+        Entry {
+            path: self.uri(m.location.as_ref()),
+            kind: EntryKind::File,
+            len: m.size,
+            modified: Some(m.last_modified.into()),
+        }
+    }
+
     /// Puts `bytes` at `path` with `mode`; returns the new ETag.
     ///
     /// # Errors
@@ -252,15 +237,7 @@ impl ObjectStorage {
                 async move { store.list(prefix.as_ref()).try_collect::<Vec<_>>().await },
             )?
             .map_err(|e| store_error("list", dir, e))?;
-        let mut out: Vec<Entry> = metas
-            .into_iter()
-            .map(|m| Entry {
-                path: self.uri(m.location.as_ref()),
-                kind: EntryKind::File,
-                len: m.size,
-                modified: Some(m.last_modified.into()),
-            })
-            .collect();
+        let mut out: Vec<Entry> = metas.iter().map(|m| self.entry_of(m)).collect();
         out.sort_by(|a, b| a.path.cmp(&b.path));
         Ok(out)
     }
@@ -529,12 +506,7 @@ impl Storage for ObjectStorage {
                 len: 0,
                 modified: None,
             })
-            .chain(r.objects.iter().map(|m| Entry {
-                path: self.uri(m.location.as_ref()),
-                kind: EntryKind::File,
-                len: m.size,
-                modified: Some(m.last_modified.into()),
-            }))
+            .chain(r.objects.iter().map(|m| self.entry_of(m)))
             .collect();
         out.sort_by(|a, b| a.path.cmp(&b.path));
         Ok(out)
