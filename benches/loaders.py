@@ -85,28 +85,6 @@ LIBS = ["shardset", "reference", "hf-datasets", "litdata", "mosaic-streaming", "
 
 # ------------------------------------------------------------- set-up ---
 
-def ensure_shardset():
-    """The shardset package in this environment: $SHARDSET_WHEEL, else a
-    release wheel built from this checkout."""
-    stamp = os.path.join(VENV, ".shardset-wheel")
-    wheel = os.environ.get("SHARDSET_WHEEL")
-    if not wheel:
-        out = tempfile.mkdtemp(prefix="shardset-wheel-")
-        subprocess.check_call([os.path.join(VENV, "bin", "maturin"), "build", "--release",
-                               # The module links the system FFmpeg libraries;
-                               # a manylinux repair (patchelf) is not needed
-                               # for a wheel used on this machine.
-                               "--auditwheel", "skip", "--quiet", "-o", out], cwd=os.path.join(ROOT, "python"))
-        wheel = glob.glob(os.path.join(out, "*.whl"))[0]
-    key = f"{os.path.abspath(wheel)} {os.path.getmtime(wheel)}"
-    if not os.path.exists(stamp) or open(stamp).read() != key:
-        subprocess.check_call([sys.executable, "-m", "pip", "install", "-q",
-                               "--disable-pip-version-check", "--force-reinstall", "--no-deps",
-                               wheel])
-        with open(stamp, "w") as f:
-            f.write(key)
-
-
 def reference():
     return pyenv.reference_package()[:3]
 
@@ -668,7 +646,7 @@ def main():
         lib, kind, workers, variant = a.run
         print(json.dumps(run_one(lib, kind, int(workers), variant)))
         return
-    ensure_shardset()
+    pyenv.install_shardset(VENV)
     reference()
     mosaic_py = os.path.join(MOSAIC_VENV, "bin", "python")
     if not pyenv._fresh(MOSAIC_REQS, MOSAIC_VENV, False):

@@ -56,7 +56,6 @@ assertion.
 """
 
 import argparse
-import glob
 import json
 import os
 import shutil
@@ -104,25 +103,6 @@ def features():
 
 
 # ------------------------------------------------------------- set-up ---
-
-def ensure_shardset():
-    stamp = os.path.join(VENV, ".shardset-wheel")
-    wheel = os.environ.get("SHARDSET_WHEEL")
-    if not wheel:
-        out = tempfile.mkdtemp(prefix="shardset-wheel-")
-        subprocess.check_call([sys.executable, "-m", "pip", "install", "-q", "maturin==1.16.0"])
-        subprocess.check_call([os.path.join(VENV, "bin", "maturin"), "build", "--release",
-                               "--auditwheel", "skip", "--quiet", "-o", out],
-                              cwd=os.path.join(pyenv.ROOT, "python"))
-        wheel = glob.glob(os.path.join(out, "*.whl"))[0]
-    key = f"{os.path.abspath(wheel)} {os.path.getmtime(wheel)}"
-    if not os.path.exists(stamp) or open(stamp).read() != key:
-        subprocess.check_call([sys.executable, "-m", "pip", "install", "-q",
-                               "--disable-pip-version-check", "--force-reinstall", "--no-deps",
-                               wheel])
-        with open(stamp, "w") as f:
-            f.write(key)
-
 
 def free_port():
     with socket.socket() as s:
@@ -415,7 +395,7 @@ def main():
     if args.child:
         child_read(*args.child)
         return
-    ensure_shardset()
+    pyenv.install_shardset(VENV)
     base = tempfile.mkdtemp(prefix="shardset-objbench-")
     proc = start_s3(os.path.join(base, "s3"))
     try:

@@ -5,6 +5,7 @@ stale and runs the calling script again inside it; nothing is installed into
 the interpreter that started the script."""
 
 import filecmp
+import glob
 import os
 import shutil
 import subprocess
@@ -86,3 +87,30 @@ def reference_package():
     except OSError:
         commit = "?"
     return cache, dataset, schema, commit
+
+
+def install_shardset(venv):
+    """The shardset package in the running environment `venv`: the wheel
+    named by $SHARDSET_WHEEL, else a release wheel built from this checkout
+    with maturin (installed into `venv` first when it lacks it); installed
+    again only when the wheel changed."""
+    stamp = os.path.join(venv, ".shardset-wheel")
+    wheel = os.environ.get("SHARDSET_WHEEL")
+    if not wheel:
+        maturin = os.path.join(venv, "bin", "maturin")
+        if not os.path.exists(maturin):
+            subprocess.check_call([sys.executable, "-m", "pip", "install", "-q",
+                                   "--disable-pip-version-check", "maturin==1.16.0"])
+        out = tempfile.mkdtemp(prefix="shardset-wheel-")
+        # The module links the system FFmpeg libraries; a manylinux repair
+        # (patchelf) is not needed for a wheel used on this machine.
+        subprocess.check_call([maturin, "build", "--release", "--auditwheel", "skip", "--quiet",
+                               "-o", out], cwd=os.path.join(ROOT, "python"))
+        wheel = glob.glob(os.path.join(out, "*.whl"))[0]
+    key = f"{os.path.abspath(wheel)} {os.path.getmtime(wheel)}"
+    if not os.path.exists(stamp) or open(stamp).read() != key:
+        subprocess.check_call([sys.executable, "-m", "pip", "install", "-q",
+                               "--disable-pip-version-check", "--force-reinstall", "--no-deps",
+                               wheel])
+        with open(stamp, "w") as f:
+            f.write(key)
