@@ -120,6 +120,8 @@ impl Target {
     /// Makes `bytes` the `_metadata.json` of the cache at `uri`: `None`
     /// when it is that already, else whether a cache was replaced.
     fn commit(&self, uri: &Path, bytes: Vec<u8>) -> Result<Option<bool>> {
+        // Every file of the build is in place; the commit has not happened.
+        crate::util::fault_point("remote:before-commit");
         let meta = uri.join(METADATA_FILE);
         match self {
             Target::Object(o) => {

@@ -882,3 +882,68 @@ fn a_damaged_remote_cache_is_a_typed_error_naming_the_object() {
         "{e}"
     );
 }
+
+#[test]
+fn a_build_killed_before_its_commit_changes_nothing_and_the_next_one_commits() {
+    server();
+    let t = tempfile::tempdir().unwrap();
+    let dc = t.path().join("dc");
+    let out = uri("killed");
+    let write_rows = |n: usize| {
+        let file = t.path().join(format!("d{n}.jsonl"));
+        let text: String = (0..n).map(|i| format!("{{\"x\": {i}}}\n")).collect();
+        std::fs::write(&file, text).unwrap();
+        file
+    };
+    let build = |file: &Path, fault: Option<&str>| {
+        let mut c = cli(&dc);
+        c.args(["build", "jsonl", file.to_str().unwrap(), "--out"])
+            .arg(&out)
+            .args(["--shard-size", "1KB", "--json"]);
+        if let Some(f) = fault {
+            c.env("SHARDSET_FAULT_POINT", f);
+        }
+        c.output().unwrap()
+    };
+    let cache = out.join("train");
+    let store = object_storage(&cache);
+    // A first build killed after uploading everything, before the commit:
+    // nothing is visible, and its objects are an uncommitted prefix.
+    let first = write_rows(300);
+    let o = build(&first, Some("remote:before-commit"));
+    assert!(!o.status.success(), "the process was killed");
+    assert!(open_cache(&cache).is_err());
+    assert!(!store.is_file(&cache.join("_metadata.json")));
+    assert!(!store
+        .list_recursive(&cache.join("_builds"))
+        .unwrap()
+        .is_empty());
+    // Run again, it commits: the same build id, so the same objects.
+    let o = build(&first, None);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    assert_eq!(open_cache(&cache).unwrap().len(), 300);
+    let g = collect_object_garbage(&cache, Duration::ZERO, true).unwrap();
+    assert!(g.removed.is_empty(), "{g:?}");
+    // A rebuild with other rows killed before its commit leaves the
+    // committed cache as it was.
+    let second = write_rows(120);
+    let o = build(&second, Some("remote:before-commit"));
+    assert!(!o.status.success());
+    let c = open_cache(&cache).unwrap();
+    assert_eq!(c.len(), 300);
+    assert_eq!(row_x_int(&c, 299), 299);
+    // Its upload is garbage gc removes; the committed build stays.
+    let g = collect_object_garbage(&cache, Duration::ZERO, false).unwrap();
+    assert_eq!(g.removed.len(), 1, "{g:?}");
+    assert_eq!(open_cache(&cache).unwrap().len(), 300);
+    let o = build(&second, None);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    assert_eq!(open_cache(&cache).unwrap().len(), 120);
+}
+
+fn row_x_int(c: &shardset::Cache, i: i64) -> i64 {
+    match c.backend.get(i).unwrap().get("x") {
+        Some(Value::Int(x)) => *x,
+        other => panic!("x is {other:?}"),
+    }
+}
