@@ -240,6 +240,7 @@ pub fn publish_to_object_store(local_dir: &Path, uri: &Path) -> Result<PublishRe
     let fs = local();
     let meta_path = local_dir.join(METADATA_FILE);
     let meta = CacheMetadata::read_in(fs.as_ref(), local_dir)?;
+    let own_meta = fs.read(&meta_path)?;
     let arrow = meta.as_arrow_shards();
     let build = arrow
         .and_then(|a| a.build_id.clone())
@@ -250,12 +251,7 @@ pub fn publish_to_object_store(local_dir: &Path, uri: &Path) -> Result<PublishRe
         })
         // A cache that records no id (written by another tool): one derived
         // from its metadata, so publishing it again reuses the prefix.
-        .unwrap_or_else(|| {
-            format!(
-                "{:016x}",
-                xxhash_rust::xxh3::xxh3_64(&fs.read(&meta_path).unwrap_or_default())
-            )
-        });
+        .unwrap_or_else(|| format!("{:016x}", xxhash_rust::xxh3::xxh3_64(&own_meta)));
     let target = Target::of(uri);
     let prefix = uri.join(BUILDS_DIR).join(&build);
 
@@ -269,7 +265,6 @@ pub fn publish_to_object_store(local_dir: &Path, uri: &Path) -> Result<PublishRe
         .par_iter()
         .map(|rel| put_file(&target, &local_dir.join(rel), &prefix.join(rel)))
         .collect::<Result<_>>()?;
-    let own_meta = fs.read(&meta_path)?;
     target.put_once(&prefix.join(METADATA_FILE), Bytes::from(own_meta.clone()))?;
 
     // 2. The commit: the root metadata naming the shards under the prefix

@@ -305,17 +305,16 @@ pub fn open_cache(dir: impl AsRef<Path>) -> Result<Cache> {
 pub fn open_cache_with(dir: impl AsRef<Path>, opts: &OpenOptions) -> Result<Cache> {
     let dir = dir.as_ref();
     let storage = storage_for(dir);
-    // A Lance-layout cache on object storage: its metadata names the
-    // committed build, a complete cache of its own.
-    #[cfg(feature = "s3")]
-    if crate::storage::is_object_uri(dir) && opts.version.is_none() {
-        let common = crate::cache::metadata::read_common_in(storage.as_ref(), dir)?;
-        if let Some(build) = common.build_dir()? {
-            return open_cache_with(dir.join(build), opts);
-        }
-    }
     let metadata = match opts.version {
-        None => CacheMetadata::read_in(storage.as_ref(), dir)?,
+        None => {
+            let common = crate::cache::metadata::read_common_in(storage.as_ref(), dir)?;
+            // A Lance-layout cache on object storage: its metadata names the
+            // committed build, a complete cache of its own.
+            if let Some(build) = common.build_dir()? {
+                return open_cache_with(dir.join(build), opts);
+            }
+            CacheMetadata::from_common(storage.as_ref(), dir, common)?
+        }
         Some(id) => crate::cache::versions::read_version(storage.as_ref(), dir, id)?,
     };
     let path = dir.join(METADATA_FILE);

@@ -272,7 +272,12 @@ impl CacheMetadata {
         Self::from_common(storage, dir, read_common_at(storage, path)?)
     }
 
-    fn from_common(storage: &dyn Storage, dir: &Path, common: CommonMetadata) -> Result<Self> {
+    /// The layout's metadata from its already read common part (what
+    /// [`CacheMetadata::read_in`] does after reading).
+    ///
+    /// # Errors
+    /// As [`CacheMetadata::read`].
+    pub fn from_common(storage: &dyn Storage, dir: &Path, common: CommonMetadata) -> Result<Self> {
         Ok(match common.layout.as_str() {
             LAYOUT_ARROW_SHARDS => {
                 CacheMetadata::ArrowShards(ArrowShardsMetadata::from_common(storage, dir, &common)?)
