@@ -125,14 +125,16 @@ pub fn gc(
         .map_err(CliError::Usage)?
         .unwrap_or_default();
     let (root, explicit) = root_or_default(root);
+    // An object store holds no temp dirs, replaced generations or partial
+    // downloads: only build prefixes (below).
     #[cfg(feature = "s3")]
-    if shardset::storage::is_object_uri(&root) {
-        return gc_object_store(&root, min_age, dry_run, json_out);
-    }
+    let object = shardset::storage::is_object_uri(&root);
+    #[cfg(not(feature = "s3"))]
+    let object = false;
     let opts = GcOptions::default()
         .with_min_age(min_age)
         .with_dry_run(dry_run);
-    let report = if missing_root(&root, explicit)? {
+    let report = if object || missing_root(&root, explicit)? {
         GcReport::default()
     } else {
         collect_garbage(&root, &opts)?
@@ -147,7 +149,7 @@ pub fn gc(
                "reason": if reason.is_empty() { what } else { reason }})
     };
     let mut removed: Vec<J> = report.removed.iter().map(|l| entry(l, "")).collect();
-    let kept: Vec<J> = report
+    let mut kept: Vec<J> = report
         .kept
         .iter()
         .map(|(l, why)| {
@@ -162,11 +164,15 @@ pub fn gc(
         .collect();
     let mut freed = report.bytes_freed;
     // Partial downloads no process is resuming.
-    let partials = shardset::download::remove_stale_partials(
-        &shardset::download::downloads_dir(&root),
-        min_age,
-        dry_run,
-    )?;
+    let partials = if object {
+        Vec::new()
+    } else {
+        shardset::download::remove_stale_partials(
+            &shardset::download::downloads_dir(&root),
+            min_age,
+            dry_run,
+        )?
+    };
     let partials: Vec<J> = partials
         .iter()
         .map(|p| {
@@ -177,22 +183,30 @@ pub fn gc(
         })
         .collect();
     removed.extend(partials);
-    // Caches committed from parts into a shared directory (a distributed
-    // build): their uncommitted or replaced build prefixes.
+    // Caches on object storage, or committed from parts into a shared
+    // directory: their uncommitted or replaced build prefixes.
     #[cfg(feature = "s3")]
     for dir in find_caches(&root) {
-        if !dir.join(shardset::cache::metadata::BUILDS_DIR).is_dir() {
+        let builds = dir.join(shardset::cache::metadata::BUILDS_DIR);
+        if !shardset::storage::storage_for(&builds).is_dir(&builds) {
             continue;
         }
         let r = shardset::cache::remote::collect_object_garbage(&dir, min_age, dry_run)?;
         freed += r.bytes;
-        for p in &r.removed {
-            removed.push(
-                json!({"path": p, "cache": dir, "kind": "uncommitted or replaced build",
-                                "bytes": J::Null, "age_seconds": J::Null,
-                                "reason": "no committed metadata names it"}),
-            );
-        }
+        let entry = |p: &PathBuf, reason: &str| {
+            json!({"path": p, "cache": dir, "kind": "uncommitted or replaced build",
+                   "bytes": J::Null, "age_seconds": J::Null, "reason": reason})
+        };
+        removed.extend(
+            r.removed
+                .iter()
+                .map(|p| entry(p, "no committed metadata names it")),
+        );
+        kept.extend(
+            r.kept_young
+                .iter()
+                .map(|p| entry(p, "younger than --older-than (it may still be uploading)")),
+        );
     }
     let mut versions = Vec::new();
     if let Some(keep) = keep_versions {
@@ -246,63 +260,6 @@ pub fn gc(
     }
     println!(
         "gc {}: {} left-over(s) {verb}, {} {}; {} kept",
-        root.display(),
-        removed.len(),
-        human(freed),
-        if dry_run { "to free" } else { "freed" },
-        kept.len()
-    );
-    Ok(())
-}
-
-/// `shardset gc s3://...`: the build prefixes no committed metadata names
-/// (older than `--older-than`), of every cache under the location.
-#[cfg(feature = "s3")]
-fn gc_object_store(root: &Path, min_age: Duration, dry_run: bool, json_out: bool) -> CliResult {
-    let mut removed = Vec::new();
-    let mut kept = Vec::new();
-    let mut freed = 0u64;
-    for dir in find_caches(root) {
-        let r = shardset::cache::remote::collect_object_garbage(&dir, min_age, dry_run)?;
-        freed += r.bytes;
-        for p in &r.removed {
-            removed.push(
-                json!({"path": p, "cache": dir, "kind": "uncommitted or replaced build",
-                                "reason": "no committed metadata names it"}),
-            );
-        }
-        for p in &r.kept_young {
-            kept.push(
-                json!({"path": p, "cache": dir, "kind": "uncommitted or replaced build",
-                             "reason": "younger than --older-than (it may still be uploading)"}),
-            );
-        }
-    }
-    if json_out {
-        println!(
-            "{}",
-            json!({"root": root, "dry_run": dry_run, "removed": removed, "kept": kept,
-                   "versions_removed": [], "bytes_freed": freed})
-        );
-        return Ok(());
-    }
-    let verb = if dry_run { "would remove" } else { "removed" };
-    for r in &removed {
-        println!(
-            "{verb}  {}  ({})",
-            r["path"].as_str().unwrap_or(""),
-            r["kind"].as_str().unwrap_or("")
-        );
-    }
-    for k in &kept {
-        println!(
-            "kept  {}: {}",
-            k["path"].as_str().unwrap_or(""),
-            k["reason"].as_str().unwrap_or("")
-        );
-    }
-    println!(
-        "gc {}: {} build prefix(es) {verb}, {} {}; {} kept",
         root.display(),
         removed.len(),
         human(freed),
