@@ -21,10 +21,17 @@
 //! builds committing at once: one wins, the other's put fails its condition
 //! and it reports so.
 //!
-//! A Lance-layout cache (a Lance dataset is a directory whose manifests
-//! are named by version, so builds cannot share one) goes under its build
-//! prefix whole, and the root `_metadata.json` is its own with
-//! `"build_dir": "_builds/<id>"`, which `open_cache` follows.
+//! A Lance-layout cache is one Lance dataset at the cache's root, as the
+//! reference writes it, and its builds are that dataset's versions: the
+//! build's data files go to `data/` under their own unique names, one Lance
+//! commit (an `Overwrite` of those fragments, Lance's own atomic manifest
+//! put) makes them the newest version, and the root `_metadata.json`,
+//! put last and conditionally as above, names that version
+//! (`"lance_version"`), which our readers check out. `gc` removes versions
+//! older than the committed one, and undoes a newer version no metadata
+//! names (a build that died between its two commits). Caches published
+//! before this layout keep working: their metadata names a whole build
+//! under `_builds/<id>` (`"build_dir"`), which `open_cache` follows.
 //!
 //! A distributed build ([`publish_part`], [`commit_parts`]) publishes the
 //! same way, to an object store or to a directory of a file system the
@@ -34,7 +41,8 @@
 //!
 //! A copy of the committed cache (`aws s3 sync`, say) is a plain local
 //! cache: the reference joins the shard names to the directory, and ours
-//! accepts names under `_builds/<id>/`. Row checksums and dedup refs live
+//! accepts names under `_builds/<id>/`; for the Lance layouts the reference
+//! opens the dataset's newest version, the committed one. Row checksums and dedup refs live
 //! beside their shard, under the same build prefix.
 
 use std::path::{Path, PathBuf};
@@ -64,6 +72,9 @@ pub struct PublishReport {
     pub bytes: u64,
     /// True when the commit replaced an earlier build.
     pub replaced: bool,
+    /// The Lance version committed (the Lance layouts, whose builds are
+    /// versions of the one dataset at the cache's root).
+    pub lance_version: Option<u64>,
 }
 
 /// Where a cache is published from parts: an object store (conditional
@@ -252,6 +263,9 @@ pub fn publish_to_object_store(local_dir: &Path, uri: &Path) -> Result<PublishRe
         // A cache that records no id (written by another tool): one derived
         // from its metadata, so publishing it again reuses the prefix.
         .unwrap_or_else(|| format!("{:016x}", xxhash_rust::xxh3::xxh3_64(&own_meta)));
+    if arrow.is_none() {
+        return publish_lance(local_dir, uri, &meta_path, &own_meta, build);
+    }
     let target = Target::of(uri);
     let prefix = uri.join(BUILDS_DIR).join(&build);
 
@@ -267,30 +281,10 @@ pub fn publish_to_object_store(local_dir: &Path, uri: &Path) -> Result<PublishRe
         .collect::<Result<_>>()?;
     target.put_once(&prefix.join(METADATA_FILE), Bytes::from(own_meta.clone()))?;
 
-    // 2. The commit: the root metadata naming the shards under the prefix
-    // (arrow-shards, which the reference reads there), or the build's own
-    // cache (the Lance layouts: a Lance dataset is a directory).
+    // 2. The commit: the root metadata naming the shards under the prefix,
+    // where the reference reads them too.
     let mut doc: serde_json::Value = serde_json::from_slice(&own_meta)
         .map_err(|e| Error::metadata(&meta_path, e.to_string()))?;
-    if arrow.is_none() {
-        let obj = doc
-            .as_object_mut()
-            .ok_or_else(|| Error::metadata(&meta_path, "not a JSON object"))?;
-        obj.insert(
-            "build_dir".into(),
-            serde_json::Value::String(format!("{BUILDS_DIR}/{build}")),
-        );
-        let root_meta = uri.join(METADATA_FILE);
-        let commit = json_checksummed(&root_meta, &doc)?;
-        let replaced = target.commit(uri, commit)?.unwrap_or(false);
-        return Ok(PublishReport {
-            uri: uri.to_path_buf(),
-            build,
-            files: files.len() + 1,
-            bytes: bytes.iter().sum(),
-            replaced,
-        });
-    }
     let names = doc
         .get_mut("shard_filenames")
         .and_then(|v| v.as_array_mut())
@@ -311,8 +305,83 @@ pub fn publish_to_object_store(local_dir: &Path, uri: &Path) -> Result<PublishRe
         files: files.len() + 1,
         bytes: bytes.iter().sum(),
         replaced,
+        lance_version: None,
     })
 }
+
+/// Publishes a Lance-layout cache: the cache's root is one Lance dataset,
+/// as the reference writes it, whose versions are the builds.
+///
+/// 1. The data files of the local dataset's latest version go to
+///    `<uri>/data/` under their own (unique) names, written once.
+/// 2. One Lance `Overwrite` commit of those fragments makes them the
+///    dataset's newest version (Lance's own atomic manifest put).
+/// 3. `_metadata.json` naming that version (`lance_version`) is put last,
+///    conditionally, as for arrow-shards: the commit point. Our readers
+///    check out the version the metadata names, so they see committed
+///    builds only.
+///
+/// Between 2 and 3 the dataset's newest version is a build no metadata
+/// names: a reader that opens the newest Lance version (the reference, on
+/// a downloaded copy) would see it. Publishing again commits the metadata
+/// (the version is reused), and [`collect_object_garbage`] makes the
+/// committed version the newest again.
+#[cfg(feature = "lance")]
+fn publish_lance(
+    local_dir: &Path,
+    uri: &Path,
+    meta_path: &Path,
+    own_meta: &[u8],
+    build: String,
+) -> Result<PublishReport> {
+    let target = Target::of(uri);
+    let files = crate::lance::data_files(local_dir)?;
+    let bytes: Vec<u64> = files
+        .par_iter()
+        .map(|f| {
+            put_file(
+                &target,
+                &local_dir.join(LANCE_DATA_DIR).join(f),
+                &uri.join(LANCE_DATA_DIR).join(f),
+            )
+        })
+        .collect::<Result<_>>()?;
+    let version = crate::lance::commit_copy(local_dir, uri)?;
+    let mut doc: serde_json::Value =
+        serde_json::from_slice(own_meta).map_err(|e| Error::metadata(meta_path, e.to_string()))?;
+    let obj = doc
+        .as_object_mut()
+        .ok_or_else(|| Error::metadata(meta_path, "not a JSON object"))?;
+    obj.insert("lance_version".into(), serde_json::Value::from(version));
+    let root_meta = uri.join(METADATA_FILE);
+    let commit = json_checksummed(&root_meta, &doc)?;
+    let replaced = target.commit(uri, commit)?.unwrap_or(false);
+    Ok(PublishReport {
+        uri: uri.to_path_buf(),
+        build,
+        files: files.len() + 1,
+        bytes: bytes.iter().sum(),
+        replaced,
+        lance_version: Some(version),
+    })
+}
+
+#[cfg(not(feature = "lance"))]
+fn publish_lance(
+    local_dir: &Path,
+    _uri: &Path,
+    _meta_path: &Path,
+    _own_meta: &[u8],
+    _build: String,
+) -> Result<PublishReport> {
+    Err(Error::InvalidArgument(format!(
+        "{} is a Lance-layout cache, and this build of shardset has no Lance support (the `lance` cargo feature)",
+        local_dir.display()
+    )))
+}
+
+/// Where a Lance dataset keeps its data files.
+const LANCE_DATA_DIR: &str = "data";
 
 /// Files of a local cache that a published build carries: all but its
 /// metadata (written as the commit), its edit history and hidden files.
@@ -354,6 +423,12 @@ pub struct ObjectGcReport {
     pub bytes: u64,
     /// Uncommitted prefixes left because they are younger than the grace period.
     pub kept_young: Vec<PathBuf>,
+    /// A Lance-layout cache: versions of its dataset removed (older than
+    /// the committed one and than the grace period).
+    pub lance_versions_removed: u64,
+    /// A Lance-layout cache: the version that made the committed one the
+    /// newest again (a newer version no metadata names was undone).
+    pub lance_restored: Option<u64>,
 }
 
 /// Removes the build prefixes of the cache at `uri` (an `s3://` location or
@@ -373,6 +448,7 @@ pub fn collect_object_garbage(
     let store = target.storage();
     let root_meta = uri.join(METADATA_FILE);
     let mut report = ObjectGcReport::default();
+    let now = SystemTime::now();
     if store.is_file(&root_meta) {
         let common = crate::cache::metadata::read_common_in(store, uri)?;
         let meta = match common.build_dir()? {
@@ -391,6 +467,9 @@ pub fn collect_object_garbage(
                     .map(str::to_string)
             });
         }
+        if let Some(v) = meta.as_ref().and_then(committed_lance_version) {
+            collect_lance_versions(&target, uri, v, min_age, dry_run, now, &mut report)?;
+        }
     }
     let builds_dir = uri.join(BUILDS_DIR);
     let objects = target.walk(&builds_dir)?;
@@ -403,7 +482,6 @@ pub fn collect_object_garbage(
             by_build.entry(id.to_string()).or_default().push(e);
         }
     }
-    let now = SystemTime::now();
     for (id, entries) in by_build {
         if report.committed.as_deref() == Some(id.as_str()) {
             continue;
@@ -433,6 +511,76 @@ pub fn collect_object_garbage(
         report.removed.push(prefix);
     }
     Ok(report)
+}
+
+/// The Lance version a committed Lance-layout cache names (a cache on
+/// object storage has its builds as versions of the dataset at its root).
+fn committed_lance_version(meta: &CacheMetadata) -> Option<u64> {
+    match meta {
+        #[cfg(feature = "lance")]
+        CacheMetadata::LanceRows(m) => m.lance_version,
+        CacheMetadata::VideoFrames(m) => m.lance_version,
+        _ => None,
+    }
+}
+
+/// The Lance side of [`collect_object_garbage`]: the dataset's own garbage
+/// (`crate::lance::collect_remote_versions`), then the data files no
+/// remaining version uses and at least `min_age` old.
+#[cfg(feature = "lance")]
+fn collect_lance_versions(
+    target: &Target,
+    uri: &Path,
+    committed: u64,
+    min_age: Duration,
+    dry_run: bool,
+    now: SystemTime,
+    report: &mut ObjectGcReport,
+) -> Result<()> {
+    let (lance, referenced) =
+        crate::lance::collect_remote_versions(uri, committed, min_age, dry_run)?;
+    report.lance_versions_removed = lance.versions;
+    report.lance_restored = lance.restored;
+    report.objects += lance.objects;
+    report.bytes += lance.bytes;
+    let data = uri.join(LANCE_DATA_DIR);
+    let base = format!("{}/", data.to_string_lossy().trim_end_matches('/'));
+    for e in target.walk(&data)? {
+        let s = e.path.to_string_lossy().into_owned();
+        let Some(name) = s.strip_prefix(&base) else {
+            continue;
+        };
+        let age = e
+            .modified
+            .and_then(|m| now.duration_since(m).ok())
+            .unwrap_or_default();
+        if referenced.contains(name) || age < min_age {
+            continue;
+        }
+        report.objects += 1;
+        report.bytes += e.len;
+        if !dry_run {
+            target.storage().remove_file(&e.path)?;
+        }
+        report.removed.push(e.path.clone());
+    }
+    Ok(())
+}
+
+#[cfg(not(feature = "lance"))]
+fn collect_lance_versions(
+    _target: &Target,
+    uri: &Path,
+    _committed: u64,
+    _min_age: Duration,
+    _dry_run: bool,
+    _now: SystemTime,
+    _report: &mut ObjectGcReport,
+) -> Result<()> {
+    Err(Error::InvalidArgument(format!(
+        "{} is a Lance-layout cache, and this build of shardset has no Lance support (the `lance` cargo feature)",
+        uri.display()
+    )))
 }
 
 /// The name a part's file takes under the build prefix: `u<unit>-<name>`
@@ -601,6 +749,7 @@ pub fn commit_parts(uri: &Path, build: &str, parts: &[serde_json::Value]) -> Res
         files: merged.shard_filenames.len(),
         bytes: merged.shard_num_bytes.iter().flatten().sum(),
         replaced,
+        lance_version: None,
     })
 }
 

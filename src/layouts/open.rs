@@ -308,8 +308,8 @@ pub fn open_cache_with(dir: impl AsRef<Path>, opts: &OpenOptions) -> Result<Cach
     let metadata = match opts.version {
         None => {
             let common = crate::cache::metadata::read_common_in(storage.as_ref(), dir)?;
-            // A Lance-layout cache on object storage: its metadata names the
-            // committed build, a complete cache of its own.
+            // A Lance-layout cache published by the first publisher: its
+            // metadata names the committed build, a complete cache of its own.
             if let Some(build) = common.build_dir()? {
                 return open_cache_with(dir.join(build), opts);
             }
@@ -465,12 +465,13 @@ fn lance_fragment_rows(
     dir: &Path,
     path: &Path,
     recorded: Option<&Vec<u64>>,
+    version: Option<u64>,
     num_rows: u64,
     what: &str,
 ) -> Result<Vec<u64>> {
     let counts = match recorded {
         Some(c) => c.clone(),
-        None => LanceRows::fragment_row_counts(dir)?,
+        None => LanceRows::fragment_row_counts(dir, version)?,
     };
     let total: u64 = counts.iter().sum();
     if total != num_rows {
@@ -518,20 +519,18 @@ fn open_lance_rows(
         opts.features.as_ref(),
         || LanceRows::dataset_schema(dir).and_then(|s| Features::infer_from_schema(&s)),
     )?;
+    let version = lance_version_of(crate::storage::storage_for(dir).as_ref(), dir, meta)?;
     let counts = lance_fragment_rows(
         dir,
         path,
         meta.fragment_row_counts.as_ref(),
+        version,
         meta.num_rows,
         "rows",
     )?;
     let decoder = decoder(dir, &features, opts);
     let backend = LanceRows::new(dir, &counts, features, decoder, opts.lance_read_options())
-        .with_lance_version(lance_version_of(
-            crate::storage::storage_for(dir).as_ref(),
-            dir,
-            meta,
-        )?);
+        .with_lance_version(version);
     Ok((Arc::new(backend), source))
 }
 
@@ -611,6 +610,7 @@ fn open_video_frames(
         dir,
         path,
         meta.fragment_row_counts.as_ref(),
+        meta.lance_version,
         meta.segments
             .as_ref()
             .map_or(meta.num_rows, |s| s.num_segments),

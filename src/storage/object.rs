@@ -21,8 +21,9 @@
 //! - [`Storage::map`] downloads the whole object (checksums, small files);
 //!   shard reads go through [`Storage::ranged`] and the disk cache instead,
 //!   fetching only the byte ranges they need;
-//! - [`Storage::lance_uri`] is the `s3://` location itself: Lance reads it
-//!   with a client from [`s3_client`] (see `crate::lance`).
+//! - [`Storage::lance_uri`] is the `s3://` location itself: Lance reads
+//!   and writes it with its own S3 support, given the same configuration
+//!   (`lance_storage_options`, see `crate::lance`).
 
 use std::collections::HashMap;
 use std::io::Write;
@@ -243,13 +244,42 @@ impl ObjectStorage {
     }
 }
 
-/// A new S3 client for `bucket`, configured as [`ObjectStorage`]'s (for a
-/// library that does its own I/O: Lance).
-///
-/// # Errors
-/// The configuration error, as text.
-pub fn s3_client(bucket: &str) -> std::result::Result<AmazonS3, String> {
-    build_store(bucket)
+/// The region: `AWS_REGION`, `AWS_DEFAULT_REGION`, else `us-east-1`.
+fn region() -> String {
+    std::env::var("AWS_REGION")
+        .or_else(|_| std::env::var("AWS_DEFAULT_REGION"))
+        .unwrap_or_else(|_| "us-east-1".to_string())
+}
+
+/// The endpoint override: `AWS_ENDPOINT_URL_S3`, `AWS_ENDPOINT_URL` or
+/// `AWS_ENDPOINT`.
+fn endpoint() -> Option<String> {
+    std::env::var("AWS_ENDPOINT_URL_S3")
+        .or_else(|_| std::env::var("AWS_ENDPOINT_URL"))
+        .or_else(|_| std::env::var("AWS_ENDPOINT"))
+        .ok()
+}
+
+/// The configuration of [`ObjectStorage`] as Lance storage options, for
+/// Lance's own S3 client (Lance reads the credentials from the AWS
+/// environment itself): region, endpoint override, plain HTTP for an
+/// `http://` endpoint, and the same retries.
+#[cfg(feature = "lance")]
+pub(crate) fn lance_storage_options() -> HashMap<String, String> {
+    let mut o = HashMap::new();
+    o.insert("aws_region".to_string(), region());
+    if let Some(ep) = endpoint() {
+        if ep.starts_with("http://") {
+            o.insert("aws_allow_http".to_string(), "true".to_string());
+        }
+        o.insert("aws_endpoint".to_string(), ep);
+    }
+    o.insert("client_max_retries".to_string(), MAX_RETRIES.to_string());
+    o.insert(
+        "client_retry_timeout".to_string(),
+        RETRY_TIMEOUT.as_secs().to_string(),
+    );
+    o
 }
 
 fn build_store(bucket: &str) -> std::result::Result<AmazonS3, String> {
@@ -266,15 +296,8 @@ fn build_store(bucket: &str) -> std::result::Result<AmazonS3, String> {
             max_retries: MAX_RETRIES,
             retry_timeout: RETRY_TIMEOUT,
         });
-    let region = std::env::var("AWS_REGION")
-        .or_else(|_| std::env::var("AWS_DEFAULT_REGION"))
-        .unwrap_or_else(|_| "us-east-1".to_string());
-    b = b.with_region(region);
-    let endpoint = std::env::var("AWS_ENDPOINT_URL_S3")
-        .or_else(|_| std::env::var("AWS_ENDPOINT_URL"))
-        .or_else(|_| std::env::var("AWS_ENDPOINT"))
-        .ok();
-    if let Some(ep) = endpoint {
+    b = b.with_region(region());
+    if let Some(ep) = endpoint() {
         if ep.starts_with("http://") {
             b = b.with_allow_http(true);
         }

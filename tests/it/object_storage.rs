@@ -379,18 +379,7 @@ fn publishing_commits_with_a_marker_and_gc_removes_only_uncommitted_builds() {
     // ours opens and verifies it, and pyarrow reads the shards its
     // metadata names as the reference does (directory / name).
     let copy = t.path().join("copy");
-    let prefix = format!("{}/", at.to_string_lossy());
-    for e in store.list_recursive(&at).unwrap() {
-        let rel = e
-            .path
-            .to_string_lossy()
-            .strip_prefix(&prefix)
-            .unwrap()
-            .to_string();
-        let dst = copy.join(rel);
-        std::fs::create_dir_all(dst.parent().unwrap()).unwrap();
-        std::fs::write(&dst, store.read(&e.path).unwrap()).unwrap();
-    }
+    download(&at, &copy);
     let local_copy = open_cache(&copy).unwrap();
     assert_eq!(local_copy.len(), 200);
     assert_eq!(row_x(&local_copy, 150), row_x(&reader_c, 150));
@@ -408,6 +397,56 @@ fn publishing_commits_with_a_marker_and_gc_removes_only_uncommitted_builds() {
     );
     assert_eq!(j["rows"], 200);
     assert_eq!(j["meta_rows"], 200);
+}
+
+/// Copies every object under `at` to the local directory `to`, as
+/// `aws s3 sync` does.
+fn download(at: &Path, to: &Path) {
+    let store = object_storage(at);
+    let prefix = format!("{}/", at.to_string_lossy());
+    let _ = std::fs::remove_dir_all(to);
+    for e in store.list_recursive(at).unwrap() {
+        let rel = e
+            .path
+            .to_string_lossy()
+            .strip_prefix(&prefix)
+            .unwrap()
+            .to_string();
+        let dst = to.join(rel);
+        std::fs::create_dir_all(dst.parent().unwrap()).unwrap();
+        std::fs::write(&dst, store.read(&e.path).unwrap()).unwrap();
+    }
+}
+
+/// Every file under the local directory `dir`, relative to it.
+fn walk(dir: &Path) -> Vec<PathBuf> {
+    let mut out = Vec::new();
+    let mut stack = vec![dir.to_path_buf()];
+    while let Some(d) = stack.pop() {
+        for e in std::fs::read_dir(&d).unwrap() {
+            let p = e.unwrap().path();
+            if p.is_dir() {
+                stack.push(p);
+            } else {
+                out.push(p.strip_prefix(dir).unwrap().to_path_buf());
+            }
+        }
+    }
+    out
+}
+
+/// What the reference reads of a downloaded Lance-layout cache: the newest
+/// version of the Lance dataset at the directory (`lance.dataset(dir)`,
+/// pylance), its rows and last `x`, and the metadata's layout and count.
+fn reference_lance_view(dir: &Path) -> serde_json::Value {
+    python_json(
+        "import json, sys, pathlib, lance\n\
+         d = pathlib.Path(sys.argv[1]); m = json.loads((d / '_metadata.json').read_text())\n\
+         ds = lance.dataset(str(d))\n\
+         xs = ds.to_table(columns=['x']).column('x').to_pylist()\n\
+         print(json.dumps({'rows': ds.count_rows(), 'last_x': xs[-1], 'layout': m['layout'], 'meta_rows': m['num_rows']}))",
+        &[dir],
+    )
 }
 
 #[test]
@@ -428,19 +467,27 @@ fn lance_caches_are_published_and_read_through_lances_object_store() {
     let at = uri("lance/rows");
     let rep = publish_to_object_store(&dir, &at).unwrap();
     let store = object_storage(&at);
-    // The root metadata is the commit marker naming the build's own cache.
+    // The cache's root is one Lance dataset (as the reference writes it),
+    // and the root metadata, put last, names the build's Lance version.
+    let v1 = rep.lance_version.expect("a Lance version");
     let root: serde_json::Value =
         serde_json::from_slice(&store.read(&at.join("_metadata.json")).unwrap()).unwrap();
-    assert_eq!(root["build_dir"], format!("_builds/{}", rep.build));
+    assert_eq!(root["lance_version"], v1);
+    assert!(root.get("build_dir").is_none());
     assert_eq!(root["layout"], "lance-rows");
+    assert!(store
+        .list_recursive(&at.join("_builds"))
+        .unwrap()
+        .is_empty());
+    assert!(!store
+        .list_recursive(&at.join("_versions"))
+        .unwrap()
+        .is_empty());
     let l = open_cache(&dir).unwrap();
     let r = open_cache(&at).unwrap();
     assert_eq!(r.layout, "lance-rows");
     assert_eq!(r.len(), 300);
-    assert!(r
-        .dir
-        .to_string_lossy()
-        .ends_with(&format!("_builds/{}", rep.build)));
+    assert_eq!(r.dir, at);
     for i in [0u64, 99, 100, 299] {
         assert_eq!(row_x(&r, i), row_x(&l, i));
     }
@@ -449,16 +496,81 @@ fn lance_caches_are_published_and_read_through_lances_object_store() {
     // verify reads every data file back and checks it.
     let v = shardset::verify_cache(&at).unwrap();
     assert!(v.damage.is_empty(), "{v:?}");
-    // A second build replaces the first; gc then removes the first.
+    // Publishing the same build again commits nothing new.
+    let again = publish_to_object_store(&dir, &at).unwrap();
+    assert_eq!(again.lance_version, Some(v1));
+    assert!(!again.replaced);
+    // A cache the first publisher wrote (the whole build under
+    // `_builds/<id>`, a root metadata naming it) still opens.
+    let old = uri("lance/first-publisher");
+    for f in walk(&dir) {
+        store
+            .put(
+                &old.join("_builds/0123abcd").join(&f),
+                std::fs::read(dir.join(&f)).unwrap().into(),
+                update_mode(None),
+            )
+            .unwrap();
+    }
+    let mut marker: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(dir.join("_metadata.json")).unwrap()).unwrap();
+    marker["build_dir"] = "_builds/0123abcd".into();
+    marker.as_object_mut().unwrap().remove("metadata_xxh64");
+    store
+        .put(
+            &old.join("_metadata.json"),
+            serde_json::to_vec(&marker).unwrap().into(),
+            update_mode(None),
+        )
+        .unwrap();
+    let o = open_cache(&old).unwrap();
+    assert_eq!(o.len(), 300);
+    assert_eq!(row_x(&o, 299), row_x(&l, 299));
+    // A downloaded copy is a cache the reference opens at its root.
+    let copy = t.path().join("lance-copy");
+    download(&at, &copy);
+    let j = reference_lance_view(&copy);
+    assert_eq!(
+        (
+            j["rows"].as_u64(),
+            j["last_x"].as_i64(),
+            j["meta_rows"].as_u64()
+        ),
+        (Some(300), Some(299), Some(300)),
+        "{j}"
+    );
+    assert_eq!(open_cache(&copy).unwrap().len(), 300);
+
+    // A second build replaces the first: a newer Lance version. A reader
+    // holding the first keeps reading it; a new one sees the second.
     let dir2 = t.path().join("lance2");
     shardset::write_lance_cache(rows(120, 6), &features(), &dir2, &Default::default()).unwrap();
     let rep2 = publish_to_object_store(&dir2, &at).unwrap();
     assert!(rep2.replaced);
-    assert_eq!(open_cache(&at).unwrap().len(), 120);
+    let v2 = rep2.lance_version.unwrap();
+    assert!(v2 > v1);
+    assert_eq!(r.len(), 300);
+    assert_eq!(row_x(&r, 299), row_x(&l, 299));
+    let r2 = open_cache(&at).unwrap();
+    assert_eq!(r2.len(), 120);
+    assert_eq!(row_x(&r2, 119), row_x(&open_cache(&dir2).unwrap(), 119));
+    // gc removes the first build's version and the data files only it used.
+    let before = store.list_recursive(&at.join("data")).unwrap().len();
     let g = collect_object_garbage(&at, Duration::ZERO, false).unwrap();
-    assert_eq!(g.committed.as_deref(), Some(rep2.build.as_str()));
-    assert_eq!(g.removed.len(), 1, "{g:?}");
+    assert!(g.lance_versions_removed >= 1, "{g:?}");
+    assert_eq!(g.lance_restored, None);
+    assert!(g.objects > 0 && g.bytes > 0, "{g:?}");
+    let after = store.list_recursive(&at.join("data")).unwrap().len();
+    assert!(after < before, "{before} -> {after}");
     assert_eq!(open_cache(&at).unwrap().len(), 120);
+    download(&at, &copy);
+    let j = reference_lance_view(&copy);
+    assert_eq!(
+        (j["rows"].as_u64(), j["meta_rows"].as_u64()),
+        (Some(120), Some(120)),
+        "{j}"
+    );
+    assert!(shardset::verify_cache(&at).unwrap().damage.is_empty());
 
     // lance-video-frames: the reference's golden cache, published; every
     // window reads as from the local copy.
@@ -939,6 +1051,92 @@ fn a_build_killed_before_its_commit_changes_nothing_and_the_next_one_commits() {
     let o = build(&second, None);
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
     assert_eq!(open_cache(&cache).unwrap().len(), 120);
+}
+
+#[test]
+fn a_lance_build_killed_between_its_lance_commit_and_its_metadata_is_undone_by_gc() {
+    server();
+    let t = tempfile::tempdir().unwrap();
+    let dc = t.path().join("dc");
+    let out = uri("killed-lance");
+    let write_rows = |n: usize| {
+        let file = t.path().join(format!("d{n}.jsonl"));
+        let text: String = (0..n).map(|i| format!("{{\"x\": {i}}}\n")).collect();
+        std::fs::write(&file, text).unwrap();
+        file
+    };
+    let build = |file: &Path, fault: Option<&str>| {
+        let mut c = cli(&dc);
+        c.args([
+            "build",
+            "jsonl",
+            file.to_str().unwrap(),
+            "--format",
+            "lance",
+            "--out",
+        ])
+        .arg(&out)
+        .arg("--json");
+        if let Some(f) = fault {
+            c.env("SHARDSET_FAULT_POINT", f);
+        }
+        c.output().unwrap()
+    };
+    let cache = out.join("train");
+    let o = build(&write_rows(300), None);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    assert_eq!(open_cache(&cache).unwrap().len(), 300);
+    // A rebuild killed after its Lance commit, before its metadata: ours
+    // still read the committed build (the version the metadata names)...
+    let second = write_rows(120);
+    let o = build(&second, Some("remote:before-commit"));
+    assert!(!o.status.success(), "the process was killed");
+    let c = open_cache(&cache).unwrap();
+    assert_eq!(c.len(), 300);
+    assert_eq!(row_x_int(&c, 299), 299);
+    // ...while the dataset's newest version is the uncommitted one, which
+    // a reader of the newest version (the reference, on a copy) would see.
+    let copy = t.path().join("copy");
+    download(&cache, &copy);
+    let j = reference_lance_view(&copy);
+    assert_eq!(
+        (j["rows"].as_u64(), j["meta_rows"].as_u64()),
+        (Some(120), Some(300)),
+        "{j}"
+    );
+    // A dry run changes nothing; gc restores the committed version as the
+    // newest and removes the undone one.
+    let dry = collect_object_garbage(&cache, Duration::ZERO, true).unwrap();
+    assert_eq!(dry.lance_restored, None);
+    download(&cache, &copy);
+    assert_eq!(reference_lance_view(&copy)["rows"], 120);
+    let young = collect_object_garbage(&cache, Duration::from_secs(3600), false).unwrap();
+    assert_eq!(
+        young.lance_restored, None,
+        "a young version may be a build committing now"
+    );
+    let g = collect_object_garbage(&cache, Duration::ZERO, false).unwrap();
+    assert!(g.lance_restored.is_some(), "{g:?}");
+    assert!(g.lance_versions_removed >= 1, "{g:?}");
+    download(&cache, &copy);
+    let j = reference_lance_view(&copy);
+    assert_eq!(
+        (
+            j["rows"].as_u64(),
+            j["last_x"].as_i64(),
+            j["meta_rows"].as_u64()
+        ),
+        (Some(300), Some(299), Some(300)),
+        "{j}"
+    );
+    assert_eq!(open_cache(&cache).unwrap().len(), 300);
+    assert!(shardset::verify_cache(&cache).unwrap().damage.is_empty());
+    // The next build commits.
+    let o = build(&second, None);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    assert_eq!(open_cache(&cache).unwrap().len(), 120);
+    download(&cache, &copy);
+    assert_eq!(reference_lance_view(&copy)["rows"], 120);
 }
 
 fn row_x_int(c: &shardset::Cache, i: i64) -> i64 {

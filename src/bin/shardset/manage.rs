@@ -183,12 +183,16 @@ pub fn gc(
         })
         .collect();
     removed.extend(partials);
+    let mut versions = Vec::new();
     // Caches on object storage, or committed from parts into a shared
-    // directory: their uncommitted or replaced build prefixes.
+    // directory: their uncommitted or replaced build prefixes (and the
+    // Lance versions of a Lance-layout cache on object storage).
     #[cfg(feature = "s3")]
     for dir in find_caches(&root) {
         let builds = dir.join(shardset::cache::metadata::BUILDS_DIR);
-        if !shardset::storage::storage_for(&builds).is_dir(&builds) {
+        if !shardset::storage::object::is_object_uri(&dir)
+            && !shardset::storage::storage_for(&builds).is_dir(&builds)
+        {
             continue;
         }
         let r = shardset::cache::remote::collect_object_garbage(&dir, min_age, dry_run)?;
@@ -197,18 +201,25 @@ pub fn gc(
             json!({"path": p, "cache": dir, "kind": "uncommitted or replaced build",
                    "bytes": J::Null, "age_seconds": J::Null, "reason": reason})
         };
-        removed.extend(
-            r.removed
-                .iter()
-                .map(|p| entry(p, "no committed metadata names it")),
-        );
+        removed.extend(r.removed.iter().map(|p| {
+            if p.to_string_lossy().contains("/_builds/") {
+                entry(p, "no committed metadata names it")
+            } else {
+                entry(p, "no kept Lance version uses it")
+            }
+        }));
+        if r.lance_versions_removed > 0 || r.lance_restored.is_some() {
+            versions.push(
+                json!({"cache": dir, "lance_versions_removed": r.lance_versions_removed,
+                                 "lance_restored": r.lance_restored}),
+            );
+        }
         kept.extend(
             r.kept_young
                 .iter()
                 .map(|p| entry(p, "younger than --older-than (it may still be uploading)")),
         );
     }
-    let mut versions = Vec::new();
     if let Some(keep) = keep_versions {
         for dir in find_caches(&root) {
             let edited = shardset::cache::versions::kept_version_ids(
@@ -250,6 +261,18 @@ pub fn gc(
         println!("kept  {}: {}", line(k), k["reason"].as_str().unwrap_or(""));
     }
     for v in &versions {
+        if let Some(n) = v.get("lance_versions_removed") {
+            println!(
+                "{verb}  {n} Lance version(s) of {}{}",
+                v["cache"].as_str().unwrap_or(""),
+                match v["lance_restored"].as_u64() {
+                    Some(r) =>
+                        format!("; the committed version restored as the newest (version {r})"),
+                    None => String::new(),
+                }
+            );
+            continue;
+        }
         println!(
             "{verb}  versions {} of {} and {} shard file(s) only they named ({})",
             v["versions"],

@@ -176,6 +176,11 @@ pub struct VideoFramesMetadata {
     /// Ours: rows per Lance fragment, in fragment order.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub fragment_row_counts: Option<Vec<u64>>,
+    /// Ours: the Lance version (of the dataset's own history) this cache
+    /// reads (a cache published to object storage names its build's
+    /// version); absent: the latest.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub lance_version: Option<u64>,
     /// Ours: self-describing source features.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub features: Option<J>,

@@ -83,8 +83,10 @@ pub struct CommonMetadata {
 
 impl CommonMetadata {
     /// `build_dir`: the metadata of a Lance-layout cache published to object
-    /// storage is a commit marker naming the committed build's own complete
-    /// cache (`_builds/<id>`, see `cache::remote`); `None` for any other.
+    /// storage by shardset 0.1's first publisher is a commit marker naming
+    /// the committed build's own complete cache (`_builds/<id>`; today's
+    /// publisher names a version of the dataset at the root instead, see
+    /// `cache::remote`); `None` for any other.
     ///
     /// # Errors
     /// [`Error::Metadata`] for a `build_dir` that is not `_builds/<name>`.

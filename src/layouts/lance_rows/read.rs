@@ -200,14 +200,19 @@ impl LanceRows {
         Ok(self.state()?.ds.version().version)
     }
 
-    /// Opens the Lance dataset and reads its fragments' row counts.
+    /// Opens the Lance dataset and reads its fragments' row counts (of
+    /// Lance version `version`; None: the latest).
     ///
     /// # Errors
     /// [`Error::CorruptShard`] naming the directory when Lance cannot open it.
-    pub fn fragment_row_counts(dir: &Path) -> Result<Vec<u64>> {
+    pub fn fragment_row_counts(dir: &Path, version: Option<u64>) -> Result<Vec<u64>> {
         let uri = dir.to_string_lossy().into_owned();
         block_on(async move {
             let ds = crate::lance::open_dataset(&uri).await?;
+            let ds = match version {
+                Some(v) if ds.version().version != v => ds.checkout_version(v).await?,
+                _ => ds,
+            };
             let mut out = Vec::new();
             for f in ds.get_fragments() {
                 out.push(f.physical_rows().await? as u64);

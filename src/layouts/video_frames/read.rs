@@ -234,15 +234,14 @@ impl LanceVideoFrames {
             Source::Segments(SegmentFrames::new(
                 dir,
                 &meta,
-                LanceRows::with_schema(dir, fragment_rows, segments_schema(), rows_opts),
+                LanceRows::with_schema(dir, fragment_rows, segments_schema(), rows_opts)
+                    .with_lance_version(meta.lance_version),
             )?)
         } else {
-            Source::Webp(LanceRows::with_schema(
-                dir,
-                fragment_rows,
-                frames_schema(),
-                opts,
-            ))
+            Source::Webp(
+                LanceRows::with_schema(dir, fragment_rows, frames_schema(), opts)
+                    .with_lance_version(meta.lance_version),
+            )
         };
         let storage = if segments {
             VideoStorage::Segments

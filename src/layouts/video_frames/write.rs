@@ -589,6 +589,7 @@ where
         skipped: (!skipped.is_empty()).then_some(skipped),
         sources: opts.sources().cloned(),
         fragment_row_counts: Some(fragment_rows),
+        lance_version: None,
         features: Some(features_to_json(features)),
         writer: Some(WriterInfo::current()),
         metadata_xxh64: None,
