@@ -245,7 +245,8 @@ def test_python_writes_and_reads_a_cache_on_object_storage(s3, tmp_path):
         a = [x for b in remote for x in b["x"].tolist()]
         assert a == [x for b in near for x in b["x"].tolist()]
         assert sorted(a) == list(range(300))
-    # A Lance cache: published whole under its build prefix, read by Lance.
+    # A Lance cache: one Lance dataset at the location, whose versions are
+    # the builds; read through Lance's own S3 support.
     lance_uri = f"{s3}/py/lance"
     assert shardset.write_cache((r for u in range(3) for r in _rows(u)), FEATURES, lance_uri,
                                 format="lance", max_rows_per_file=120) == 300
@@ -368,3 +369,40 @@ def test_a_failing_unit_commits_nothing_and_gc_removes_its_parts(s3, ray_cluster
     time.sleep(1.5)
     removed = sray.gc(uri, 0)
     assert len(removed) == 1 and "/_builds/" in removed[0], removed
+
+
+def _download(uri, dst):
+    """Every object under `uri` into the local directory `dst`, as
+    `aws s3 sync` copies them (pyarrow's S3 client)."""
+    from pyarrow import fs
+    scheme, host = os.environ["AWS_ENDPOINT_URL"].split("://", 1)
+    remote = fs.S3FileSystem(access_key=os.environ["AWS_ACCESS_KEY_ID"],
+                             secret_key=os.environ["AWS_SECRET_ACCESS_KEY"],
+                             endpoint_override=host, scheme=scheme, region="us-east-1")
+    fs.copy_files(uri[len("s3://"):], str(dst), source_filesystem=remote,
+                  destination_filesystem=fs.LocalFileSystem())
+
+
+@pytest.mark.reference
+def test_the_reference_opens_a_downloaded_lance_cache_at_its_root(s3, ref, tmp_path):
+    """A Lance-layout cache on object storage is one Lance dataset at its
+    location, whose versions are the builds: a downloaded copy opens in the
+    reference package at its root, with the committed build's rows."""
+    cache, dataset, s = ref
+    uri = f"{s3}/py/ref-lance"
+    ours = shardset.Features({"x": shardset.Value("int64"), "name": shardset.Value("string")})
+    theirs = s.Features({"x": s.Value("int64"), "name": s.Value("string")})
+    # A first build, then one replacing it.
+    for n in (50, 80):
+        assert shardset.write_cache(({"x": i, "name": f"r{i}"} for i in range(n)), ours, uri,
+                                    format="lance") == n
+    assert len(shardset.open_cache(uri)) == 80
+    copy = tmp_path / "copy"
+    _download(uri, copy)
+    assert not (copy / "_builds").exists()
+    res = cache.open_cache(copy, theirs)
+    assert res.layout == "lance-rows" and res.num_rows == 80
+    ds = dataset.StableDataset(theirs, s.DatasetInfo(features=theirs), backend=res.backend)
+    assert len(ds) == 80
+    assert [ds[i]["x"] for i in range(80)] == list(range(80))
+    assert ds[79]["name"] == "r79"

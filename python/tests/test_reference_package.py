@@ -4,8 +4,6 @@ test`): the reference is not on PyPI, so these run where a checkout is at
 hand, `STABLE_DATASETS_REPO=... pytest -m reference python/tests`."""
 
 import os
-import sys
-import tempfile
 
 import numpy as np
 import pytest
@@ -14,23 +12,6 @@ import shardset
 from shardset import ClassLabel, Features, Image, Sequence, Value
 
 pytestmark = pytest.mark.reference
-
-
-@pytest.fixture(scope="module")
-def ref():
-    repo = os.environ.get("STABLE_DATASETS_REPO")
-    assert repo and os.path.isdir(os.path.join(repo, "stable_datasets")), \
-        "STABLE_DATASETS_REPO must name a checkout of galilai-group/stable-datasets"
-    # The checkout's package alone (its top-level __init__ imports every builder).
-    shim = tempfile.mkdtemp()
-    os.makedirs(os.path.join(shim, "stable_datasets"))
-    with open(os.path.join(shim, "stable_datasets", "__init__.py"), "w") as f:
-        f.write(f"__path__ = [{os.path.join(repo, 'stable_datasets')!r}]\n")
-    sys.path.insert(0, shim)
-    import stable_datasets.cache as cache
-    import stable_datasets.dataset as dataset
-    import stable_datasets.schema as schema
-    return cache, dataset, schema
 
 
 @pytest.mark.parametrize("fmt", ["arrow", "lance"])

@@ -381,6 +381,7 @@ fn publish_lance(
 }
 
 /// Where a Lance dataset keeps its data files.
+#[cfg(feature = "lance")]
 const LANCE_DATA_DIR: &str = "data";
 
 /// Files of a local cache that a published build carries: all but its
