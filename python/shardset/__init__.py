@@ -13,7 +13,6 @@ Reads and decodes run in the Rust library with the GIL released.
 """
 
 import json
-import pyarrow as _pa
 
 from . import _shardset
 from ._shardset import (  # noqa: F401
@@ -33,6 +32,13 @@ from .features import (  # noqa: F401
     Value,
     Video,
 )
+
+def _pa():
+    """pyarrow, imported at first use: `import shardset` stays cheap (a
+    fresh process, a Ray worker) for code that never asks for Arrow batches."""
+    import pyarrow
+    return pyarrow
+
 
 __all__ = ["open_cache", "write_cache", "edit", "Dataset", "Features", "Value", "ClassLabel",
            "Sequence", "Image", "Array3D", "Array4D", "Video", "ShardsetError",
@@ -77,7 +83,7 @@ class Dataset:
         """`pyarrow.RecordBatch`es of the view in order, imported through the
         Arrow C Data interface without a copy."""
         for b in self._ds.iter_batches(batch_size):
-            yield _pa.record_batch(b)
+            yield _pa().record_batch(b)
 
     def windows(self, indices):
         """Windows of a frames cache, stacked `[B, T, H, W, 3]` uint8."""

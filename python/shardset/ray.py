@@ -31,7 +31,10 @@ the byte budget), so shard files equal a single build's only when each unit
 fills exactly its shards.
 
 Workers need the cache's object store: the AWS variables (`AWS_*`) and the
-disk cache's (`SHARDSET_*`) of the driver's environment are passed to them.
+disk cache's (`SHARDSET_*`) of the driver's environment go with each task
+and are the worker's environment while it runs (the library keeps one S3
+client per configuration, so a worker that ran another build's tasks
+before uses these settings).
 """
 
 import dataclasses
@@ -59,18 +62,29 @@ def _env_for_workers():
             if k.startswith("AWS_") or k.startswith("SHARDSET_")}
 
 
-def _encode_units(generate, units, first, features_json, path, build, options):
+def _encode_units(generate, units, first, features_json, path, build, options, env):
     """Consecutive work units `first, first + 1, ...`, on a Ray worker: their
     examples in unit order written as one local part, put under the build
-    prefix named by the first unit; returns (record JSON, rows)."""
+    prefix named by the first unit; returns (record JSON, rows). `env` (the
+    driver's object store settings) is this process's environment while
+    the task runs."""
     def examples():
         for unit in units:
             yield from generate(unit)
-    with tempfile.TemporaryDirectory(prefix="shardset-ray-") as tmp:
-        local = os.path.join(tmp, f"u{first:05d}")
-        rows = write_cache(examples(), Features.from_json(features_json), local,
-                           format="arrow", build_id=build, **options)
-        record = _shardset._publish_part(local, path, build, first)
+    saved = {k: os.environ.get(k) for k in env}
+    os.environ.update(env)
+    try:
+        with tempfile.TemporaryDirectory(prefix="shardset-ray-") as tmp:
+            local = os.path.join(tmp, f"u{first:05d}")
+            rows = write_cache(examples(), Features.from_json(features_json), local,
+                               format="arrow", build_id=build, **options)
+            record = _shardset._publish_part(local, path, build, first)
+    finally:
+        for k, v in saved.items():
+            if v is None:
+                os.environ.pop(k, None)
+            else:
+                os.environ[k] = v
     return record, rows
 
 
@@ -112,15 +126,17 @@ def build(generate, units, features, path, *, shard_size=None, compression=None,
     build = build_id or uuid.uuid4().hex[:16]
     options = {"shard_size": shard_size, "compression": compression, "batch_size": batch_size,
                "record_checksums": record_checksums, "threads": threads}
-    task = ray.remote(_encode_units).options(
-        max_retries=max_retries, num_cpus=num_cpus,
-        runtime_env={"env_vars": _env_for_workers()})
+    # The settings go with each task rather than as a Ray runtime_env: a
+    # runtime_env gets worker processes of its own, started for the build,
+    # where plain tasks run on the workers Ray has started already.
+    task = ray.remote(_encode_units).options(max_retries=max_retries, num_cpus=num_cpus)
+    env = _env_for_workers()
     features_json = feats.to_json()
     per = _units_per_task(len(units), units_per_task)
     groups = [(k, units[k:k + per]) for k in range(0, len(units), per)]
     index = {}
     for g, (first, group) in enumerate(groups):
-        ref = task.remote(generate, group, first, features_json, path, build, options)
+        ref = task.remote(generate, group, first, features_json, path, build, options, env)
         index[ref] = g
     records = [None] * len(groups)
     pending = list(index)

@@ -306,7 +306,26 @@ fn build_store(bucket: &str) -> std::result::Result<AmazonS3, String> {
     b.build().map_err(|e| e.to_string())
 }
 
-/// The storage of the bucket of `path`, one per bucket per process.
+/// What an [`ObjectStorage`] is configured from: the `AWS_*` and
+/// `SHARDSET_OBJECT_CACHE*` variables, as one string.
+fn config_key() -> String {
+    let mut vars: Vec<(String, String)> = std::env::vars()
+        .filter(|(k, _)| k.starts_with("AWS_") || k.starts_with("SHARDSET_OBJECT_CACHE"))
+        .collect();
+    vars.sort();
+    let mut key = String::new();
+    for (k, v) in vars {
+        key.push_str(&k);
+        key.push('=');
+        key.push_str(&v);
+        key.push('\n');
+    }
+    key
+}
+
+/// The storage of the bucket of `path`, one per bucket and configuration
+/// per process: a process whose environment changes (a Ray worker running
+/// tasks of builds with other settings) gets a client of the new settings.
 pub fn object_storage(path: &Path) -> Arc<ObjectStorage> {
     type Buckets = Arc<Mutex<HashMap<String, Arc<ObjectStorage>>>>;
     // Per process, as the runtime: a forked child opens its own clients.
@@ -316,8 +335,9 @@ pub fn object_storage(path: &Path) -> Arc<ObjectStorage> {
     })
     .unwrap_or_else(|e| match e {});
     let bucket = split_uri(path).map(|(b, _)| b).unwrap_or_default();
+    let key = format!("{bucket}\n{}", config_key());
     let mut m = buckets.lock().unwrap_or_else(|p| p.into_inner());
-    m.entry(bucket.clone())
+    m.entry(key)
         .or_insert_with(|| Arc::new(ObjectStorage::from_env(&bucket)))
         .clone()
 }
