@@ -169,7 +169,10 @@ pub(crate) fn commit_copy(local: &Path, remote: &Path) -> Result<u64> {
         match existing {
             Some(d) => {
                 let read = d.version().version;
+                // The build's file format, also where the dataset's
+                // previous versions had another.
                 CommitBuilder::new(Arc::new(d))
+                    .with_storage_format(format)
                     .execute(Transaction::new(read, op, None))
                     .await
             }

@@ -106,7 +106,7 @@ impl Target {
     fn put_once(&self, to: &Path, b: Bytes) -> Result<()> {
         let n = b.len() as u64;
         let r = match self {
-            Target::Object(o) => o.put(to, b, object_store::PutMode::Create).map(|_| ()),
+            Target::Object(o) => o.put_once(to, b),
             Target::Files(s) => {
                 if let Some(dir) = to.parent() {
                     s.create_dir_all(dir)?;

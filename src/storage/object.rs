@@ -118,6 +118,31 @@ pub struct ObjectStorage {
     bucket: String,
     store: std::result::Result<Arc<AmazonS3>, String>,
     disk: Arc<DiskCache>,
+    part_bytes: std::result::Result<u64, String>,
+}
+
+/// Files up to this size are put in one request; larger ones are uploaded
+/// in parts of this size (S3 takes at most 5 GiB in one put, and parts of
+/// 5 MiB at least). `SHARDSET_OBJECT_PART_BYTES` sets it.
+pub const DEFAULT_PART_BYTES: u64 = 64 << 20;
+
+/// S3's smallest part but the last.
+const MIN_PART_BYTES: u64 = 5 << 20;
+
+/// Parts in flight at once in one upload.
+const PARTS_IN_FLIGHT: usize = 4;
+
+/// The part size the environment names (`SHARDSET_OBJECT_PART_BYTES`).
+fn part_bytes_from_env() -> std::result::Result<u64, String> {
+    match std::env::var("SHARDSET_OBJECT_PART_BYTES") {
+        Err(_) => Ok(DEFAULT_PART_BYTES),
+        Ok(v) => match v.trim().parse::<u64>() {
+            Ok(n) if (MIN_PART_BYTES..=(5 << 30)).contains(&n) => Ok(n),
+            _ => Err(format!(
+                "SHARDSET_OBJECT_PART_BYTES must be a number of bytes from {MIN_PART_BYTES} (5 MiB) to 5 GiB, not {v:?}"
+            )),
+        },
+    }
 }
 
 impl ObjectStorage {
@@ -139,7 +164,63 @@ impl ObjectStorage {
             bucket: bucket.to_string(),
             store,
             disk,
+            part_bytes: part_bytes_from_env(),
         }
+    }
+
+    /// Writes `bytes` at `path` once: one conditional put
+    /// (`If-None-Match: *`) up to the part size, else a multipart upload
+    /// (several parts in flight) after a check that nothing is there (S3
+    /// has no condition on a multipart upload's start; the names written
+    /// this way, a build's, are its own). An object already there is an
+    /// [`Error::Io`] of kind `AlreadyExists`. A failed upload is aborted,
+    /// so no part stays stored.
+    ///
+    /// # Errors
+    /// [`Error::Io`] naming the path; [`Error::InvalidArgument`] for a bad
+    /// `SHARDSET_OBJECT_PART_BYTES`.
+    pub fn put_once(&self, path: &Path, bytes: Bytes) -> Result<()> {
+        let part = self
+            .part_bytes
+            .clone()
+            .map_err(|e| Error::InvalidArgument(format!("{}: {e}", path.display())))?;
+        if bytes.len() as u64 <= part {
+            return self.put(path, bytes, PutMode::Create).map(|_| ());
+        }
+        if self.stat(path)?.is_some() {
+            return Err(Error::io(
+                "put",
+                path,
+                std::io::Error::new(std::io::ErrorKind::AlreadyExists, "the object exists"),
+            ));
+        }
+        let store = self.store(path)?.clone();
+        let key = self.key(path)?;
+        let part = part as usize;
+        runtime_block_on(async move {
+            let upload = store.put_multipart(&key).await?;
+            let mut w = object_store::WriteMultipart::new_with_chunk_size(upload, part);
+            let mut at = 0;
+            while at < bytes.len() {
+                let end = (at + part).min(bytes.len());
+                if let Err(e) = w.wait_for_capacity(PARTS_IN_FLIGHT).await {
+                    let _ = w.abort().await;
+                    return Err(e);
+                }
+                w.put(bytes.slice(at..end));
+                at = end;
+            }
+            w.finish().await.map(|_| ())
+        })?
+        .map_err(|e| store_error("upload", path, e))
+    }
+
+    /// Files up to this size are put in one request; larger ones in parts.
+    ///
+    /// # Errors
+    /// [`Error::InvalidArgument`] for a bad `SHARDSET_OBJECT_PART_BYTES`.
+    pub fn part_bytes(&self) -> Result<u64> {
+        self.part_bytes.clone().map_err(Error::InvalidArgument)
     }
 
     /// The disk cache reads go through.
@@ -307,10 +388,10 @@ fn build_store(bucket: &str) -> std::result::Result<AmazonS3, String> {
 }
 
 /// What an [`ObjectStorage`] is configured from: the `AWS_*` and
-/// `SHARDSET_OBJECT_CACHE*` variables, as one string.
+/// `SHARDSET_OBJECT_*` variables, as one string.
 fn config_key() -> String {
     let mut vars: Vec<(String, String)> = std::env::vars()
-        .filter(|(k, _)| k.starts_with("AWS_") || k.starts_with("SHARDSET_OBJECT_CACHE"))
+        .filter(|(k, _)| k.starts_with("AWS_") || k.starts_with("SHARDSET_OBJECT_"))
         .collect();
     vars.sort();
     let mut key = String::new();

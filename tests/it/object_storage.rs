@@ -1139,6 +1139,54 @@ fn a_lance_build_killed_between_its_lance_commit_and_its_metadata_is_undone_by_g
     assert_eq!(reference_lance_view(&copy)["rows"], 120);
 }
 
+#[test]
+fn files_larger_than_a_part_are_uploaded_in_parts() {
+    server();
+    let t = tempfile::tempdir().unwrap();
+    let dc = t.path().join("dc");
+    // 1,500 rows of ~8 KB: one shard of ~12 MB, above a 5 MiB part.
+    let file = t.path().join("big.jsonl");
+    let text: String = (0..1500)
+        .map(|i| {
+            format!(
+                "{{\"x\": {i}, \"s\": \"{}\"}}\n",
+                "abcdefgh".repeat(1000 + i % 7)
+            )
+        })
+        .collect();
+    std::fs::write(&file, text).unwrap();
+    let out = uri("multipart");
+    let build = |part: &str, to: &Path| {
+        let mut c = cli(&dc);
+        c.args(["build", "jsonl", file.to_str().unwrap(), "--out"])
+            .arg(to)
+            .args(["--shard-size", "64MB", "--json"])
+            .env("SHARDSET_OBJECT_PART_BYTES", part);
+        c.output().unwrap()
+    };
+    let o = build("5242880", &out);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let cache = out.join("train");
+    let store = object_storage(&cache);
+    let meta: serde_json::Value =
+        serde_json::from_slice(&store.read(&cache.join("_metadata.json")).unwrap()).unwrap();
+    let shard = cache.join(meta["shard_filenames"][0].as_str().unwrap());
+    let (bytes, etag) = store.get_with_etag(&shard).unwrap().unwrap();
+    assert!(bytes.len() > 10 << 20, "{}", bytes.len());
+    // S3's ETag of a multipart upload ends in `-<parts>`.
+    let etag = etag.unwrap();
+    assert!(etag.trim_matches('"').ends_with("-3"), "{etag}");
+    let c = open_cache(&cache).unwrap();
+    assert_eq!(c.len(), 1500);
+    assert_eq!(row_x_int(&c, 1499), 1499);
+    assert!(shardset::verify_cache(&cache).unwrap().damage.is_empty());
+    // A part size S3 would refuse is an error naming the setting.
+    let o = build("1000", &uri("multipart-bad"));
+    assert!(!o.status.success());
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(err.contains("SHARDSET_OBJECT_PART_BYTES"), "{err}");
+}
+
 fn row_x_int(c: &shardset::Cache, i: i64) -> i64 {
     match c.backend.get(i).unwrap().get("x") {
         Some(Value::Int(x)) => *x,
