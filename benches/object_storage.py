@@ -394,15 +394,105 @@ def ray_builds():
     return out
 
 
+def _timed_unit_rows(unit):
+    """unit_rows, with the unit's start and end appended to the file
+    $SHARDSET_RAY_TIMELINE as seen by the worker."""
+    t0 = time.time()
+    yield from unit_rows(unit)
+    with open(os.environ["SHARDSET_RAY_TIMELINE"], "a") as f:
+        f.write(json.dumps({"unit": unit, "pid": os.getpid(), "t0": t0, "t1": time.time()}) + "\n")
+
+
+def ray_timeline(nodes, runs=3):
+    """Where a Ray build's time goes: two single builds (the second is the
+    reference: a process's first requests to the server are slow), then the
+    same Ray build `runs` times on one fresh cluster, each unit's start and
+    end recorded by the workers, and Ray's own first task and the import of
+    shardset.ray in a worker timed apart."""
+    import ray
+    import shardset
+    import shardset.ray as sray
+    log = tempfile.mktemp(prefix="ray-timeline-", dir="/tmp")
+    os.environ["SHARDSET_RAY_TIMELINE"] = log
+    out = {"nodes": nodes, "single": [], "runs": []}
+    for k in range(2):
+        t = time.perf_counter()
+        shardset.write_cache((r for u in range(UNITS) for r in unit_rows(u)), features(),
+                             f"s3://{BUCKET}/timeline-single-{k}", shard_size=OBJECT, threads=2)
+        out["single"].append(time.perf_counter() - t)
+    tmp = tempfile.mkdtemp(prefix="bray", dir="/tmp")
+    address, procs = ray_cluster(nodes, tmp)
+    try:
+        ray.init(address=address, logging_level="ERROR", log_to_driver=False)
+        while sum(1 for x in ray.nodes() if x["Alive"]) < nodes:
+            time.sleep(0.3)
+        for run in range(runs):
+            open(log, "w").close()
+            start = time.time()
+            t = time.perf_counter()
+            sray.build(_timed_unit_rows, range(UNITS), features(),
+                       f"s3://{BUCKET}/timeline-{nodes}-{run}", shard_size=OBJECT, threads=1)
+            total = time.perf_counter() - t
+            units = [json.loads(line) for line in open(log)]
+            out["runs"].append({
+                "total": total,
+                "first_unit_starts": min(u["t0"] for u in units) - start,
+                "last_unit_ends": max(u["t1"] for u in units) - start,
+                "units_generate_encode_sum": sum(u["t1"] - u["t0"] for u in units),
+                "worker_processes": len({u["pid"] for u in units})})
+    finally:
+        ray.shutdown()
+        stop_cluster(procs, tmp)
+        shutil.rmtree(tmp, ignore_errors=True)
+        os.remove(log)
+    # Ray's first task of a job on fresh workers, and the import, apart.
+    tmp = tempfile.mkdtemp(prefix="bray", dir="/tmp")
+    address, procs = ray_cluster(1, tmp)
+    try:
+        ray.init(address=address, logging_level="ERROR", log_to_driver=False)
+
+        def noop():
+            return 1
+
+        def imports():
+            t = time.perf_counter()
+            import shardset.ray  # noqa: F401
+            return time.perf_counter() - t
+        f = ray.remote(noop).options(num_cpus=1)
+        t = time.perf_counter()
+        ray.get([f.remote() for _ in range(2)])
+        out["ray_first_noop_tasks"] = time.perf_counter() - t
+        g = ray.remote(imports).options(num_cpus=1)
+        out["worker_import_shardset_ray"] = max(ray.get([g.remote() for _ in range(2)]))
+    finally:
+        ray.shutdown()
+        stop_cluster(procs, tmp)
+        shutil.rmtree(tmp, ignore_errors=True)
+    return out
+
+
 def main():
     p = argparse.ArgumentParser()
     p.add_argument("--child", nargs=3)
     p.add_argument("--out", default=None)
+    p.add_argument("--ray-timeline", action="store_true",
+                   help="only the timeline of the Ray build (where its time goes)")
     args = p.parse_args()
     if args.child:
         child_read(*args.child)
         return
     pyenv.install_shardset(VENV)
+    if args.ray_timeline:
+        base = tempfile.mkdtemp(prefix="shardset-objbench-")
+        proc = start_s3(os.path.join(base, "s3"))
+        try:
+            for nodes in (1, 2):
+                print(json.dumps(ray_timeline(nodes)))
+        finally:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
+            shutil.rmtree(base, ignore_errors=True)
+        return
     base = tempfile.mkdtemp(prefix="shardset-objbench-")
     proc = start_s3(os.path.join(base, "s3"))
     try:
