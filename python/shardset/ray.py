@@ -102,7 +102,7 @@ def _units_per_task(n_units, units_per_task):
 
 def build(generate, units, features, path, *, shard_size=None, compression=None,
           batch_size=None, record_checksums=False, threads=1, build_id=None, max_retries=3,
-          num_cpus=1, units_per_task=None, progress=None):
+          num_cpus=1, units_per_task=None, progress=None, scheduling_strategy="SPREAD"):
     """Builds the arrow-shards cache at `path` (`s3://bucket/prefix`, or a
     directory of a file system every node shares) from
     `generate(unit)` for each of `units` on the connected Ray cluster (see
@@ -111,8 +111,10 @@ def build(generate, units, features, path, *, shard_size=None, compression=None,
     (1: Ray schedules `num_cpus` per task). `max_retries`: Ray's retries of
     a task whose worker died. `build_id`: the build's id (default: a new
     one). `units_per_task`: consecutive units one task encodes into one part
-    (default: about four tasks per CPU of the cluster). Returns a
-    `BuildReport`.
+    (default: about four tasks per CPU of the cluster).
+    `scheduling_strategy`: Ray's, for the tasks (default "SPREAD": across
+    the nodes, rather than Ray's default of filling the driver's node
+    first). Returns a `BuildReport`.
 
     Raises the task's exception when a unit fails for a reason other than a
     lost worker; nothing is committed then."""
@@ -129,7 +131,8 @@ def build(generate, units, features, path, *, shard_size=None, compression=None,
     # The settings go with each task rather than as a Ray runtime_env: a
     # runtime_env gets worker processes of its own, started for the build,
     # where plain tasks run on the workers Ray has started already.
-    task = ray.remote(_encode_units).options(max_retries=max_retries, num_cpus=num_cpus)
+    task = ray.remote(_encode_units).options(max_retries=max_retries, num_cpus=num_cpus,
+                                              scheduling_strategy=scheduling_strategy)
     env = _env_for_workers()
     features_json = feats.to_json()
     per = _units_per_task(len(units), units_per_task)
