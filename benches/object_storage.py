@@ -51,8 +51,9 @@ against shardset.ray.build on a local cluster of 1 node with 2 CPUs and of
 2 nodes with 1 CPU each (the head and a worker started with `ray start`;
 tasks take 1 CPU and encode on 1 thread; units grouped into tasks by the
 default, about four tasks per CPU). Two rows per cluster: the first build
-on the fresh cluster (timed from the call; its workers as Ray started
-them, so their first task imports shardset), then the same build again
+on a fresh cluster (once it is up: every node has a Python worker Ray
+starts ahead, and the cluster is idle; timed from the call, so the
+workers' first task imports shardset), then the same build again
 on that cluster (the workers have the build's modules loaded, as the
 single build's process has: its imports are before its clock starts).
 The machine has 2 cores, so the figure is the overhead. Ratios are from this one run; never a timing
@@ -336,6 +337,47 @@ def ray_cluster(nodes, tmp):
     return f"127.0.0.1:{gcs}", procs
 
 
+def _cpu_seconds(pids):
+    total = 0
+    for pid in pids:
+        try:
+            with open(f"/proc/{pid}/stat") as f:
+                fields = f.read().rsplit(")", 1)[1].split()
+            total += int(fields[11]) + int(fields[12])
+        except (OSError, ValueError, IndexError):
+            pass
+    return total / os.sysconf("SC_CLK_TCK")
+
+
+def wait_cluster_idle(procs, timeout=120):
+    """Until every node has a Python worker Ray started ahead
+    (`default_worker.py`) and the cluster's processes use under 5% of a CPU
+    for half a second: a cluster that is up, not one still booting."""
+    deadline = time.time() + timeout
+    while True:
+        workers, everything = [], []
+        for p in procs:
+            mine = descendants(p.pid)
+            everything += mine + [p.pid]
+            n = 0
+            for d in mine:
+                try:
+                    with open(f"/proc/{d}/cmdline", "rb") as f:
+                        n += b"default_worker.py" in f.read()
+                except OSError:
+                    pass
+            workers.append(n)
+        if all(n >= 1 for n in workers):
+            before = _cpu_seconds(everything)
+            time.sleep(0.5)
+            if _cpu_seconds(everything) - before < 0.025:
+                return
+        elif time.time() > deadline:
+            sys.exit(f"the Ray workers did not start: {workers}")
+        else:
+            time.sleep(0.3)
+
+
 def stop_cluster(procs, tmp):
     for p in procs:
         for pid in descendants(p.pid) + [p.pid]:
@@ -366,6 +408,7 @@ def ray_builds():
                 if time.time() > deadline:
                     sys.exit(f"{nodes} Ray nodes did not come up")
                 time.sleep(0.3)
+            wait_cluster_idle(procs)
             # The first build on the fresh cluster (its workers as Ray
             # started them), then the same build again on that cluster (its
             # workers have run the build's tasks: their imports are loaded,
@@ -426,6 +469,7 @@ def ray_timeline(nodes, runs=3):
         ray.init(address=address, logging_level="ERROR", log_to_driver=False)
         while sum(1 for x in ray.nodes() if x["Alive"]) < nodes:
             time.sleep(0.3)
+        wait_cluster_idle(procs)
         for run in range(runs):
             open(log, "w").close()
             start = time.time()
@@ -444,12 +488,14 @@ def ray_timeline(nodes, runs=3):
         ray.shutdown()
         stop_cluster(procs, tmp)
         shutil.rmtree(tmp, ignore_errors=True)
-        os.remove(log)
+        if os.path.exists(log):
+            os.remove(log)
     # Ray's first task of a job on fresh workers, and the import, apart.
     tmp = tempfile.mkdtemp(prefix="bray", dir="/tmp")
     address, procs = ray_cluster(1, tmp)
     try:
         ray.init(address=address, logging_level="ERROR", log_to_driver=False)
+        wait_cluster_idle(procs)
 
         def noop():
             return 1
