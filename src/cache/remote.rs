@@ -295,17 +295,38 @@ pub fn publish_to_object_store(local_dir: &Path, uri: &Path) -> Result<PublishRe
             .ok_or_else(|| Error::metadata(&meta_path, "a shard name is not a string"))?;
         *n = serde_json::Value::String(format!("{BUILDS_DIR}/{build}/{name}"));
     }
-    let root_meta = uri.join(METADATA_FILE);
-    let commit = json_checksummed(&root_meta, &doc)?;
+    commit_doc(
+        &target,
+        uri,
+        &doc,
+        build,
+        files.len() + 1,
+        bytes.iter().sum(),
+        None,
+    )
+}
+
+/// Commits `doc` as the root `_metadata.json` of the cache at `uri` (the
+/// commit point of a publish) and reports the build.
+fn commit_doc(
+    target: &Target,
+    uri: &Path,
+    doc: &serde_json::Value,
+    build: String,
+    files: usize,
+    bytes: u64,
+    lance_version: Option<u64>,
+) -> Result<PublishReport> {
+    let commit = json_checksummed(&uri.join(METADATA_FILE), doc)?;
     // `None`: this very build is committed already (a publish run again).
     let replaced = target.commit(uri, commit)?.unwrap_or(false);
     Ok(PublishReport {
         uri: uri.to_path_buf(),
         build,
-        files: files.len() + 1,
-        bytes: bytes.iter().sum(),
+        files,
+        bytes,
         replaced,
-        lance_version: None,
+        lance_version,
     })
 }
 
@@ -353,17 +374,15 @@ fn publish_lance(
         .as_object_mut()
         .ok_or_else(|| Error::metadata(meta_path, "not a JSON object"))?;
     obj.insert("lance_version".into(), serde_json::Value::from(version));
-    let root_meta = uri.join(METADATA_FILE);
-    let commit = json_checksummed(&root_meta, &doc)?;
-    let replaced = target.commit(uri, commit)?.unwrap_or(false);
-    Ok(PublishReport {
-        uri: uri.to_path_buf(),
+    commit_doc(
+        &target,
+        uri,
+        &doc,
         build,
-        files: files.len() + 1,
-        bytes: bytes.iter().sum(),
-        replaced,
-        lance_version: Some(version),
-    })
+        files.len() + 1,
+        bytes.iter().sum(),
+        Some(version),
+    )
 }
 
 #[cfg(not(feature = "lance"))]

@@ -995,27 +995,43 @@ fn a_damaged_remote_cache_is_a_typed_error_naming_the_object() {
     );
 }
 
+/// A JSON-lines file of `n` rows `{"x": i}` in `dir`.
+fn jsonl_rows(dir: &Path, n: usize) -> PathBuf {
+    let file = dir.join(format!("d{n}.jsonl"));
+    let text: String = (0..n).map(|i| format!("{{\"x\": {i}}}\n")).collect();
+    std::fs::write(&file, text).unwrap();
+    file
+}
+
+/// `shardset build jsonl <file> --out <out> <args> --json`, aborted at the
+/// fault point `fault` when one is given.
+fn cli_build(
+    disk_cache: &Path,
+    file: &Path,
+    out: &Path,
+    args: &[&str],
+    fault: Option<&str>,
+) -> std::process::Output {
+    let mut c = cli(disk_cache);
+    c.args(["build", "jsonl", file.to_str().unwrap(), "--out"])
+        .arg(out)
+        .args(args)
+        .arg("--json");
+    if let Some(f) = fault {
+        c.env("SHARDSET_FAULT_POINT", f);
+    }
+    c.output().unwrap()
+}
+
 #[test]
 fn a_build_killed_before_its_commit_changes_nothing_and_the_next_one_commits() {
     server();
     let t = tempfile::tempdir().unwrap();
     let dc = t.path().join("dc");
     let out = uri("killed");
-    let write_rows = |n: usize| {
-        let file = t.path().join(format!("d{n}.jsonl"));
-        let text: String = (0..n).map(|i| format!("{{\"x\": {i}}}\n")).collect();
-        std::fs::write(&file, text).unwrap();
-        file
-    };
+    let write_rows = |n: usize| jsonl_rows(t.path(), n);
     let build = |file: &Path, fault: Option<&str>| {
-        let mut c = cli(&dc);
-        c.args(["build", "jsonl", file.to_str().unwrap(), "--out"])
-            .arg(&out)
-            .args(["--shard-size", "1KB", "--json"]);
-        if let Some(f) = fault {
-            c.env("SHARDSET_FAULT_POINT", f);
-        }
-        c.output().unwrap()
+        cli_build(&dc, file, &out, &["--shard-size", "1KB"], fault)
     };
     let cache = out.join("train");
     let store = object_storage(&cache);
@@ -1059,28 +1075,9 @@ fn a_lance_build_killed_between_its_lance_commit_and_its_metadata_is_undone_by_g
     let t = tempfile::tempdir().unwrap();
     let dc = t.path().join("dc");
     let out = uri("killed-lance");
-    let write_rows = |n: usize| {
-        let file = t.path().join(format!("d{n}.jsonl"));
-        let text: String = (0..n).map(|i| format!("{{\"x\": {i}}}\n")).collect();
-        std::fs::write(&file, text).unwrap();
-        file
-    };
+    let write_rows = |n: usize| jsonl_rows(t.path(), n);
     let build = |file: &Path, fault: Option<&str>| {
-        let mut c = cli(&dc);
-        c.args([
-            "build",
-            "jsonl",
-            file.to_str().unwrap(),
-            "--format",
-            "lance",
-            "--out",
-        ])
-        .arg(&out)
-        .arg("--json");
-        if let Some(f) = fault {
-            c.env("SHARDSET_FAULT_POINT", f);
-        }
-        c.output().unwrap()
+        cli_build(&dc, file, &out, &["--format", "lance"], fault)
     };
     let cache = out.join("train");
     let o = build(&write_rows(300), None);
