@@ -435,6 +435,18 @@ fn walk(dir: &Path) -> Vec<PathBuf> {
     out
 }
 
+/// Downloads the cache at `at` to `copy` and reads it as the reference
+/// does ([`reference_lance_view`]): (rows, last `x`, the metadata's rows).
+fn reference_sees(at: &Path, copy: &Path) -> (Option<u64>, Option<i64>, Option<u64>) {
+    download(at, copy);
+    let j = reference_lance_view(copy);
+    (
+        j["rows"].as_u64(),
+        j["last_x"].as_i64(),
+        j["meta_rows"].as_u64(),
+    )
+}
+
 /// What the reference reads of a downloaded Lance-layout cache: the newest
 /// version of the Lance dataset at the directory (`lance.dataset(dir)`,
 /// pylance), its rows and last `x`, and the metadata's layout and count.
@@ -528,16 +540,9 @@ fn lance_caches_are_published_and_read_through_lances_object_store() {
     assert_eq!(row_x(&o, 299), row_x(&l, 299));
     // A downloaded copy is a cache the reference opens at its root.
     let copy = t.path().join("lance-copy");
-    download(&at, &copy);
-    let j = reference_lance_view(&copy);
     assert_eq!(
-        (
-            j["rows"].as_u64(),
-            j["last_x"].as_i64(),
-            j["meta_rows"].as_u64()
-        ),
-        (Some(300), Some(299), Some(300)),
-        "{j}"
+        reference_sees(&at, &copy),
+        (Some(300), Some(299), Some(300))
     );
     assert_eq!(open_cache(&copy).unwrap().len(), 300);
 
@@ -563,12 +568,9 @@ fn lance_caches_are_published_and_read_through_lances_object_store() {
     let after = store.list_recursive(&at.join("data")).unwrap().len();
     assert!(after < before, "{before} -> {after}");
     assert_eq!(open_cache(&at).unwrap().len(), 120);
-    download(&at, &copy);
-    let j = reference_lance_view(&copy);
     assert_eq!(
-        (j["rows"].as_u64(), j["meta_rows"].as_u64()),
-        (Some(120), Some(120)),
-        "{j}"
+        reference_sees(&at, &copy),
+        (Some(120), Some(119), Some(120))
     );
     assert!(shardset::verify_cache(&at).unwrap().damage.is_empty());
 
@@ -1094,19 +1096,15 @@ fn a_lance_build_killed_between_its_lance_commit_and_its_metadata_is_undone_by_g
     // ...while the dataset's newest version is the uncommitted one, which
     // a reader of the newest version (the reference, on a copy) would see.
     let copy = t.path().join("copy");
-    download(&cache, &copy);
-    let j = reference_lance_view(&copy);
     assert_eq!(
-        (j["rows"].as_u64(), j["meta_rows"].as_u64()),
-        (Some(120), Some(300)),
-        "{j}"
+        reference_sees(&cache, &copy),
+        (Some(120), Some(119), Some(300))
     );
     // A dry run changes nothing; gc restores the committed version as the
     // newest and removes the undone one.
     let dry = collect_object_garbage(&cache, Duration::ZERO, true).unwrap();
     assert_eq!(dry.lance_restored, None);
-    download(&cache, &copy);
-    assert_eq!(reference_lance_view(&copy)["rows"], 120);
+    assert_eq!(reference_sees(&cache, &copy).0, Some(120));
     let young = collect_object_garbage(&cache, Duration::from_secs(3600), false).unwrap();
     assert_eq!(
         young.lance_restored, None,
@@ -1115,16 +1113,9 @@ fn a_lance_build_killed_between_its_lance_commit_and_its_metadata_is_undone_by_g
     let g = collect_object_garbage(&cache, Duration::ZERO, false).unwrap();
     assert!(g.lance_restored.is_some(), "{g:?}");
     assert!(g.lance_versions_removed >= 1, "{g:?}");
-    download(&cache, &copy);
-    let j = reference_lance_view(&copy);
     assert_eq!(
-        (
-            j["rows"].as_u64(),
-            j["last_x"].as_i64(),
-            j["meta_rows"].as_u64()
-        ),
-        (Some(300), Some(299), Some(300)),
-        "{j}"
+        reference_sees(&cache, &copy),
+        (Some(300), Some(299), Some(300))
     );
     assert_eq!(open_cache(&cache).unwrap().len(), 300);
     assert!(shardset::verify_cache(&cache).unwrap().damage.is_empty());
@@ -1132,8 +1123,10 @@ fn a_lance_build_killed_between_its_lance_commit_and_its_metadata_is_undone_by_g
     let o = build(&second, None);
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
     assert_eq!(open_cache(&cache).unwrap().len(), 120);
-    download(&cache, &copy);
-    assert_eq!(reference_lance_view(&copy)["rows"], 120);
+    assert_eq!(
+        reference_sees(&cache, &copy),
+        (Some(120), Some(119), Some(120))
+    );
 }
 
 #[test]
