@@ -45,7 +45,7 @@ where
 
 /// Opens the Lance dataset at `uri`: a local directory, or an `s3://`
 /// location read through Lance's own S3 support (its `aws` feature), given
-/// the configuration every `s3://` cache uses ([`store_options`]).
+/// the configuration every `s3://` cache uses (`lance_storage_options`).
 ///
 /// # Errors
 /// Lance's, for a dataset that cannot be opened.
@@ -75,118 +75,138 @@ pub(crate) fn store_params() -> lance_io::object_store::ObjectStoreParams {
     }
 }
 
-/// The data files (paths under `data/`) of the latest version of the local
-/// Lance dataset in `dir`: what [`commit_copy`] needs uploaded first.
-///
-/// # Errors
-/// [`Error::CorruptShard`] naming the dataset when Lance cannot open it, or
-/// when a fragment has deleted rows or a data file in another base (which a
-/// copy would not carry).
+/// The latest version of a local Lance dataset (a build in its staging
+/// directory), opened once, to be published as a version of a dataset on
+/// object storage.
 #[cfg(feature = "s3")]
-pub(crate) fn data_files(dir: &Path) -> Result<Vec<String>> {
-    let uri = dir_uri(dir)?;
-    let ds = block_on(async move { open_dataset(&uri).await })?.map_err(|e| lance_err(dir, e))?;
-    let mut out = Vec::new();
-    for f in ds.fragments().iter() {
-        if f.deletion_file.is_some() {
-            return Err(lance_err(
-                dir,
-                format!("fragment {} has deleted rows (a deletion file)", f.id),
-            ));
-        }
-        for d in &f.files {
-            if d.base_id.is_some() {
-                return Err(lance_err(
-                    dir,
-                    format!(
-                        "data file {} of fragment {} is in another base",
-                        d.path, f.id
-                    ),
-                ));
-            }
-            out.push(d.path.clone());
-        }
-    }
-    Ok(out)
+pub(crate) struct LocalBuild {
+    dir: PathBuf,
+    ds: Dataset,
 }
 
-/// Commits the latest version of the local Lance dataset `local` as the
-/// newest version of the dataset at `remote` (an `s3://` location; created
-/// when absent): one Lance `Overwrite` of the same fragments and schema,
-/// whose data files [`data_files`] names and the caller has put under
-/// `remote/data/` already. Lance's commit is its own atomic manifest put.
-/// Returns the version; when the latest version there already holds
-/// exactly these data files (a publish run again), that one, with no new
-/// commit.
-///
-/// # Errors
-/// [`Error::CorruptShard`] naming the dataset for a Lance error.
 #[cfg(feature = "s3")]
-pub(crate) fn commit_copy(local: &Path, remote: &Path) -> Result<u64> {
-    use lance::dataset::transaction::{Operation, Transaction};
-    use lance::dataset::CommitBuilder;
-    let luri = dir_uri(local)?;
-    let ruri = dir_uri(remote)?;
-    let src =
-        block_on(async move { open_dataset(&luri).await })?.map_err(|e| lance_err(local, e))?;
-    let fragments = src.fragments().as_ref().clone();
-    let existing = block_on(async move {
-        match open_dataset(&ruri).await {
-            Ok(d) => Ok(Some(d)),
-            Err(lance::Error::DatasetNotFound { .. } | lance::Error::NotFound { .. }) => Ok(None),
-            Err(e) => Err(e),
-        }
-    })?
-    .map_err(|e| lance_err(remote, e))?;
-    let files_of = |f: &lance::table::format::Fragment| -> Vec<String> {
-        f.files.iter().map(|d| d.path.clone()).collect()
-    };
-    if let Some(d) = &existing {
-        let there = d.fragments();
-        if there.len() == fragments.len()
-            && there
-                .iter()
-                .zip(&fragments)
-                .all(|(a, b)| files_of(a) == files_of(b) && a.physical_rows == b.physical_rows)
-        {
-            return Ok(d.version().version);
-        }
+impl LocalBuild {
+    /// Opens the dataset in `dir`.
+    ///
+    /// # Errors
+    /// [`Error::CorruptShard`] naming the dataset when Lance cannot open it.
+    pub(crate) fn open(dir: &Path) -> Result<Self> {
+        let uri = dir_uri(dir)?;
+        let ds =
+            block_on(async move { open_dataset(&uri).await })?.map_err(|e| lance_err(dir, e))?;
+        Ok(LocalBuild {
+            dir: dir.to_path_buf(),
+            ds,
+        })
     }
-    let config = src.manifest().config.clone();
-    let op = Operation::Overwrite {
-        schema: src.schema().clone(),
-        fragments,
-        config_upsert_values: (!config.is_empty()).then_some(config),
-        initial_bases: None,
-    };
-    let format = src
-        .manifest()
-        .data_storage_format
-        .lance_file_format()
-        .to_selector();
-    let ruri = dir_uri(remote)?;
-    let done = block_on(async move {
-        match existing {
-            Some(d) => {
-                let read = d.version().version;
-                // The build's file format, also where the dataset's
-                // previous versions had another.
-                CommitBuilder::new(Arc::new(d))
-                    .with_storage_format(format)
-                    .execute(Transaction::new(read, op, None))
-                    .await
+
+    /// Its data files (paths under `data/`): what [`LocalBuild::commit_to`]
+    /// needs uploaded first.
+    ///
+    /// # Errors
+    /// [`Error::CorruptShard`] naming the dataset when a fragment has deleted
+    /// rows or a data file in another base (which a copy would not carry).
+    pub(crate) fn data_files(&self) -> Result<Vec<String>> {
+        let mut out = Vec::new();
+        for f in self.ds.fragments().iter() {
+            if f.deletion_file.is_some() {
+                return Err(lance_err(
+                    &self.dir,
+                    format!("fragment {} has deleted rows (a deletion file)", f.id),
+                ));
             }
-            None => {
-                CommitBuilder::new(ruri.as_str())
-                    .with_store_params(store_params())
-                    .with_storage_format(format)
-                    .execute(Transaction::new(0, op, None))
-                    .await
+            for d in &f.files {
+                if d.base_id.is_some() {
+                    return Err(lance_err(
+                        &self.dir,
+                        format!(
+                            "data file {} of fragment {} is in another base",
+                            d.path, f.id
+                        ),
+                    ));
+                }
+                out.push(d.path.clone());
             }
         }
-    })?
-    .map_err(|e| lance_err(remote, e))?;
-    Ok(done.version().version)
+        Ok(out)
+    }
+
+    /// Commits it as the newest version of the dataset at `remote` (an
+    /// `s3://` location; created when absent): one Lance `Overwrite` of the
+    /// same fragments and schema, whose data files the caller has put under
+    /// `remote/data/` already. Lance's commit is its own atomic manifest put.
+    /// Returns the version; when the newest version there already holds
+    /// exactly these data files (a publish run again), that one, with no
+    /// new commit.
+    ///
+    /// # Errors
+    /// [`Error::CorruptShard`] naming the dataset for a Lance error.
+    pub(crate) fn commit_to(&self, remote: &Path) -> Result<u64> {
+        use lance::dataset::transaction::{Operation, Transaction};
+        use lance::dataset::CommitBuilder;
+        let ruri = dir_uri(remote)?;
+        let src = &self.ds;
+        let fragments = src.fragments().as_ref().clone();
+        let at = ruri.clone();
+        let existing = block_on(async move {
+            match open_dataset(&at).await {
+                Ok(d) => Ok(Some(d)),
+                Err(lance::Error::DatasetNotFound { .. } | lance::Error::NotFound { .. }) => {
+                    Ok(None)
+                }
+                Err(e) => Err(e),
+            }
+        })?
+        .map_err(|e| lance_err(remote, e))?;
+        let files_of = |f: &lance::table::format::Fragment| -> Vec<String> {
+            f.files.iter().map(|d| d.path.clone()).collect()
+        };
+        if let Some(d) = &existing {
+            let there = d.fragments();
+            if there.len() == fragments.len()
+                && there
+                    .iter()
+                    .zip(&fragments)
+                    .all(|(a, b)| files_of(a) == files_of(b) && a.physical_rows == b.physical_rows)
+            {
+                return Ok(d.version().version);
+            }
+        }
+        let config = src.manifest().config.clone();
+        let op = Operation::Overwrite {
+            schema: src.schema().clone(),
+            fragments,
+            config_upsert_values: (!config.is_empty()).then_some(config),
+            initial_bases: None,
+        };
+        let format = src
+            .manifest()
+            .data_storage_format
+            .lance_file_format()
+            .to_selector();
+        let done = block_on(async move {
+            match existing {
+                Some(d) => {
+                    let read = d.version().version;
+                    // The build's file format, also where the dataset's
+                    // previous versions had another.
+                    CommitBuilder::new(Arc::new(d))
+                        .with_storage_format(format)
+                        .execute(Transaction::new(read, op, None))
+                        .await
+                }
+                None => {
+                    CommitBuilder::new(ruri.as_str())
+                        .with_store_params(store_params())
+                        .with_storage_format(format)
+                        .execute(Transaction::new(0, op, None))
+                        .await
+                }
+            }
+        })?
+        .map_err(|e| lance_err(remote, e))?;
+        Ok(done.version().version)
+    }
 }
 
 /// What [`collect_remote_versions`] did to a Lance dataset on object storage.

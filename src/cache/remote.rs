@@ -356,7 +356,8 @@ fn publish_lance(
     build: String,
 ) -> Result<PublishReport> {
     let target = Target::of(uri);
-    let files = crate::lance::data_files(local_dir)?;
+    let local = crate::lance::LocalBuild::open(local_dir)?;
+    let files = local.data_files()?;
     let bytes: Vec<u64> = files
         .par_iter()
         .map(|f| {
@@ -367,7 +368,7 @@ fn publish_lance(
             )
         })
         .collect::<Result<_>>()?;
-    let version = crate::lance::commit_copy(local_dir, uri)?;
+    let version = local.commit_to(uri)?;
     let mut doc: serde_json::Value =
         serde_json::from_slice(own_meta).map_err(|e| Error::metadata(meta_path, e.to_string()))?;
     let obj = doc
