@@ -215,14 +215,6 @@ impl ObjectStorage {
         .map_err(|e| store_error("upload", path, e))
     }
 
-    /// Files up to this size are put in one request; larger ones in parts.
-    ///
-    /// # Errors
-    /// [`Error::InvalidArgument`] for a bad `SHARDSET_OBJECT_PART_BYTES`.
-    pub fn part_bytes(&self) -> Result<u64> {
-        self.part_bytes.clone().map_err(Error::InvalidArgument)
-    }
-
     /// The disk cache reads go through.
     pub fn disk_cache(&self) -> &Arc<DiskCache> {
         &self.disk
