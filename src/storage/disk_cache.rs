@@ -21,7 +21,7 @@
 //!   again.
 
 use std::fs::File;
-use std::io::{Read, Write};
+use std::io::Write;
 use std::ops::Range;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -305,20 +305,25 @@ fn complete_bytes(dir: &Path) -> u64 {
 }
 
 /// The file at `path` when it holds exactly `want` bytes (its modification
-/// time refreshed: it was just used).
+/// time refreshed: it was just used), mapped rather than copied: a range
+/// file is never changed once in place (it is written whole under another
+/// name and renamed), and eviction unlinks it, which leaves a mapping valid.
 fn read_complete(path: &Path, want: u64) -> Option<Bytes> {
-    let mut f = File::open(path).ok()?;
+    let f = File::open(path).ok()?;
     let meta = f.metadata().ok()?;
     if meta.len() != want {
         return None;
     }
-    let mut buf = Vec::with_capacity(want as usize);
-    f.read_to_end(&mut buf).ok()?;
-    if buf.len() as u64 != want {
+    let _ = f.set_modified(SystemTime::now());
+    if want == 0 {
+        return Some(Bytes::new());
+    }
+    // SAFETY: range files are immutable once renamed into place (see above).
+    let map = unsafe { memmap2::Mmap::map(&f) }.ok()?;
+    if map.len() as u64 != want {
         return None;
     }
-    let _ = f.set_modified(SystemTime::now());
-    Some(Bytes::from(buf))
+    Some(Bytes::from_owner(map))
 }
 
 fn walk(dir: &Path, f: &mut dyn FnMut(&Path, &std::fs::Metadata)) {
