@@ -255,8 +255,7 @@ pub(crate) fn collect_remote_versions(
         .unwrap_or_default()
         .as_secs() as i64;
     let old_enough = |ts: i64| now_s.saturating_sub(ts) >= min_age.as_secs() as i64;
-    let mut out = RemoteLanceGc::default();
-    let (versions, referenced) = block_on(async move {
+    block_on(async move {
         let mut ds = open_dataset(&luri).await?;
         let versions = ds.versions().await?;
         let latest = ds.version().version;
@@ -283,7 +282,6 @@ pub(crate) fn collect_remote_versions(
             })
             .map(|v| v.version)
             .collect();
-        let n = drop.len() as u64;
         let mut stats = None;
         if !drop.is_empty() && !dry_run {
             let policy = CleanupPolicy {
@@ -306,18 +304,17 @@ pub(crate) fn collect_remote_versions(
                 }
             }
         }
-        Ok::<_, lance::Error>(((restored, n, stats), referenced))
+        let gc = RemoteLanceGc {
+            restored,
+            versions: drop.len() as u64,
+            objects: stats.as_ref().map_or(0, |st| {
+                (st.old_versions + st.data_files_removed + st.transaction_files_removed) as usize
+            }),
+            bytes: stats.as_ref().map_or(0, |st| st.bytes_removed),
+        };
+        Ok::<_, lance::Error>((gc, referenced))
     })?
-    .map_err(|e| lance_err(uri, e))?;
-    let (restored, n, stats) = versions;
-    out.restored = restored;
-    out.versions = n;
-    if let Some(st) = stats {
-        out.objects +=
-            (st.old_versions + st.data_files_removed + st.transaction_files_removed) as usize;
-        out.bytes += st.bytes_removed;
-    }
-    Ok((out, referenced))
+    .map_err(|e| lance_err(uri, e))
 }
 
 /// A local directory as the URI Lance takes.

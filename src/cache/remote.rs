@@ -394,10 +394,16 @@ fn publish_lance(
     _own_meta: &[u8],
     _build: String,
 ) -> Result<PublishReport> {
-    Err(Error::InvalidArgument(format!(
+    Err(without_lance(local_dir))
+}
+
+/// A Lance-layout cache met by a build of shardset without Lance.
+#[cfg(not(feature = "lance"))]
+fn without_lance(path: &Path) -> Error {
+    Error::InvalidArgument(format!(
         "{} is a Lance-layout cache, and this build of shardset has no Lance support (the `lance` cargo feature)",
-        local_dir.display()
-    )))
+        path.display()
+    ))
 }
 
 /// Where a Lance dataset keeps its data files.
@@ -436,7 +442,8 @@ fn put_file(target: &Target, from: &Path, to: &Path) -> Result<u64> {
 pub struct ObjectGcReport {
     /// The committed build (none when the location has no metadata).
     pub committed: Option<String>,
-    /// Build prefixes removed (or, in a dry run, that would be).
+    /// Build prefixes removed (or, in a dry run, that would be), and for a
+    /// Lance-layout cache the data files no kept version uses.
     pub removed: Vec<PathBuf>,
     /// Their objects.
     pub objects: usize,
@@ -598,10 +605,7 @@ fn collect_lance_versions(
     _now: SystemTime,
     _report: &mut ObjectGcReport,
 ) -> Result<()> {
-    Err(Error::InvalidArgument(format!(
-        "{} is a Lance-layout cache, and this build of shardset has no Lance support (the `lance` cargo feature)",
-        uri.display()
-    )))
+    Err(without_lance(uri))
 }
 
 /// The name a part's file takes under the build prefix: `u<unit>-<name>`
