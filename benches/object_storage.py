@@ -50,12 +50,17 @@ shard_size 8 MiB: shardset.write_cache in one process (2 encode threads)
 against shardset.ray.build on a local cluster of 1 node with 2 CPUs and of
 2 nodes with 1 CPU each (the head and a worker started with `ray start`;
 tasks take 1 CPU and encode on 1 thread; units grouped into tasks by the
-default, about four tasks per CPU). Two rows per cluster: the first build
-on a fresh cluster (once it is up: every node has a Python worker Ray
-starts ahead, and the cluster is idle; timed from the call, so the
-workers' first task imports shardset), then the same build again
-on that cluster (the workers have the build's modules loaded, as the
-single build's process has: its imports are before its clock starts).
+default, about four tasks per CPU). Per cluster shape, three fresh
+clusters; on each, the first build once the cluster is up (the Python
+workers Ray starts ahead for the driver's job have started, one per CPU of
+the head node, and the cluster is idle; Ray starts no worker ahead on
+another node, so there the first task waits for one), timed from the call
+so the workers' first tasks import shardset and the generator's modules;
+then three rounds of (the single build, the same Ray build again on that
+cluster), alternated, so both see the same machine. Each build is checked
+against a reference build and deleted before the next. Reported: the
+median of each kind with its range, and its ratio to the median of the
+single builds alternated with it (`--ray-only` runs just this part).
 The machine has 2 cores, so the figure is the overhead. Ratios are from this one run; never a timing
 assertion.
 """
@@ -349,31 +354,38 @@ def _cpu_seconds(pids):
     return total / os.sysconf("SC_CLK_TCK")
 
 
-def wait_cluster_idle(procs, timeout=120):
-    """Until every node has a Python worker Ray started ahead
-    (`default_worker.py`) and the cluster's processes use under 5% of a CPU
-    for half a second: a cluster that is up, not one still booting."""
+def _started_workers(pid):
+    """Ray's Python workers under `pid` that have finished starting: a
+    worker names itself `ray::IDLE` (or its task) once up, while one still
+    starting shows `default_worker.py`."""
+    n = 0
+    for d in descendants(pid):
+        try:
+            with open(f"/proc/{d}/cmdline", "rb") as f:
+                cmd = f.read()
+        except OSError:
+            continue
+        n += cmd.startswith(b"ray::") and b"Agent" not in cmd.split(b"\0")[0]
+    return n
+
+
+def wait_cluster_idle(procs, cpus, timeout=120):
+    """Until the head node has as many started Python workers as CPUs (Ray
+    starts them for the driver's job ahead of its tasks, on the driver's
+    node only: another node starts its first worker for the job when a task
+    arrives) and the cluster's processes use under 5% of a CPU for half a
+    second: a cluster that is up, not one still booting."""
     deadline = time.time() + timeout
     while True:
-        workers, everything = [], []
-        for p in procs:
-            mine = descendants(p.pid)
-            everything += mine + [p.pid]
-            n = 0
-            for d in mine:
-                try:
-                    with open(f"/proc/{d}/cmdline", "rb") as f:
-                        n += b"default_worker.py" in f.read()
-                except OSError:
-                    pass
-            workers.append(n)
-        if all(n >= 1 for n in workers):
+        workers = _started_workers(procs[0].pid)
+        if workers >= cpus:
+            everything = [d for p in procs for d in descendants(p.pid) + [p.pid]]
             before = _cpu_seconds(everything)
             time.sleep(0.5)
             if _cpu_seconds(everything) - before < 0.025:
                 return
         elif time.time() > deadline:
-            sys.exit(f"the Ray workers did not start: {workers}")
+            sys.exit(f"the Ray workers did not start: {workers} on the head, {cpus} wanted")
         else:
             time.sleep(0.3)
 
@@ -389,51 +401,79 @@ def stop_cluster(procs, tmp):
     subprocess.run(["pkill", "-9", "-f", tmp], check=False)
 
 
-def ray_builds():
+def drop(prefix):
+    """Deletes every object under `prefix` (a build already checked), so
+    the server holds the same amount of data before each build."""
+    client = s3_client()
+    while True:
+        objs = client.list_objects_v2(Bucket=BUCKET, Prefix=prefix + "/").get("Contents", [])
+        if not objs:
+            return
+        client.delete_objects(Bucket=BUCKET, Delete={"Objects": [{"Key": o["Key"]} for o in objs]})
+
+
+def ray_builds(clusters=3, rounds=3):
+    """Per cluster shape: `clusters` fresh clusters; on each, the first
+    build once the cluster is up, then `rounds` of (single-process build,
+    the same Ray build again), alternated, so the single builds and the
+    repeated Ray builds share the machine's state. Every build is checked
+    against the first single build and then deleted."""
     import ray
     import shardset
     import shardset.ray as sray
+
+    def single(prefix):
+        t = time.perf_counter()
+        shardset.write_cache((r for u in range(UNITS) for r in unit_rows(u)), features(),
+                             f"s3://{BUCKET}/{prefix}", shard_size=OBJECT, threads=2)
+        return time.perf_counter() - t
+
+    def on_ray(prefix):
+        t = time.perf_counter()
+        rep = sray.build(unit_rows, range(UNITS), features(), f"s3://{BUCKET}/{prefix}",
+                         shard_size=OBJECT, threads=1)
+        secs = time.perf_counter() - t
+        assert rep.rows == N, rep
+        return secs
+
+    single("ray-reference")
+    reference = shardset.open_cache(f"s3://{BUCKET}/ray-reference")
+
+    def check_and_drop(prefix):
+        b = shardset.open_cache(f"s3://{BUCKET}/{prefix}")
+        assert len(b) == N
+        for i in (0, 777, N // 2, N - 1):
+            assert reference[i] == b[i], (prefix, i)
+        drop(prefix)
+
     out = {}
-    t = time.perf_counter()
-    shardset.write_cache((r for u in range(UNITS) for r in unit_rows(u)), features(),
-                         f"s3://{BUCKET}/ray-single", shard_size=OBJECT, threads=2)
-    out["single process, 2 threads"] = time.perf_counter() - t
     for nodes in (1, 2):
-        tmp = tempfile.mkdtemp(prefix="bray", dir="/tmp")
-        address, procs = ray_cluster(nodes, tmp)
-        try:
-            ray.init(address=address, logging_level="ERROR", log_to_driver=False)
-            deadline = time.time() + 120
-            while sum(1 for x in ray.nodes() if x["Alive"]) < nodes:
-                if time.time() > deadline:
-                    sys.exit(f"{nodes} Ray nodes did not come up")
-                time.sleep(0.3)
-            wait_cluster_idle(procs)
-            # The first build on the fresh cluster (its workers as Ray
-            # started them), then the same build again on that cluster (its
-            # workers have run the build's tasks: their imports are loaded,
-            # as the single build's process has them).
-            for run, name in (("first", "first build on a fresh cluster"),
-                              ("again", "the same build again")):
-                t = time.perf_counter()
-                rep = sray.build(unit_rows, range(UNITS), features(),
-                                 f"s3://{BUCKET}/ray-{nodes}-{run}", shard_size=OBJECT,
-                                 threads=1)
-                secs = time.perf_counter() - t
-                assert rep.rows == N, rep
-                out[f"Ray, {nodes} node(s) ({2 // nodes} CPU each), {name}"] = secs
-        finally:
-            ray.shutdown()
-            stop_cluster(procs, tmp)
-            shutil.rmtree(tmp, ignore_errors=True)
-    # The Ray builds hold the same rows as the single build.
-    a = shardset.open_cache(f"s3://{BUCKET}/ray-single")
-    for nodes in (1, 2):
-        for run in ("first", "again"):
-            b = shardset.open_cache(f"s3://{BUCKET}/ray-{nodes}-{run}")
-            assert len(a) == len(b) == N
-            for i in (0, 777, N - 1):
-                assert a[i] == b[i]
+        cpus = 2 // nodes
+        times = {"single": [], "first": [], "again": []}
+        for c in range(clusters):
+            tmp = tempfile.mkdtemp(prefix="bray", dir="/tmp")
+            address, procs = ray_cluster(nodes, tmp)
+            try:
+                ray.init(address=address, logging_level="ERROR", log_to_driver=False)
+                deadline = time.time() + 120
+                while sum(1 for x in ray.nodes() if x["Alive"]) < nodes:
+                    if time.time() > deadline:
+                        sys.exit(f"{nodes} Ray nodes did not come up")
+                    time.sleep(0.3)
+                wait_cluster_idle(procs, cpus)
+                times["first"].append(on_ray("ray-build"))
+                check_and_drop("ray-build")
+                for _ in range(rounds):
+                    times["single"].append(single("ray-single"))
+                    check_and_drop("ray-single")
+                    times["again"].append(on_ray("ray-build"))
+                    check_and_drop("ray-build")
+            finally:
+                ray.shutdown()
+                stop_cluster(procs, tmp)
+                shutil.rmtree(tmp, ignore_errors=True)
+        out[nodes] = times
+        print(json.dumps({"ray": nodes, **times}), file=sys.stderr)
     return out
 
 
@@ -469,7 +509,7 @@ def ray_timeline(nodes, runs=3):
         ray.init(address=address, logging_level="ERROR", log_to_driver=False)
         while sum(1 for x in ray.nodes() if x["Alive"]) < nodes:
             time.sleep(0.3)
-        wait_cluster_idle(procs)
+        wait_cluster_idle(procs, 2 // nodes)
         for run in range(runs):
             open(log, "w").close()
             start = time.time()
@@ -495,7 +535,7 @@ def ray_timeline(nodes, runs=3):
     address, procs = ray_cluster(1, tmp)
     try:
         ray.init(address=address, logging_level="ERROR", log_to_driver=False)
-        wait_cluster_idle(procs)
+        wait_cluster_idle(procs, 2)
 
         def noop():
             return 1
@@ -517,12 +557,31 @@ def ray_timeline(nodes, runs=3):
     return out
 
 
+def print_ray(ray):
+    """Medians of each kind of build per cluster shape, with their range
+    and count; ratios against the single builds alternated with them."""
+    from statistics import median
+    print("\n| build | seconds, median (min-max, n) | vs single process |")
+    print("|---|---|---|")
+    for nodes, times in ray.items():
+        base = median(times["single"])
+        shape = f"{nodes} node{'s' if int(nodes) > 1 else ''} x {2 // int(nodes)} CPU"
+        for kind, name in (("single", f"single process, 2 threads (alternated with {shape})"),
+                           ("first", f"Ray, {shape}, first build on a fresh cluster"),
+                           ("again", f"Ray, {shape}, the same build again")):
+            v = times[kind]
+            print(f"| {name} | {median(v):.2f} ({min(v):.2f}-{max(v):.2f}, {len(v)}) | "
+                  f"{median(v) / base:.2f}x |")
+
+
 def main():
     p = argparse.ArgumentParser()
     p.add_argument("--child", nargs=3)
     p.add_argument("--out", default=None)
     p.add_argument("--ray-timeline", action="store_true",
                    help="only the timeline of the Ray build (where its time goes)")
+    p.add_argument("--ray-only", action="store_true",
+                   help="only the Ray builds against the single-process build")
     args = p.parse_args()
     if args.child:
         child_read(*args.child)
@@ -542,10 +601,15 @@ def main():
     base = tempfile.mkdtemp(prefix="shardset-objbench-")
     proc = start_s3(os.path.join(base, "s3"))
     try:
+        results = {"reads": [], "ray": {}}
+        if args.ray_only:
+            results["ray"] = ray_builds()
+            print_ray(results["ray"])
+            return
         write_all(base)
         one, four, total = physical_limit()
-        results = {"physical": {"boto3_get_1_thread_MBps": one, "boto3_get_4_threads_MBps": four,
-                                "bytes": total}, "reads": [], "ray": {}}
+        results["physical"] = {"boto3_get_1_thread_MBps": one, "boto3_get_4_threads_MBps": four,
+                               "bytes": total}
         for order in ("sequential", "shuffled"):
             for lib in ("shardset", "shardset-arrow", "mosaic", "litdata"):
                 if lib == "shardset-arrow" and order == "shuffled":
@@ -577,11 +641,7 @@ def main():
         ref = base_rate.get((r["order"], r["cache"]))
         print(f"| {r['lib']} | {r['order']} | {r['cache']} | {rate:,.0f} | "
               f"{mb / r['seconds']:.0f} | {rate / ref:.2f}x | {r['ok']} |" if ref else "")
-    print("\n| build | seconds | vs single process |")
-    print("|---|---|---|")
-    single = results["ray"]["single process, 2 threads"]
-    for k, v in results["ray"].items():
-        print(f"| {k} | {v:.2f} | {v / single:.2f}x |")
+    print_ray(results["ray"])
     if args.out:
         with open(args.out, "w") as f:
             json.dump(results, f, indent=1)
