@@ -523,7 +523,10 @@ def ray_timeline(nodes, runs=3):
                 "first_unit_starts": min(u["t0"] for u in units) - start,
                 "last_unit_ends": max(u["t1"] for u in units) - start,
                 "units_generate_encode_sum": sum(u["t1"] - u["t0"] for u in units),
-                "worker_processes": len({u["pid"] for u in units})})
+                "worker_processes": len({u["pid"] for u in units}),
+                "units_per_process": sorted(
+                    (sum(1 for u in units if u["pid"] == pid) for pid in {u["pid"] for u in units}),
+                    reverse=True)})
     finally:
         ray.shutdown()
         stop_cluster(procs, tmp)
@@ -554,7 +557,46 @@ def ray_timeline(nodes, runs=3):
         ray.shutdown()
         stop_cluster(procs, tmp)
         shutil.rmtree(tmp, ignore_errors=True)
+    if nodes == 2:
+        out["second_node_first_task"] = _second_node_first_task()
     return out
+
+
+def _second_node_first_task():
+    """On a fresh 2-node cluster (up as the builds find it): a task of
+    nothing pinned to the head, then one pinned to the other node, where Ray
+    has no worker for the job yet; their seconds, and the CPU seconds the
+    other node's processes used for the second."""
+    import ray
+    from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
+    tmp = tempfile.mkdtemp(prefix="bray", dir="/tmp")
+    address, procs = ray_cluster(2, tmp)
+    try:
+        ray.init(address=address, logging_level="ERROR", log_to_driver=False)
+        while sum(1 for x in ray.nodes() if x["Alive"]) < 2:
+            time.sleep(0.3)
+        wait_cluster_idle(procs, 1)
+        head = ray.get_runtime_context().get_node_id()
+        other = next(x["NodeID"] for x in ray.nodes() if x["Alive"] and x["NodeID"] != head)
+
+        def noop():
+            return 1
+        out = {}
+        for name, node in (("head", head), ("other", other)):
+            f = ray.remote(noop).options(num_cpus=1, scheduling_strategy=NodeAffinitySchedulingStrategy(
+                node, soft=False))
+            mine = descendants(procs[1].pid) + [procs[1].pid]
+            before = _cpu_seconds(mine)
+            t = time.perf_counter()
+            ray.get(f.remote())
+            out[f"{name}_seconds"] = time.perf_counter() - t
+            out[f"{name}_other_node_cpu_seconds"] = _cpu_seconds(
+                descendants(procs[1].pid) + [procs[1].pid]) - before
+        return out
+    finally:
+        ray.shutdown()
+        stop_cluster(procs, tmp)
+        shutil.rmtree(tmp, ignore_errors=True)
 
 
 def print_ray(ray):
