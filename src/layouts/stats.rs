@@ -221,10 +221,15 @@ pub fn cache_stats(cache: &Cache) -> Result<CacheStats> {
             let disk = crate::layouts::LanceRows::column_bytes_on_disk(&cache.dir)?;
             let pixels: u64 = m.videos.iter().map(|v| v.t * v.h * v.w * 3).sum();
             let segments = m.segments.as_ref().map(|s| s.num_segments);
-            let names: &[&str] = if segments.is_some() {
-                &crate::cache::metadata::SEGMENT_COLUMNS
-            } else {
-                &["video_id", "frame_idx", "bytes"]
+            let names: Vec<&str> = match &m.segments {
+                Some(s) => {
+                    let mut n = crate::cache::metadata::SEGMENT_COLUMNS.to_vec();
+                    if s.packet_frames {
+                        n.push(crate::cache::metadata::SEGMENT_PACKET_FRAMES);
+                    }
+                    n
+                }
+                None => vec!["video_id", "frame_idx", "bytes"],
             };
             let rows = segments.unwrap_or(m.num_rows);
             let columns = names
@@ -235,7 +240,7 @@ pub fn cache_stats(cache: &Cache) -> Result<CacheStats> {
                     in_memory: match *c {
                         "bytes" | "data" => pixels,
                         "first_frame" | "psnr" | "psnr_min" | "ssim" | "ssim_min" => 8 * rows,
-                        "packet_offsets" => 0,
+                        "packet_offsets" | "packet_frames" => 0,
                         _ => 4 * rows,
                     },
                 })

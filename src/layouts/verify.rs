@@ -247,11 +247,20 @@ fn structure_lance(cache: &Cache, rep: &mut VerifyReport, frames: bool) {
         });
     #[cfg(not(feature = "video"))]
     let segments: Option<()> = None;
+    let packet_frames = cache
+        .metadata
+        .as_video_frames()
+        .and_then(|m| m.segments.as_ref())
+        .is_some_and(|s| s.packet_frames);
     let columns: Vec<String> = if frames && segments.is_some() {
-        crate::cache::metadata::SEGMENT_COLUMNS[..6]
+        let mut c: Vec<String> = crate::cache::metadata::SEGMENT_COLUMNS[..6]
             .iter()
             .map(|c| c.to_string())
-            .collect()
+            .collect();
+        if packet_frames {
+            c.push(crate::cache::metadata::SEGMENT_PACKET_FRAMES.into());
+        }
+        c
     } else if frames {
         vec!["video_id".into(), "frame_idx".into(), "bytes".into()]
     } else {
@@ -474,6 +483,30 @@ impl FrameCheck<'_> {
                 .as_primitive_opt::<Int64Type>()
                 .map(|o| o.values().iter().map(|&x| x.max(0) as u64).collect())
                 .unwrap_or_default();
+            // The frame each packet presents, when the cache records them:
+            // none (the encoder gave no timestamps) or each frame once.
+            if let Some(list) = batch.columns().get(6) {
+                let frames: Option<Vec<i64>> = list.as_list_opt::<i32>().and_then(|l| {
+                    l.value(r)
+                        .as_primitive_opt::<Int32Type>()
+                        .map(|p| p.values().iter().map(|&f| i64::from(f)).collect())
+                });
+                match frames {
+                    Some(f)
+                        if f.is_empty()
+                            || (f.len() + 1 == offs.len()
+                                && crate::video::segment::is_permutation(
+                                    &f,
+                                    want_count as usize,
+                                )) => {}
+                    _ => {
+                        return Err(format!(
+                            "row {row} (video {} segment {s}): its packet frames do not name each of its {want_count} frames once, one per packet",
+                            v.id
+                        ))
+                    }
+                }
+            }
             let (w, h) = (v.w as u32, v.h as u32);
             let n = crate::video::segment::decode_segment_picked(
                 codec,
@@ -481,6 +514,7 @@ impl FrameCheck<'_> {
                 (w, h),
                 data.value(r),
                 &offs,
+                None,
                 &|_| false,
                 usize::MAX,
                 |_, _| {},

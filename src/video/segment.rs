@@ -227,6 +227,11 @@ pub struct EncodedSegment {
     pub data: Vec<u8>,
     /// The byte offset of each packet in `data`, then `data.len()`.
     pub packet_offsets: Vec<u64>,
+    /// The frame (position in the segment) each packet presents, in
+    /// packet order: the encoder's timestamps (packets come in decoding
+    /// order, which differs from the frames' order around B-frames).
+    /// Empty when the encoder gave a packet no timestamp.
+    pub packet_frames: Vec<i64>,
     /// Frames it decodes to.
     pub frames: usize,
 }
@@ -294,11 +299,16 @@ pub fn encode_segment(p: &SegmentParams, frames: &[Vec<u8>]) -> Result<EncodedSe
         ..Default::default()
     };
     let mut packet = ff::Packet::empty();
+    let mut untimed = false;
     let mut drain = |encoder: &mut ff::encoder::Video, out: &mut EncodedSegment| {
         while encoder.receive_packet(&mut packet).is_ok() {
             if let Some(d) = packet.data() {
                 out.data.extend_from_slice(d);
                 out.packet_offsets.push(out.data.len() as u64);
+                match packet.pts() {
+                    Some(t) => out.packet_frames.push(t),
+                    None => untimed = true,
+                }
             }
         }
     };
@@ -322,7 +332,44 @@ pub fn encode_segment(p: &SegmentParams, frames: &[Vec<u8>]) -> Result<EncodedSe
         .map_err(|e| ff_err("cannot finish the segment", e))?;
     drain(&mut encoder, &mut out);
     out.frames = frames.len();
+    if untimed || !is_permutation(&out.packet_frames, out.frames) {
+        out.packet_frames.clear();
+    }
     Ok(out)
+}
+
+/// Whether `packet_frames` names each of frames `0..frames` exactly once.
+pub fn is_permutation(packet_frames: &[i64], frames: usize) -> bool {
+    let mut seen = vec![false; frames];
+    packet_frames.len() == frames
+        && packet_frames.iter().all(|&f| {
+            usize::try_from(f)
+                .ok()
+                .and_then(|f| seen.get_mut(f))
+                .is_some_and(|s| !std::mem::replace(s, true))
+        })
+}
+
+/// Whether an H.264 packet (Annex B) is a picture no other picture refers
+/// to: every coded slice in it has `nal_ref_idc` 0 (such a picture can be
+/// left out of decoding without changing any other picture).
+fn h264_disposable(packet: &[u8]) -> bool {
+    let mut slices = 0usize;
+    let mut i = 0usize;
+    while let Some(at) = packet[i..].windows(3).position(|w| w == [0, 0, 1]) {
+        let h = i + at + 3;
+        let Some(&header) = packet.get(h) else {
+            break;
+        };
+        if matches!(header & 0x1f, 1 | 5) {
+            if header & 0x60 != 0 {
+                return false;
+            }
+            slices += 1;
+        }
+        i = h;
+    }
+    slices > 0
 }
 
 /// Decodes a segment's packets with a decoder of its own and hands frames
@@ -349,6 +396,7 @@ pub fn decode_segment(
         (width, height),
         data,
         packet_offsets,
+        None,
         &|i| keep.contains(&i),
         end,
         f,
@@ -361,6 +409,13 @@ pub fn decode_segment(
 /// packed RGB of the `crop` size and handed to `f`; decoding stops once
 /// `upto` frames are out.
 ///
+/// With `packet_frames` (the frame each packet presents, as
+/// [`EncodedSegment::packet_frames`]) an H.264 segment skips the packets of
+/// pictures nothing refers to whose frames are not picked: a window that
+/// starts inside a segment decodes the reference pictures before it, not
+/// every frame. The return value is then the frames up to the last one
+/// handed out.
+///
 /// # Errors
 /// As [`decode_segment`].
 #[allow(clippy::too_many_arguments)]
@@ -370,6 +425,7 @@ pub fn decode_segment_picked(
     crop: (u32, u32),
     data: &[u8],
     packet_offsets: &[u64],
+    packet_frames: Option<&[i64]>,
     pick: &dyn Fn(usize) -> bool,
     upto: usize,
     mut f: impl FnMut(usize, &[u8]),
@@ -396,6 +452,10 @@ pub fn decode_segment_picked(
         };
         let dec = &mut decoders[i].1;
         dec.flush();
+        // Skipping needs every packet's frame (else frames are counted as
+        // they come out).
+        let skip = packet_frames
+            .filter(|pf| codec == SegmentCodec::H264 && pf.len() + 1 == packet_offsets.len());
         let r = decode_with(
             dec,
             scaler,
@@ -403,6 +463,7 @@ pub fn decode_segment_picked(
             (cw, ch),
             data,
             packet_offsets,
+            skip,
             pick,
             upto,
             &mut f,
@@ -440,7 +501,10 @@ fn open_decoder(codec: SegmentCodec) -> Result<ff::decoder::Video, String> {
         .map_err(|e| ff_err("cannot start the decoder", e))
 }
 
-/// The decode loop of [`decode_segment_picked`] on a flushed decoder.
+/// The decode loop of [`decode_segment_picked`] on a flushed decoder. With
+/// `packet_frames`, frames are known by their timestamps (each packet
+/// carries its frame's), and packets of unreferenced pictures whose frames
+/// are not picked are not decoded.
 #[allow(clippy::too_many_arguments)]
 fn decode_with(
     dec: &mut ff::decoder::Video,
@@ -449,6 +513,7 @@ fn decode_with(
     (cw, ch): (usize, usize),
     data: &[u8],
     packet_offsets: &[u64],
+    packet_frames: Option<&[i64]>,
     pick: &dyn Fn(usize) -> bool,
     upto: usize,
     f: &mut dyn FnMut(usize, &[u8]),
@@ -456,45 +521,71 @@ fn decode_with(
     let mut frame = Frame::empty();
     let mut rgb = Frame::empty();
     let mut packed = Vec::new();
+    let timed = packet_frames.is_some();
+    let wanted = |i: usize| i < upto && pick(i);
+    // Counted: frames out so far. Timed: frames up to the last one handed
+    // out (a later reference picture may come out before a window's last
+    // frames).
     let mut n = 0usize;
-    let mut take = |dec: &mut ff::decoder::Video, n: &mut usize| -> Result<(), String> {
-        while dec.receive_frame(&mut frame).is_ok() {
-            if *n < upto && pick(*n) {
-                if frame.width() != width || frame.height() != height {
-                    return Err(format!(
-                        "a frame of {}x{} in a {width}x{height} segment",
-                        frame.width(),
-                        frame.height()
-                    ));
-                }
-                // The stored part only (the top left): converted as a frame
-                // of that size, so chroma is interpolated as for the source.
-                frame.set_width(cw as u32);
-                frame.set_height(ch as u32);
-                let key = (frame.format(), cw as u32, ch as u32);
-                if !matches!(scaler, Some((p, w, h, _)) if (*p, *w, *h) == key) {
-                    let c = ff::software::scaling::Context::get(
-                        key.0,
-                        key.1,
-                        key.2,
-                        Pixel::RGB24,
-                        key.1,
-                        key.2,
-                        ff::software::scaling::Flags::BILINEAR,
-                    )
-                    .map_err(|e| ff_err("cannot convert frames", e))?;
-                    *scaler = Some((key.0, key.1, key.2, c));
-                }
-                let (.., s) = scaler.as_mut().expect("set above");
-                s.run(&frame, &mut rgb)
-                    .map_err(|e| ff_err("cannot convert a frame", e))?;
-                f(*n, rgb_rows(&rgb, cw, ch, &mut packed));
-            }
-            *n += 1;
-        }
-        Ok(())
+    let mut handed = 0usize;
+    let to_hand = if timed {
+        (0..upto).filter(|&i| pick(i)).count()
+    } else {
+        0
     };
-    for w in packet_offsets.windows(2) {
+    let mut take =
+        |dec: &mut ff::decoder::Video, n: &mut usize, handed: &mut usize| -> Result<(), String> {
+            while dec.receive_frame(&mut frame).is_ok() {
+                let i = if timed {
+                    let t = frame
+                        .pts()
+                        .ok_or("the decoder gave a frame without its timestamp")?;
+                    usize::try_from(t).map_err(|_| format!("the decoder gave a frame at {t}"))?
+                } else {
+                    *n
+                };
+                if wanted(i) {
+                    if frame.width() != width || frame.height() != height {
+                        return Err(format!(
+                            "a frame of {}x{} in a {width}x{height} segment",
+                            frame.width(),
+                            frame.height()
+                        ));
+                    }
+                    // The stored part only (the top left): converted as a frame
+                    // of that size, so chroma is interpolated as for the source.
+                    frame.set_width(cw as u32);
+                    frame.set_height(ch as u32);
+                    let key = (frame.format(), cw as u32, ch as u32);
+                    if !matches!(scaler, Some((p, w, h, _)) if (*p, *w, *h) == key) {
+                        let c = ff::software::scaling::Context::get(
+                            key.0,
+                            key.1,
+                            key.2,
+                            Pixel::RGB24,
+                            key.1,
+                            key.2,
+                            ff::software::scaling::Flags::BILINEAR,
+                        )
+                        .map_err(|e| ff_err("cannot convert frames", e))?;
+                        *scaler = Some((key.0, key.1, key.2, c));
+                    }
+                    let (.., s) = scaler.as_mut().expect("set above");
+                    s.run(&frame, &mut rgb)
+                        .map_err(|e| ff_err("cannot convert a frame", e))?;
+                    f(i, rgb_rows(&rgb, cw, ch, &mut packed));
+                    *handed += 1;
+                    if timed {
+                        *n = (*n).max(i + 1);
+                    }
+                }
+                if !timed {
+                    *n += 1;
+                }
+            }
+            Ok(())
+        };
+    for (j, w) in packet_offsets.windows(2).enumerate() {
         let (a, b) = (w[0] as usize, w[1] as usize);
         let bytes = data.get(a..b).ok_or_else(|| {
             format!(
@@ -502,17 +593,25 @@ fn decode_with(
                 data.len()
             )
         })?;
-        let pkt = ff::Packet::copy(bytes);
+        let mut pkt = ff::Packet::copy(bytes);
+        if let Some(pf) = packet_frames {
+            let t = pf[j];
+            let picked = usize::try_from(t).is_ok_and(wanted);
+            if !picked && h264_disposable(bytes) {
+                continue;
+            }
+            pkt.set_pts(Some(t));
+        }
         dec.send_packet(&pkt)
             .map_err(|e| ff_err("the decoder refused a packet", e))?;
-        take(dec, &mut n)?;
-        if n >= upto {
+        take(dec, &mut n, &mut handed)?;
+        if (timed && handed == to_hand) || (!timed && n >= upto) {
             return Ok(n);
         }
     }
     dec.send_eof()
         .map_err(|e| ff_err("cannot finish decoding the segment", e))?;
-    take(dec, &mut n)?;
+    take(dec, &mut n, &mut handed)?;
     Ok(n)
 }
 
@@ -763,6 +862,7 @@ impl SegmentEncoder {
             crop,
             &encoded.data,
             &encoded.packet_offsets,
+            None,
             &|_| true,
             frames.len(),
             |i, rgb| match frames.get(i).map(|f| self.source_rgb(f)) {
@@ -916,6 +1016,70 @@ mod tests {
                 assert_eq!(kept, got[2..4].to_vec());
             }
         }
+    }
+
+    #[test]
+    fn h264_windows_leave_out_unreferenced_pictures_and_equal_a_full_decode() {
+        let (w, h) = (64u32, 48u32);
+        // The layout's default encoding: segments of 32, B-frames.
+        let p = SegmentSettings::new(SegmentCodec::H264).params(w, h);
+        let src = frames(32, w as usize, h as usize);
+        let seg = encode_segment(&p, &src).unwrap();
+        assert!(
+            is_permutation(&seg.packet_frames, 32),
+            "{:?}",
+            seg.packet_frames
+        );
+        assert!(
+            seg.packet_frames
+                .iter()
+                .enumerate()
+                .any(|(j, &f)| f != j as i64),
+            "B-frames: packets out of frame order {:?}",
+            seg.packet_frames
+        );
+        let packets: Vec<&[u8]> = seg
+            .packet_offsets
+            .windows(2)
+            .map(|o| &seg.data[o[0] as usize..o[1] as usize])
+            .collect();
+        let disposable = packets.iter().filter(|b| h264_disposable(b)).count();
+        assert!(
+            disposable >= 8 && !h264_disposable(packets[0]),
+            "{disposable} of 32 pictures unreferenced"
+        );
+        let decode = |frames: Option<&[i64]>, keep: std::ops::Range<usize>| {
+            let mut got = Vec::new();
+            let end = keep.end;
+            let n = decode_segment_picked(
+                p.codec,
+                (w, h),
+                (w, h),
+                &seg.data,
+                &seg.packet_offsets,
+                frames,
+                &|i| keep.contains(&i),
+                end,
+                |i, rgb| got.push((i, rgb.to_vec())),
+            )
+            .unwrap();
+            got.sort_by_key(|(i, _)| *i);
+            (n, got)
+        };
+        let (n, full) = decode(None, 0..32);
+        assert_eq!((n, full.len()), (32, 32));
+        for start in 0..32 {
+            for len in [1usize, 5, 16] {
+                let keep = start..(start + len).min(32);
+                let (n, got) = decode(Some(&seg.packet_frames), keep.clone());
+                assert_eq!(n, keep.end, "window {keep:?}");
+                assert_eq!(got, full[keep.clone()].to_vec(), "window {keep:?}");
+            }
+        }
+        // Packets out of step with their list (a damaged row) decode every
+        // packet, counted as they come out.
+        let (n, got) = decode(Some(&seg.packet_frames[1..]), 3..9);
+        assert_eq!((n, got), (9, full[3..9].to_vec()));
     }
 
     #[test]

@@ -373,6 +373,7 @@ fn metadata_describes_the_codec_and_rows_are_raw_elementary_streams() {
         ("width", J::from(64)),
         ("height", J::from(48)),
         ("num_segments", J::from(3 + 2)),
+        ("packet_frames", J::from(true)),
     ] {
         assert_eq!(s[k], v, "segments.{k}");
     }
@@ -412,7 +413,7 @@ fn metadata_describes_the_codec_and_rows_are_raw_elementary_streams() {
          t = lance.dataset(sys.argv[1]).to_table()\n\
          rows = []\n\
          for i in range(t.num_rows):\n\
-         \x20   r = {c: t.column(c)[i].as_py() for c in ['video_id', 'segment_idx', 'first_frame', 'frame_count', 'packet_offsets', 'psnr', 'ssim']}\n\
+         \x20   r = {c: t.column(c)[i].as_py() for c in ['video_id', 'segment_idx', 'first_frame', 'frame_count', 'packet_offsets', 'packet_frames', 'psnr', 'ssim']}\n\
          \x20   d = t.column('data')[i].as_py()\n\
          \x20   r['bytes'] = len(d)\n\
          \x20   open(os.path.join(sys.argv[2], f'{i}.h264'), 'wb').write(d)\n\
@@ -443,6 +444,16 @@ fn metadata_describes_the_codec_and_rows_are_raw_elementary_streams() {
         let offs = r["packet_offsets"].as_array().unwrap();
         assert_eq!(offs[0], 0);
         assert_eq!(offs.last().unwrap(), &r["bytes"]);
+        // The frame each packet presents: each frame once, one per packet.
+        let mut frames: Vec<i64> = r["packet_frames"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|f| f.as_i64().unwrap())
+            .collect();
+        assert_eq!(frames.len(), offs.len() - 1, "row {i}");
+        frames.sort_unstable();
+        assert_eq!(frames, (0..w.3).collect::<Vec<_>>(), "row {i}");
         let probe = Command::new("ffprobe")
             .args([
                 "-v",
@@ -681,6 +692,105 @@ fn bad_settings_inputs_and_damaged_caches_are_typed_errors() {
     }
     let rep = shardset::verify_cache(&d).unwrap();
     assert!(!rep.is_ok(), "verify finds the damage");
+}
+
+/// Rewrites the Lance dataset of the cache at `dir` with pylance, the
+/// table changed by the Python statements `edit` (on `t`, a pyarrow table).
+fn rewrite_rows(dir: &Path, edit: &str) {
+    require_python_module("lance");
+    let code = format!(
+        "import lance, sys, json, pyarrow as pa\n\
+         t = lance.dataset(sys.argv[1]).to_table()\n\
+         {edit}\n\
+         lance.write_dataset(t, sys.argv[1], mode='overwrite')\n\
+         print(json.dumps(t.num_rows))"
+    );
+    python_json(&code, &[dir.as_os_str()]);
+}
+
+#[test]
+fn windows_read_the_same_without_packet_frames_and_verify_finds_a_damaged_list() {
+    require_ffmpeg();
+    let tmp = tempfile::tempdir().unwrap();
+    // 45 frames in segments of 16 (B-frames at the default preset),
+    // lossless, so every frame compares with the source exactly.
+    let src = clip(tmp.path(), "a.mp4", 45, "64x48", H264);
+    let good = tmp.path().join("seg");
+    let opts = VideoFramesOptions::default().with_segments(
+        SegmentSettings::new(SegmentCodec::H264)
+            .try_with_crf(0)
+            .unwrap()
+            .try_with_frames_per_segment(16)
+            .unwrap(),
+    );
+    write_video_frames_cache(
+        examples(std::slice::from_ref(&src)),
+        &features(),
+        &good,
+        &opts,
+    )
+    .unwrap();
+    let want = sequential_rgb(&src, 64, 48);
+    let frame = 64 * 48 * 3;
+    let every_window_is_exact = |dir: &Path, what: &str| {
+        let c = windows_of(dir, WindowSpec::new(6, 0, 1));
+        let be = backend(&c);
+        for s in 0..be.len() as i64 {
+            let win = be.window(s).unwrap();
+            for (k, f) in win.frames.data.chunks(frame).enumerate() {
+                assert!(
+                    f == want[s as usize + k].as_slice(),
+                    "{what}: window {s} frame {k}"
+                );
+            }
+        }
+        let all: Vec<i64> = (0..be.len() as i64).rev().collect();
+        let b = be.windows_batch(&all).unwrap();
+        for (i, &s) in all.iter().enumerate() {
+            for k in 0..6 {
+                let got = &b.frames.data[(i * 6 + k) * frame..][..frame];
+                assert!(
+                    got == want[s as usize + k].as_slice(),
+                    "{what}: batch window {s}"
+                );
+            }
+        }
+    };
+    every_window_is_exact(&good, "with packet frames");
+    assert!(shardset::verify_cache(&good).unwrap().is_ok());
+
+    // A cache written before the column existed: no column, no flag.
+    let old = tmp.path().join("old");
+    crate::common::copy_dir(&good, &old);
+    rewrite_rows(&old, "t = t.drop_columns(['packet_frames'])");
+    edit_metadata(&old, |m| {
+        m["segments"]
+            .as_object_mut()
+            .unwrap()
+            .remove("packet_frames");
+    });
+    every_window_is_exact(&old, "without packet frames");
+
+    // A row whose list names frame 0 for every packet: its windows decode
+    // every packet (still exact), and verify names the damage.
+    let bad = tmp.path().join("bad");
+    crate::common::copy_dir(&good, &bad);
+    rewrite_rows(
+        &bad,
+        "c = t.column('packet_frames').to_pylist()\n\
+         c[1] = [0] * len(c[1])\n\
+         i = t.schema.get_field_index('packet_frames')\n\
+         t = t.set_column(i, t.schema.field(i), pa.array(c, t.schema.field(i).type))",
+    );
+    every_window_is_exact(&bad, "a damaged list");
+    let rep = shardset::verify_cache(&bad).unwrap();
+    let text = format!("{rep:?}");
+    assert!(
+        text.contains(
+            "row 1 (video 0 segment 1): its packet frames do not name each of its 16 frames once"
+        ),
+        "{text}"
+    );
 }
 
 /// Zeroes the packet bytes of Lance row `row` where they lie in the

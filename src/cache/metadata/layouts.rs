@@ -223,6 +223,12 @@ pub struct SegmentsInfo {
     pub num_segments: u64,
     /// The cost of the encoding, measured at build time.
     pub quality: SegmentQuality,
+    /// The rows have a `packet_frames` column: the frame each packet
+    /// presents (absent from caches written before it existed; a window
+    /// read of an H.264 cache with it skips the packets of unreferenced
+    /// pictures before the window).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub packet_frames: bool,
 }
 
 /// Quality of a segments cache's frames against their source frames.

@@ -49,6 +49,11 @@ pub const SEGMENT_COLUMNS: [&str; 10] = [
     "ssim_min",
 ];
 
+/// The column of a `lance-video-segments` dataset after
+/// [`SEGMENT_COLUMNS`], in caches whose metadata says `packet_frames`: the
+/// frame each packet presents.
+pub const SEGMENT_PACKET_FRAMES: &str = "packet_frames";
+
 /// Who wrote a cache.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct WriterInfo {

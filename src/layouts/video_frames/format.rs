@@ -21,8 +21,10 @@ pub const INPUTS_DIR: &str = "_video_inputs";
 /// `data` holds the segment's packets back to back (raw elementary stream,
 /// no container), `packet_offsets` where each starts then the end; the
 /// quality columns are measured against the source frames at build time.
-pub fn segments_schema() -> SchemaRef {
-    Arc::new(Schema::new(vec![
+/// With `packet_frames` (caches written since it exists, as their
+/// metadata says), a last column holds the frame each packet presents.
+pub fn segments_schema(packet_frames: bool) -> SchemaRef {
+    let mut fields = vec![
         Field::new("video_id", DataType::Int32, false),
         Field::new("segment_idx", DataType::Int32, false),
         Field::new("first_frame", DataType::Int64, false),
@@ -37,9 +39,15 @@ pub fn segments_schema() -> SchemaRef {
         Field::new("psnr_min", DataType::Float64, false),
         Field::new("ssim", DataType::Float64, false),
         Field::new("ssim_min", DataType::Float64, false),
-    ]))
+    ];
+    if packet_frames {
+        fields.push(Field::new(
+            PACKET_FRAMES,
+            DataType::List(Arc::new(Field::new("item", DataType::Int32, true))),
+            false,
+        ));
+    }
+    Arc::new(Schema::new(fields))
 }
 
-/// The columns of [`segments_schema`] a window read takes.
-pub const SEGMENT_READ_COLUMNS: [&str; 4] =
-    ["first_frame", "frame_count", "data", "packet_offsets"];
+pub use crate::cache::metadata::SEGMENT_PACKET_FRAMES as PACKET_FRAMES;

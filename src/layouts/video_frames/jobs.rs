@@ -6,7 +6,7 @@
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Condvar, Mutex};
 
-use arrow_array::builder::{Int64Builder, LargeBinaryBuilder, ListBuilder};
+use arrow_array::builder::{Int32Builder, Int64Builder, LargeBinaryBuilder, ListBuilder};
 use arrow_array::{ArrayRef, Float64Array, Int32Array, Int64Array, ListArray, RecordBatch};
 use arrow_schema::{DataType, Field, SchemaRef};
 use crossbeam_channel::Sender;
@@ -18,6 +18,7 @@ use crate::video::decode::{PixelTarget, VideoFile};
 use crate::video::segment::{pack_yuv420_even, SegmentEncoder, VideoSegment};
 use crate::video::webp::{WebpEncoder, WebpInput, Yuv420};
 
+use super::format::PACKET_FRAMES;
 use super::options::{VideoFramesOptions, FRAMES_PER_BATCH};
 
 /// One input video, resolved.
@@ -367,6 +368,21 @@ pub(super) fn segments_batch(
         f64s(|s| s.ssim),
         f64s(|s| s.ssim_min),
     ];
+    let mut cols = cols;
+    if schema.field_with_name(PACKET_FRAMES).is_ok() {
+        let mut frames = ListBuilder::new(Int32Builder::new());
+        for s in segments {
+            for &f in &s.encoded.packet_frames {
+                frames.values().append_value(f as i32);
+            }
+            frames.append(true);
+        }
+        let (_, o, v, nulls) = frames.finish().into_parts();
+        let item = Arc::new(Field::new("item", DataType::Int32, true));
+        cols.push(Arc::new(
+            ListArray::try_new(item, o, v, nulls).map_err(|e| Error::arrow(None, e))?,
+        ));
+    }
     RecordBatch::try_new(schema.clone(), cols).map_err(|e| Error::arrow(None, e))
 }
 

@@ -234,8 +234,13 @@ impl LanceVideoFrames {
             Source::Segments(SegmentFrames::new(
                 dir,
                 &meta,
-                LanceRows::with_schema(dir, fragment_rows, segments_schema(), rows_opts)
-                    .with_lance_version(meta.lance_version),
+                LanceRows::with_schema(
+                    dir,
+                    fragment_rows,
+                    segments_schema(meta.segments.as_ref().is_some_and(|s| s.packet_frames)),
+                    rows_opts,
+                )
+                .with_lance_version(meta.lance_version),
             )?)
         } else {
             Source::Webp(

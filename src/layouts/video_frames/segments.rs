@@ -3,7 +3,9 @@
 //! from its keyframe with a decoder of its own, stops after the last frame
 //! asked of it, and converts only the frames asked for to RGB. Segments
 //! decode in parallel; the last one decoded is kept, so a read of frames it
-//! already holds (overlapping windows) decodes nothing.
+//! already holds (overlapping windows) decodes nothing. With the frame each
+//! packet presents (`packet_frames`), an H.264 segment leaves out the
+//! pictures nothing refers to whose frames are not asked for.
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -18,7 +20,9 @@ use crate::cache::metadata::VideoFramesMetadata;
 use crate::error::{Error, Result};
 use crate::layouts::backend::Backend;
 use crate::layouts::LanceRows;
-use crate::video::segment::{decode_segment_picked, SegmentCodec};
+use crate::video::segment::{decode_segment_picked, is_permutation, SegmentCodec};
+
+use super::format::PACKET_FRAMES;
 
 /// The decoded frames of one segment, by position in it.
 #[derive(Debug)]
@@ -176,6 +180,22 @@ impl SegmentFrames {
             .iter()
             .map(|&o| o.max(0) as u64)
             .collect();
+        // The frame each packet presents, when the cache has them; a row
+        // whose list does not name each frame once decodes every packet.
+        let packet_frames: Option<Vec<i64>> = match batch.column_by_name(PACKET_FRAMES) {
+            None => None,
+            Some(c) => {
+                let list = c
+                    .as_list_opt::<i32>()
+                    .map(|l| l.value(k))
+                    .and_then(|v| v.as_primitive_opt::<Int32Type>().cloned())
+                    .ok_or_else(|| {
+                        self.bad(format!("{}: packet frames are not int32 lists", where_()))
+                    })?;
+                let frames: Vec<i64> = list.values().iter().map(|&f| i64::from(f)).collect();
+                is_permutation(&frames, count.max(0) as usize).then_some(frames)
+            }
+        };
         let video = &meta.videos[a.video];
         let want_first = a.segment * self.per;
         let want_count = self.per.min(video.t - want_first);
@@ -202,6 +222,7 @@ impl SegmentFrames {
             (w, h),
             data,
             &offsets,
+            packet_frames.as_deref(),
             &|i| picked.get(i).copied().unwrap_or(false),
             upto,
             |i, rgb| {

@@ -35,7 +35,9 @@ use crate::features::describe::features_to_json;
 use crate::features::{Feature, Features, VideoStorage};
 use crate::lance::LanceSegments;
 use crate::lance::{fragment_rows, fsync_tree, lance_err};
-use crate::layouts::video_frames::format::{frames_schema, segments_schema, INPUTS_DIR};
+use crate::layouts::video_frames::format::{
+    frames_schema, segments_schema, INPUTS_DIR, PACKET_FRAMES,
+};
 use crate::layouts::video_frames::resume::{
     Checkpoint, ProgressFile, ProgressHeader, Resumed, PROGRESS_FILE,
 };
@@ -482,8 +484,15 @@ where
         let frames: u64 = resumed.videos.iter().map(|v| v.t).sum();
         p.fetch_add(frames, std::sync::atomic::Ordering::Relaxed);
     }
+    // A build resumed from checkpoints written before the `packet_frames`
+    // column existed keeps their schema.
+    let packet_frames = segments
+        && (resumed.version == 0
+            || crate::layouts::LanceRows::dataset_schema(&data_dir)?
+                .field_with_name(PACKET_FRAMES)
+                .is_ok());
     let schema = if segments {
-        segments_schema()
+        segments_schema(packet_frames)
     } else {
         frames_schema()
     };
@@ -542,7 +551,13 @@ where
         ));
     }
     let segments_info = if segments {
-        Some(segments_info(&data_dir, opts, &videos, lance_rows)?)
+        Some(segments_info(
+            &data_dir,
+            opts,
+            &videos,
+            lance_rows,
+            packet_frames,
+        )?)
     } else {
         None
     };
@@ -640,6 +655,7 @@ fn segments_info(
     opts: &VideoFramesOptions,
     videos: &[VideoEntry],
     num_segments: u64,
+    packet_frames: bool,
 ) -> Result<SegmentsInfo> {
     use arrow_array::cast::AsArray;
     use arrow_array::types::{Float64Type, Int32Type};
@@ -691,6 +707,7 @@ fn segments_info(
         width: same.then_some(w),
         height: same.then_some(h),
         num_segments,
+        packet_frames,
         quality: SegmentQuality {
             psnr: "mean over frames of the PSNR of RGB samples against the source frames (exact frames count 100 dB)".into(),
             ssim: "mean over frames of the SSIM of BT.601 luma from RGB, 11x11 Gaussian window".into(),
