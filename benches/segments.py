@@ -11,6 +11,10 @@ For each content, three caches of the same videos at their own size:
           the reference's)
   h264    lance-video-segments, libx264 medium at the default CRF, 32 frames
   av1     lance-video-segments, SVT-AV1 preset 8 at the default CRF, 32 frames
+and the h264 cache read again as a copy without its packet_frames column
+("h264-every-packet": a cache written before the column existed, whose
+windows decode every packet from the segment's keyframe; the same bytes,
+the same windows) to show what leaving out unreferenced pictures gives.
 each built with 2 threads, then measured the same way: encoded bytes per
 frame (the WebP frames' or the segments' own bytes, summed), on-disk bytes
 per frame (every file of the cache: Lance stores a repeated cell value once,
@@ -26,7 +30,8 @@ decoding exactly the WebP frames of those windows (the `webp-decode`
 workload); for segments, FFmpeg alone (`ffmpeg -threads 1`, its own
 `-benchmark` time) decoding the cache's segments as one elementary stream,
 divided by the frames those windows must decode (from each touched
-segment's keyframe to the window's last frame in it).
+segment's keyframe to the window's last frame in it; for h264, less the
+unreferenced pictures the read leaves out).
 
 Targets (the issue's): segments >= 15x smaller than frames at a mean PSNR
 no lower; windows/s >= the frames layout's; build frames/s >= 2x the
@@ -76,6 +81,72 @@ def decoded_frames(starts):
             n += min(end, (k + 1) * SEGMENT - 1) - k * SEGMENT + 1
             k += 1
     return n
+
+
+def h264_disposable(packet):
+    """Every coded slice of the H.264 packet has nal_ref_idc 0: a picture
+    no other refers to."""
+    i, slices = 0, 0
+    while True:
+        j = packet.find(b"\x00\x00\x01", i)
+        if j < 0 or j + 3 >= len(packet):
+            return slices > 0
+        h = packet[j + 3]
+        if h & 0x1F in (1, 5):
+            if h & 0x60:
+                return False
+            slices += 1
+        i = j + 3
+
+
+def decoded_frames_skipping(cache, starts):
+    """Frames an H.264 segments read decodes for these windows when it
+    leaves out the unreferenced pictures it does not take: in each touched
+    segment, the packets up to the last one of a frame it takes, less the
+    unreferenced ones of frames it does not take (a lower bound: the decoder
+    may need a packet or two more before it hands out the last frame)."""
+    import lance
+    meta = json.load(open(os.path.join(cache, "_metadata.json")))
+    t = lance.dataset(cache).to_table(columns=["data", "packet_offsets", "packet_frames"])
+    data = t.column("data").to_pylist()
+    offs = t.column("packet_offsets").to_pylist()
+    pfs = t.column("packet_frames").to_pylist()
+    segs = {}
+
+    def seg(row):
+        if row not in segs:
+            d, o = data[row], offs[row]
+            segs[row] = (pfs[row], [h264_disposable(d[o[j]:o[j + 1]]) for j in range(len(o) - 1)])
+        return segs[row]
+
+    n = 0
+    for v, s in starts:
+        end = s + WINDOW - 1
+        k = s // SEGMENT
+        while k * SEGMENT <= end:
+            pf, disp = seg(meta["videos"][v]["start_row"] + k)
+            lo, hi = max(s, k * SEGMENT) - k * SEGMENT, min(end, (k + 1) * SEGMENT - 1) - k * SEGMENT
+            last = max(j for j, f in enumerate(pf) if lo <= f <= hi)
+            n += sum(1 for j in range(last + 1) if lo <= pf[j] <= hi or not disp[j])
+            k += 1
+    return n
+
+
+def without_packet_frames(cache, out):
+    """A copy of the segments cache as written before the packet_frames
+    column existed (the column dropped, the metadata without it): its
+    reads decode every packet from a segment's keyframe."""
+    import lance
+    subprocess.run(["cp", "-r", cache, out], check=True)
+    ds = lance.dataset(out)
+    t = ds.to_table().drop_columns(["packet_frames"])
+    # The same Lance file format as the cache's own files.
+    lance.write_dataset(t, out, mode="overwrite", data_storage_version=ds.data_storage_version)
+    p = os.path.join(out, "_metadata.json")
+    m = json.load(open(p))
+    m.pop("metadata_xxh64", None)
+    m["segments"].pop("packet_frames", None)
+    json.dump(m, open(p, "w"), indent=2)
 
 
 def ffmpeg_decode_fps(cache, codec, tmp):
@@ -164,9 +235,11 @@ def main():
                 limit_what = "libwebp alone"
             else:
                 fps = ffmpeg_decode_fps(out, storage, tmp)
-                limit = fps * len(starts) / decoded_frames(starts)
+                dec = (decoded_frames_skipping(out, starts) if storage == "h264"
+                       else decoded_frames(starts))
+                limit = fps * len(starts) / dec
                 limit_what = f"FFmpeg alone ({fps:.0f} frames/s, " \
-                             f"{decoded_frames(starts) / len(starts):.1f} decoded/window)"
+                             f"{dec / len(starts):.1f} decoded/window)"
             res[storage] = dict(
                 bpf=b["bytes"] / b["count"],
                 payload=payload_bytes(out, storage) / b["count"], psnr=b["psnr_mean"], psnr_min=b["psnr_min"],
@@ -175,8 +248,27 @@ def main():
                 limit=limit, limit_what=limit_what, frames=b["count"])
             print(json.dumps({"content": content, "storage": storage, **res[storage]}),
                   flush=True)
+            if storage == "h264":
+                # The same cache read as before packet_frames: every packet
+                # from the keyframe (same bytes, same windows, this run).
+                old = out + "-every-packet"
+                if os.path.exists(old):
+                    subprocess.run(["rm", "-rf", old], check=True)
+                without_packet_frames(out, old)
+                o1 = ours(binary, ["versus-windows", "--dir", old, "--indices", ifile], 1)
+                o2 = ours(binary, ["versus-windows", "--dir", old, "--indices", ifile,
+                                   "--threads", "2"], 2)
+                dec = decoded_frames(starts)
+                res["h264-every-packet"] = dict(
+                    res["h264"], w1=400 / o1["cold"], w2=400 / o2["cold"],
+                    w1_warm=400 / o1["warm"],
+                    limit=fps * len(starts) / dec,
+                    limit_what=f"FFmpeg alone ({fps:.0f} frames/s, "
+                               f"{dec / len(starts):.1f} decoded/window)")
+                print(json.dumps({"content": content, "storage": "h264-every-packet",
+                                  **res["h264-every-packet"]}), flush=True)
         f = res["frames"]
-        for storage in ["frames", "h264", "av1"]:
+        for storage in ["frames", "h264", "h264-every-packet", "av1"]:
             r = res[storage]
             rows.append(
                 f"| {content} ({r['frames']} frames) | {storage} | {r['payload']:,.0f} "
