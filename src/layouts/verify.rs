@@ -486,12 +486,7 @@ impl FrameCheck<'_> {
             // The frame each packet presents, when the cache records them:
             // none (the encoder gave no timestamps) or each frame once.
             if let Some(list) = batch.columns().get(6) {
-                let frames: Option<Vec<i64>> = list.as_list_opt::<i32>().and_then(|l| {
-                    l.value(r)
-                        .as_primitive_opt::<Int32Type>()
-                        .map(|p| p.values().iter().map(|&f| i64::from(f)).collect())
-                });
-                match frames {
+                match crate::layouts::video_frames::format::packet_frames_at(list, r) {
                     Some(f)
                         if f.is_empty()
                             || (f.len() + 1 == offs.len()

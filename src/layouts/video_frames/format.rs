@@ -51,3 +51,12 @@ pub fn segments_schema(packet_frames: bool) -> SchemaRef {
 }
 
 pub use crate::cache::metadata::SEGMENT_PACKET_FRAMES as PACKET_FRAMES;
+
+/// Row `row` of a `packet_frames` column (a list of int32), widened; None
+/// when the column is not such a list.
+pub fn packet_frames_at(column: &dyn arrow_array::Array, row: usize) -> Option<Vec<i64>> {
+    use arrow_array::cast::AsArray;
+    let list = column.as_list_opt::<i32>()?.value(row);
+    let frames = list.as_primitive_opt::<arrow_array::types::Int32Type>()?;
+    Some(frames.values().iter().map(|&f| i64::from(f)).collect())
+}

@@ -342,7 +342,7 @@ pub(super) fn segments_batch(
     let item = Arc::new(Field::new("item", DataType::Int64, true));
     let (_, o, v, nulls) = offsets.into_parts();
     let offsets = ListArray::try_new(item, o, v, nulls).map_err(|e| Error::arrow(None, e))?;
-    let cols: Vec<ArrayRef> = vec![
+    let mut cols: Vec<ArrayRef> = vec![
         Arc::new(Int32Array::from(vec![id as i32; n])),
         Arc::new(Int32Array::from(
             (0..n)
@@ -368,8 +368,8 @@ pub(super) fn segments_batch(
         f64s(|s| s.ssim),
         f64s(|s| s.ssim_min),
     ];
-    let mut cols = cols;
     if schema.field_with_name(PACKET_FRAMES).is_ok() {
+        // The builder's item field ("item", nullable) is the schema's.
         let mut frames = ListBuilder::new(Int32Builder::new());
         for s in segments {
             for &f in &s.encoded.packet_frames {
@@ -377,11 +377,7 @@ pub(super) fn segments_batch(
             }
             frames.append(true);
         }
-        let (_, o, v, nulls) = frames.finish().into_parts();
-        let item = Arc::new(Field::new("item", DataType::Int32, true));
-        cols.push(Arc::new(
-            ListArray::try_new(item, o, v, nulls).map_err(|e| Error::arrow(None, e))?,
-        ));
+        cols.push(Arc::new(frames.finish()));
     }
     RecordBatch::try_new(schema.clone(), cols).map_err(|e| Error::arrow(None, e))
 }

@@ -22,7 +22,7 @@ use crate::layouts::backend::Backend;
 use crate::layouts::LanceRows;
 use crate::video::segment::{decode_segment_picked, is_permutation, SegmentCodec};
 
-use super::format::PACKET_FRAMES;
+use super::format::{packet_frames_at, PACKET_FRAMES};
 
 /// The decoded frames of one segment, by position in it.
 #[derive(Debug)]
@@ -185,14 +185,9 @@ impl SegmentFrames {
         let packet_frames: Option<Vec<i64>> = match batch.column_by_name(PACKET_FRAMES) {
             None => None,
             Some(c) => {
-                let list = c
-                    .as_list_opt::<i32>()
-                    .map(|l| l.value(k))
-                    .and_then(|v| v.as_primitive_opt::<Int32Type>().cloned())
-                    .ok_or_else(|| {
-                        self.bad(format!("{}: packet frames are not int32 lists", where_()))
-                    })?;
-                let frames: Vec<i64> = list.values().iter().map(|&f| i64::from(f)).collect();
+                let frames = packet_frames_at(c, k).ok_or_else(|| {
+                    self.bad(format!("{}: packet frames are not int32 lists", where_()))
+                })?;
                 is_permutation(&frames, count.max(0) as usize).then_some(frames)
             }
         };
