@@ -119,6 +119,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
             height: h,
             crf: crf.parse()?,
             preset: preset.into(),
+            tune: codec.default_tune().into(),
         };
         let segs = encode_video(&clip, &p, seg)?;
         let bytes: usize = segs.iter().map(|s| s.encoded.data.len()).sum();

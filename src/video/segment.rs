@@ -70,6 +70,19 @@ impl SegmentCodec {
         }
     }
 
+    /// The default tuning: the encoder's PSNR tuning (x264 `psnr`: no
+    /// psycho-visual rate-distortion and no adaptive quantisation, which
+    /// spend bits on detail that looks sharp to a person rather than on
+    /// pixels close to the source; SVT-AV1 `1`, its own default). A
+    /// dataset's frames are read by models, so the default is the pixels
+    /// nearest the source for the bytes.
+    pub fn default_tune(self) -> &'static str {
+        match self {
+            SegmentCodec::H264 => "psnr",
+            SegmentCodec::Av1 => "1",
+        }
+    }
+
     fn id(self) -> ff::codec::Id {
         match self {
             SegmentCodec::H264 => ff::codec::Id::H264,
@@ -94,7 +107,7 @@ impl std::str::FromStr for SegmentCodec {
 }
 
 /// The H.264 default CRF (see [`SegmentCodec::default_crf`]).
-pub const DEFAULT_H264_CRF: u32 = 26;
+pub const DEFAULT_H264_CRF: u32 = 27;
 /// The AV1 default CRF (see [`SegmentCodec::default_crf`]).
 pub const DEFAULT_AV1_CRF: u32 = 43;
 /// The default frames per segment.
@@ -107,6 +120,8 @@ pub struct SegmentSettings {
     codec: SegmentCodec,
     crf: u32,
     preset: String,
+    #[serde(default)]
+    tune: String,
     frames_per_segment: u32,
 }
 
@@ -123,6 +138,7 @@ impl SegmentSettings {
             codec,
             crf: codec.default_crf(),
             preset: codec.default_preset().to_string(),
+            tune: codec.default_tune().to_string(),
             frames_per_segment: DEFAULT_FRAMES_PER_SEGMENT,
         }
     }
@@ -149,6 +165,26 @@ impl SegmentSettings {
     pub fn with_preset(mut self, preset: impl Into<String>) -> Self {
         self.preset = preset.into();
         self
+    }
+
+    /// The encoder's tuning (x264: `--tune` names such as `psnr`, `ssim`,
+    /// `film`, `animation`, comma-separated; SVT-AV1: its `tune` number,
+    /// `0` visual quality or `1` PSNR; empty: the encoder's own default),
+    /// checked by the encoder when a build starts. Default
+    /// [`SegmentCodec::default_tune`].
+    ///
+    /// # Errors
+    /// [`crate::Error::InvalidArgument`] for an AV1 tuning that is not a
+    /// number (SVT-AV1 would ignore it with a warning).
+    pub fn try_with_tune(mut self, tune: impl Into<String>) -> crate::error::Result<Self> {
+        let tune = tune.into();
+        if self.codec == SegmentCodec::Av1 && !tune.is_empty() && tune.parse::<u8>().is_err() {
+            return Err(crate::error::Error::InvalidArgument(format!(
+                "an SVT-AV1 tune is a number (0 visual quality, 1 PSNR), got '{tune}'"
+            )));
+        }
+        self.tune = tune;
+        Ok(self)
     }
 
     /// Frames per segment: the closed group of pictures a window read
@@ -181,6 +217,11 @@ impl SegmentSettings {
         &self.preset
     }
 
+    /// The tuning (empty: the encoder's default).
+    pub fn tune(&self) -> &str {
+        &self.tune
+    }
+
     /// Frames per segment.
     pub fn frames_per_segment(&self) -> u32 {
         self.frames_per_segment
@@ -194,6 +235,7 @@ impl SegmentSettings {
             height,
             crf: self.crf,
             preset: self.preset.clone(),
+            tune: self.tune.clone(),
         }
     }
 }
@@ -218,6 +260,9 @@ pub struct SegmentParams {
     pub crf: u32,
     /// The encoder's speed preset (`medium` for x264, `8` for SVT-AV1).
     pub preset: String,
+    /// The encoder's tuning (see [`SegmentSettings::with_tune`]; empty:
+    /// the encoder's default).
+    pub tune: String,
 }
 
 /// One encoded segment: its packets back to back, where each starts.
@@ -299,9 +344,17 @@ pub fn encode_segment(p: &SegmentParams, frames: &[Vec<u8>]) -> Result<EncodedSe
                 &format!("keyint={gop}:min-keyint={gop}:scenecut=0:open-gop=0"),
             );
             opts.set("threads", "1");
+            if !p.tune.is_empty() {
+                opts.set("tune", &p.tune);
+            }
         }
         SegmentCodec::Av1 => {
-            opts.set("svtav1-params", &format!("keyint={gop}:scd=0"));
+            let tune = if p.tune.is_empty() {
+                String::new()
+            } else {
+                format!(":tune={}", p.tune)
+            };
+            opts.set("svtav1-params", &format!("keyint={gop}:scd=0{tune}"));
         }
     }
     let mut encoder = enc
@@ -984,6 +1037,7 @@ mod tests {
             height: h,
             crf: 20,
             preset: "medium".into(),
+            tune: "psnr".into(),
         };
         for n in [1usize, 2, 7, 16] {
             let src = frames(n, w as usize, h as usize);
@@ -1104,6 +1158,7 @@ mod tests {
             height: h,
             crf: 40,
             preset: "8".into(),
+            tune: "1".into(),
         };
         let small = SegmentParams {
             height: 48,
@@ -1131,6 +1186,33 @@ mod tests {
         assert_eq!((total, n), (9, 9));
     }
 
+    /// The tuning reaches x264: the options string x264 writes into the
+    /// stream (an SEI) shows PSNR tuning's settings (adaptive quantisation
+    /// at strength 0, no psycho-visual optimisation) by default, and x264's
+    /// own (both on) with an empty tune.
+    #[test]
+    fn the_h264_tune_reaches_the_encoder() {
+        let settings = SegmentSettings::new(SegmentCodec::H264);
+        let opts_of = |s: &SegmentSettings| {
+            let seg = encode_segment(&s.params(64, 48), &frames(4, 64, 48)).unwrap();
+            let text = String::from_utf8_lossy(&seg.data).into_owned();
+            let at = text.find("options: ").expect("x264's options SEI");
+            let options = text[at..].split('\0').next().unwrap_or_default();
+            options.split(' ').map(str::to_string).collect::<Vec<_>>()
+        };
+        let tuned = opts_of(&settings);
+        // Adaptive quantisation off, or at strength 0.
+        let aq_off = |o: &String| o == "aq=0" || (o.starts_with("aq=") && o.ends_with(":0.00"));
+        assert!(tuned.iter().any(aq_off), "{tuned:?}");
+        assert!(tuned.contains(&"psy=0".to_string()), "{tuned:?}");
+        let plain = opts_of(&settings.try_with_tune("").unwrap());
+        assert!(
+            plain.iter().any(|o| o.starts_with("aq=") && !aq_off(o)),
+            "{plain:?}"
+        );
+        assert!(plain.contains(&"psy=1".to_string()), "{plain:?}");
+    }
+
     /// SVT-AV1 keeps process-wide state that encoders opened and closed on
     /// several threads at once corrupt (a build of many videos crashed in
     /// SVT's own threads). Many threads encoding short AV1 segments at once
@@ -1145,6 +1227,7 @@ mod tests {
             height: H,
             crf: 45,
             preset: "12".into(),
+            tune: "1".into(),
         };
         std::thread::scope(|s| {
             let threads: Vec<_> = (0..6)
@@ -1188,6 +1271,7 @@ mod tests {
             height: 60,
             crf: 23,
             preset: "medium".into(),
+            tune: "psnr".into(),
         };
         // The source frames, converted the same way.
         let mut src = Vec::new();
@@ -1267,6 +1351,7 @@ mod tests {
             height: 48,
             crf: 20,
             preset: "medium".into(),
+            tune: "psnr".into(),
         };
         assert!(encode_segment(&p, &frames(1, 64, 48)).is_err());
         let p = SegmentParams { width: 64, ..p };

@@ -365,6 +365,7 @@ fn metadata_describes_the_codec_and_rows_are_raw_elementary_streams() {
         ("encoder", J::from("libx264")),
         ("crf", J::from(SegmentCodec::H264.default_crf())),
         ("preset", J::from("medium")),
+        ("tune", J::from("psnr")),
         ("frames_per_segment", J::from(8)),
         ("closed_gop", J::from(true)),
         ("scene_cut", J::from(false)),
@@ -564,6 +565,14 @@ fn bad_settings_inputs_and_damaged_caches_are_typed_errors() {
         h.clone().try_with_frames_per_segment(0),
         Err(Error::InvalidArgument(_))
     ));
+    // SVT-AV1 would ignore a tune it cannot parse: refused when set.
+    let av1 = SegmentSettings::new(SegmentCodec::Av1);
+    assert_eq!(av1.tune(), "1");
+    assert!(matches!(
+        av1.clone().try_with_tune("psnr"),
+        Err(Error::InvalidArgument(m)) if m.contains("'psnr'")
+    ));
+    assert_eq!(av1.try_with_tune("0").unwrap().tune(), "0");
     let files = vec![
         clip(tmp.path(), "a.mp4", 20, "64x48", H264),
         clip(tmp.path(), "b.mp4", 12, "64x48", H264),
@@ -579,6 +588,20 @@ fn bad_settings_inputs_and_damaged_caches_are_typed_errors() {
     .unwrap_err();
     assert!(
         matches!(&e, Error::InvalidArgument(m) if m.contains("warp9")),
+        "{e}"
+    );
+    assert!(!dir.exists());
+    // So does a tune x264 does not know.
+    let dir = tmp.path().join("bad-tune");
+    let e = write_video_frames_cache(
+        examples(&files),
+        &features(),
+        &dir,
+        &VideoFramesOptions::default().with_segments(h.clone().try_with_tune("crisp").unwrap()),
+    )
+    .unwrap_err();
+    assert!(
+        matches!(&e, Error::InvalidArgument(m) if m.contains("tune 'crisp'")),
         "{e}"
     );
     assert!(!dir.exists());
@@ -904,6 +927,7 @@ fn a_killed_segments_build_resumes_and_equals_a_build_in_one_go() {
     let text = ok(&root, &["inspect", dir.to_str().unwrap()]);
     assert!(text.contains("lance-video-segments"), "{text}");
     assert!(text.contains("PSNR (RGB) mean"), "{text}");
+    assert!(text.contains("tune psnr"), "{text}");
     let ex = tmp.path().join("ex");
     let o = ok(
         &root,

@@ -132,6 +132,10 @@ pub enum BuildSource {
         /// segments: the encoder's speed preset (default medium for h264, 8 for av1).
         #[arg(long)]
         preset: Option<String>,
+        /// segments: the encoder's tuning (default psnr for h264, 1 for av1;
+        /// "" for the encoder's own default).
+        #[arg(long)]
+        tune: Option<String>,
         /// segments: frames per segment (a closed group of pictures).
         #[arg(long, default_value_t = shardset::video::segment::DEFAULT_FRAMES_PER_SEGMENT)]
         segment_frames: u32,
@@ -290,6 +294,7 @@ pub fn run(source: BuildSource) -> CliResult {
             codec,
             crf,
             preset,
+            tune,
             segment_frames,
             quality,
             method,
@@ -346,6 +351,9 @@ pub fn run(source: BuildSource) -> CliResult {
             }
             if let Some(p) = preset {
                 segments = segments.with_preset(p);
+            }
+            if let Some(t) = tune {
+                segments = segments.try_with_tune(t).map_err(|e| usage("--tune", e))?;
             }
             let vopts = shardset::VideoFramesOptions::default()
                 .with_webp(shardset::WebpSettings::try_new(quality, method)?.with_input(webp_input))

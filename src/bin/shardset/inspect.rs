@@ -128,11 +128,15 @@ fn print_human(r: &J, arrow_checksum_hint: bool) {
         let q = &g["quality"];
         let f = |k: &str| q.get(k).and_then(J::as_f64).unwrap_or(f64::NAN);
         println!(
-            "video        {} ({} crf {}, preset {}), {} segment(s) of {} frames, closed GOPs",
+            "video        {} ({} crf {}, preset {}, tune {}), {} segment(s) of {} frames, closed GOPs",
             s(g, "codec"),
             s(g, "encoder"),
             u(g, "crf"),
             s(g, "preset"),
+            g.get("tune")
+                .and_then(J::as_str)
+                .filter(|t| !t.is_empty())
+                .unwrap_or("default"),
             count(u(g, "num_segments")),
             u(g, "frames_per_segment")
         );

@@ -205,6 +205,11 @@ pub struct SegmentsInfo {
     pub crf: u32,
     /// The encoder's speed preset.
     pub preset: String,
+    /// The encoder's tuning (x264 `--tune`, SVT-AV1 `tune`); absent: the
+    /// encoder's own default (caches written before it was recorded used
+    /// that).
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub tune: String,
     /// Frames per segment (the last of a video may have fewer).
     pub frames_per_segment: u32,
     /// Every segment is a closed group of pictures starting with a keyframe.

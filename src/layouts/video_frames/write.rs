@@ -637,10 +637,11 @@ fn check_segment_encoder(opts: &VideoFramesOptions) -> Result<()> {
         .map(|_| ())
         .map_err(|e| {
             Error::InvalidArgument(format!(
-                "cannot encode {} segments with {} (preset '{}', crf {}): {e}",
+                "cannot encode {} segments with {} (preset '{}', tune '{}', crf {}): {e}",
                 s.codec().as_str(),
                 s.codec().encoder_name(),
                 s.preset(),
+                s.tune(),
                 s.crf()
             ))
         })
@@ -699,6 +700,7 @@ fn segments_info(
         encoder_version: crate::video::segment::codec_library_version(),
         crf: s.crf(),
         preset: s.preset().to_string(),
+        tune: s.tune().to_string(),
         frames_per_segment: s.frames_per_segment(),
         closed_gop: true,
         scene_cut: false,
