@@ -77,8 +77,9 @@ impl SegmentCodec {
     /// WebP's PSNR in 8% fewer bytes (CRF 27), but on the gradients it
     /// loses 4 dB at the same CRF (flat areas lose the bits adaptive
     /// quantisation gives them) and would need about CRF 24 (0.45 dB a
-    /// step there), where the real clips take 29% more bytes. One default CRF has to serve both, so the
-    /// default stays x264's own tuning; `psnr` is there to ask for.
+    /// step there), where the real clips take 29% more bytes. One default
+    /// CRF has to serve both, so the default stays x264's own tuning;
+    /// `psnr` is there to ask for.
     pub fn default_tune(self) -> &'static str {
         match self {
             SegmentCodec::H264 => "",

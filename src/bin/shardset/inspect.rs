@@ -133,8 +133,7 @@ fn print_human(r: &J, arrow_checksum_hint: bool) {
             s(g, "encoder"),
             u(g, "crf"),
             s(g, "preset"),
-            g.get("tune")
-                .and_then(J::as_str)
+            Some(s(g, "tune"))
                 .filter(|t| !t.is_empty())
                 .unwrap_or("default"),
             count(u(g, "num_segments")),
