@@ -283,6 +283,9 @@ pub struct EncodedSegment {
     pub packet_frames: Vec<i64>,
     /// Frames it decodes to.
     pub frames: usize,
+    /// What the encoder wrote about itself into the stream and was taken
+    /// out of it (x264's version and options); empty when nothing was.
+    pub encoder_info: String,
 }
 
 fn ff_err(what: &str, e: impl std::fmt::Display) -> String {
@@ -345,7 +348,10 @@ pub fn encode_segment(p: &SegmentParams, frames: &[Vec<u8>]) -> Result<EncodedSe
         SegmentCodec::H264 => {
             opts.set(
                 "x264-params",
-                &format!("keyint={gop}:min-keyint={gop}:scenecut=0:open-gop=0"),
+                &format!(
+                    "keyint={gop}:min-keyint={gop}:scenecut=0:open-gop=0{}",
+                    x264_asm()
+                ),
             );
             opts.set("threads", "1");
             if !p.tune.is_empty() {
@@ -370,10 +376,22 @@ pub fn encode_segment(p: &SegmentParams, frames: &[Vec<u8>]) -> Result<EncodedSe
     };
     let mut packet = ff::Packet::empty();
     let mut untimed = false;
+    let codec_of = p.codec;
     let mut drain = |encoder: &mut ff::encoder::Video, out: &mut EncodedSegment| {
         while encoder.receive_packet(&mut packet).is_ok() {
             if let Some(d) = packet.data() {
+                let start = out.data.len();
                 out.data.extend_from_slice(d);
+                match codec_of {
+                    // x264 describes itself once, in the first packet.
+                    SegmentCodec::H264 if start == 0 => {
+                        if let Some(info) = take_x264_sei(&mut out.data) {
+                            out.encoder_info = info;
+                        }
+                    }
+                    SegmentCodec::Av1 => drop_temporal_delimiter(&mut out.data, start),
+                    SegmentCodec::H264 => {}
+                }
                 out.packet_offsets.push(out.data.len() as u64);
                 match packet.pts() {
                     Some(t) => out.packet_frames.push(t),
@@ -418,6 +436,122 @@ pub fn is_permutation(packet_frames: &[i64], frames: usize) -> bool {
                 .and_then(|f| seen.get_mut(f))
                 .is_some_and(|s| !std::mem::replace(s, true))
         })
+}
+
+/// The instruction sets x264 may use, as its `asm` option: up to AVX2
+/// where the CPU has AVX2 and the sets x264 counts with it. x264 164 (as
+/// Debian ships it) picks its AVX-512 code on CPUs that have it, and that
+/// code makes the bytes of an encode change from run to run (an encode of
+/// the same frames differs in one process; the encodes agree when every
+/// allocation is filled with the same byte, so it reads memory it never
+/// wrote). Limited to AVX2, encodes of the same frames are the same bytes,
+/// on this CPU and on any other with AVX2.
+fn x264_asm() -> &'static str {
+    #[cfg(target_arch = "x86_64")]
+    {
+        let avx2 = std::is_x86_feature_detected!("avx2")
+            && std::is_x86_feature_detected!("fma")
+            && std::is_x86_feature_detected!("bmi1")
+            && std::is_x86_feature_detected!("bmi2")
+            && std::is_x86_feature_detected!("lzcnt");
+        if avx2 {
+            return ":asm=AVX2,Cache64";
+        }
+    }
+    ""
+}
+
+/// The UUID of the unregistered user-data SEI in which x264 writes its
+/// version and options.
+const X264_SEI_UUID: [u8; 16] = [
+    0xdc, 0x45, 0xe9, 0xbd, 0xe6, 0xd9, 0x48, 0xb7, 0x96, 0x2c, 0xd8, 0x20, 0xd9, 0x23, 0xee, 0xef,
+];
+
+/// Positions of the Annex B start codes (`00 00 01`) in `data`.
+fn start_codes(data: &[u8]) -> Vec<usize> {
+    let mut at = Vec::new();
+    let mut i = 0usize;
+    while let Some(k) = data
+        .get(i..)
+        .and_then(|d| d.windows(3).position(|w| w == [0, 0, 1]))
+    {
+        at.push(i + k);
+        i += k + 3;
+    }
+    at
+}
+
+/// Takes x264's description of itself (an unregistered user-data SEI with
+/// its version and every option, about 700 bytes) out of the Annex B
+/// packet `data`, and returns its text. Each segment is a stream of its
+/// own, so each would carry it; decoders do not need it (the cache's
+/// metadata names the encoder, its version and settings). A NAL unit that
+/// is anything else, another SEI included, is left as it is.
+fn take_x264_sei(data: &mut Vec<u8>) -> Option<String> {
+    let codes = start_codes(data);
+    for (k, &at) in codes.iter().enumerate() {
+        let end = codes.get(k + 1).copied().unwrap_or(data.len());
+        let body = &data[at + 3..end];
+        if body.first().map(|h| h & 0x1f) != Some(6) {
+            continue;
+        }
+        // The SEI's bytes without emulation prevention.
+        let mut rbsp = Vec::with_capacity(body.len());
+        let mut zeros = 0;
+        for &b in &body[1..] {
+            if zeros >= 2 && b == 3 {
+                zeros = 0;
+                continue;
+            }
+            zeros = if b == 0 { zeros + 1 } else { 0 };
+            rbsp.push(b);
+        }
+        let mut i = 0usize;
+        let mut number = || {
+            let mut v = 0usize;
+            while let Some(&b) = rbsp.get(i) {
+                i += 1;
+                v += usize::from(b);
+                if b != 0xff {
+                    return Some(v);
+                }
+            }
+            None
+        };
+        let (Some(kind), Some(size)) = (number(), number()) else {
+            continue;
+        };
+        // One message only: user data with x264's UUID, then the trailing
+        // bits (and the zero byte of a next 4-byte start code).
+        let Some(payload) = rbsp.get(i..i + size) else {
+            continue;
+        };
+        let rest = &rbsp[i + size..];
+        if kind != 5
+            || size < 16
+            || payload[..16] != X264_SEI_UUID
+            || rest.first() != Some(&0x80)
+            || rest[1..].iter().any(|&b| b != 0)
+        {
+            continue;
+        }
+        let text = String::from_utf8_lossy(&payload[16..])
+            .trim_end_matches('\0')
+            .to_string();
+        data.drain(at..end);
+        return Some(text);
+    }
+    None
+}
+
+/// Drops the temporal delimiter (an empty OBU of type 2, `12 00`) that
+/// starts the AV1 packet at `start` of `data`: each packet is one temporal
+/// unit already, and AV1 stored per sample (ISOBMFF, Matroska) leaves the
+/// delimiters out likewise.
+fn drop_temporal_delimiter(data: &mut Vec<u8>, start: usize) {
+    if data.get(start..start + 2) == Some(&[0x12, 0x00]) {
+        data.drain(start..start + 2);
+    }
 }
 
 /// Whether an H.264 packet (Annex B) is a picture no other picture refers
@@ -1200,10 +1334,12 @@ mod tests {
         let settings = SegmentSettings::new(SegmentCodec::H264);
         let opts_of = |s: &SegmentSettings| {
             let seg = encode_segment(&s.params(64, 48), &frames(4, 64, 48)).unwrap();
-            let text = String::from_utf8_lossy(&seg.data).into_owned();
-            let at = text.find("options: ").expect("x264's options SEI");
-            let options = text[at..].split('\0').next().unwrap_or_default();
-            options.split(' ').map(str::to_string).collect::<Vec<_>>()
+            let text = &seg.encoder_info;
+            let at = text.find("options: ").expect("x264's options");
+            text[at..]
+                .split(' ')
+                .map(str::to_string)
+                .collect::<Vec<_>>()
         };
         assert_eq!(settings.tune(), "");
         let tuned = opts_of(&settings.clone().try_with_tune("psnr").unwrap());
@@ -1217,6 +1353,130 @@ mod tests {
             "{plain:?}"
         );
         assert!(plain.contains(&"psy=1".to_string()), "{plain:?}");
+    }
+
+    /// x264's description of itself (about 700 bytes) is taken out of each
+    /// segment and handed back; the segment still decodes to its frames.
+    /// AV1 packets lose their temporal delimiters and decode likewise.
+    #[test]
+    fn encoder_self_descriptions_and_delimiters_are_not_stored() {
+        let src = frames(8, 64, 64);
+        let h264 = SegmentSettings::new(SegmentCodec::H264).params(64, 64);
+        let seg = encode_segment(&h264, &src).unwrap();
+        assert!(
+            seg.encoder_info.starts_with("x264 - core ") && seg.encoder_info.contains(" options: "),
+            "{}",
+            seg.encoder_info
+        );
+        let hay = |d: &[u8], n: &[u8]| d.windows(n.len()).any(|w| w == n);
+        assert!(!hay(&seg.data, b"x264"));
+        assert!(!hay(&seg.data, &X264_SEI_UUID));
+        let av1 = SegmentSettings::new(SegmentCodec::Av1).params(64, 64);
+        let seg_av1 = encode_segment(&av1, &src).unwrap();
+        assert!(seg_av1.encoder_info.is_empty());
+        assert_eq!(seg_av1.packet_offsets.len(), 9);
+        for w in seg_av1.packet_offsets.windows(2) {
+            let packet = &seg_av1.data[w[0] as usize..w[1] as usize];
+            assert!(!packet.starts_with(&[0x12, 0x00]), "{:x?}", &packet[..4]);
+        }
+        for (codec, seg) in [(SegmentCodec::H264, &seg), (SegmentCodec::Av1, &seg_av1)] {
+            let mut got = Vec::new();
+            let n = decode_segment(
+                codec,
+                64,
+                64,
+                &seg.data,
+                &seg.packet_offsets,
+                0..8,
+                |i, f| got.push((i, f.to_vec())),
+            )
+            .unwrap();
+            assert_eq!(n, 8);
+            assert_eq!(
+                got.iter().map(|(i, _)| *i).collect::<Vec<_>>(),
+                (0..8).collect::<Vec<_>>()
+            );
+            // Close to the source (its first luma sample against green).
+            for (i, f) in &got {
+                assert!(
+                    (i32::from(src[*i][0]) - i32::from(f[1])).abs() < 40,
+                    "{codec:?} {i}"
+                );
+            }
+        }
+    }
+
+    /// Noisy frames of 176x144 (as a real clip of that size): x264's
+    /// AVX-512 code, when x264 may use it, encodes them to other bytes each
+    /// time. Encoded again and again in one process, each codec gives the
+    /// same bytes every time.
+    #[test]
+    fn the_same_frames_encode_to_the_same_bytes_every_time() {
+        let (w, h) = (176usize, 144usize);
+        let mut seed = 0x2545_f491_4f6c_dd1du64;
+        let mut noise = move || {
+            seed ^= seed << 13;
+            seed ^= seed >> 7;
+            seed ^= seed << 17;
+            (seed >> 56) as u8 % 48
+        };
+        let src: Vec<Vec<u8>> = frames(32, w, h)
+            .into_iter()
+            .map(|f| f.into_iter().map(|v| v.saturating_add(noise())).collect())
+            .collect();
+        for codec in [SegmentCodec::H264, SegmentCodec::Av1] {
+            let p = SegmentSettings::new(codec).params(w as u32, h as u32);
+            let first = encode_segment(&p, &src).unwrap().data;
+            for round in 1..5 {
+                let again = encode_segment(&p, &src).unwrap().data;
+                assert!(
+                    again == first,
+                    "{codec:?}: encode {round} differs from the first"
+                );
+            }
+        }
+    }
+
+    /// Only an SEI that is x264's user data and nothing more is taken out:
+    /// another user-data SEI, and one with a second message, stay.
+    #[test]
+    fn only_x264s_own_sei_is_taken_out() {
+        let mut x264 = vec![0, 0, 0, 1, 0x06, 5];
+        let text = b"x264 - core 164 - options: cabac=1\0";
+        x264.push((16 + text.len()) as u8);
+        x264.extend_from_slice(&X264_SEI_UUID);
+        x264.extend_from_slice(text);
+        x264.push(0x80);
+        let other = |extra: &[u8]| {
+            let mut v = vec![0, 0, 1, 0x06, 5, 16];
+            v.extend_from_slice(&[7u8; 16]);
+            v.extend_from_slice(extra);
+            v.push(0x80);
+            v
+        };
+        let sps = [0, 0, 0, 1, 0x67, 0x42, 0, 0x0a];
+        let idr = [0, 0, 1, 0x65, 0x88, 0x84];
+        let mut packet = sps.to_vec();
+        packet.extend_from_slice(&x264);
+        packet.extend(other(&[]));
+        packet.extend_from_slice(&idr);
+        let info = take_x264_sei(&mut packet).unwrap();
+        assert_eq!(info, "x264 - core 164 - options: cabac=1");
+        let mut want = sps.to_vec();
+        // The SEI's leading zero stays: the next NAL unit keeps a start code.
+        want.push(0);
+        want.extend(other(&[]));
+        want.extend_from_slice(&idr);
+        assert_eq!(packet, want);
+        assert_eq!(take_x264_sei(&mut packet), None);
+        // x264's UUID with a second message after it: kept.
+        let mut two = x264[..x264.len() - 1].to_vec();
+        two.extend_from_slice(&[1, 1, 0, 0x80]);
+        let mut p2 = sps.to_vec();
+        p2.extend_from_slice(&two);
+        let before = p2.clone();
+        assert_eq!(take_x264_sei(&mut p2), None);
+        assert_eq!(p2, before);
     }
 
     /// SVT-AV1 keeps process-wide state that encoders opened and closed on
