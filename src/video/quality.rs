@@ -28,11 +28,15 @@ pub fn psnr(want: &[u8], got: &[u8]) -> f64 {
     10.0 * (255.0f64 * 255.0 / mse).log10()
 }
 
+/// BT.601 luma of one RGB sample.
+#[inline(always)]
+fn luma_of(p: &[u8]) -> f32 {
+    0.299 * p[0] as f32 + 0.587 * p[1] as f32 + 0.114 * p[2] as f32
+}
+
 /// BT.601 luma of packed RGB.
 fn luma(rgb: &[u8]) -> Vec<f32> {
-    rgb.chunks_exact(3)
-        .map(|p| 0.299 * p[0] as f32 + 0.587 * p[1] as f32 + 0.114 * p[2] as f32)
-        .collect()
+    rgb.chunks_exact(3).map(luma_of).collect()
 }
 
 const WIN: usize = 11;
@@ -54,22 +58,25 @@ fn gaussian() -> [f32; WIN] {
 /// SSIM of the luma of two packed RGB `w x h` frames. Frames smaller than
 /// the window in either side are compared whole (one window over all).
 ///
-/// The five Gaussian-filtered planes (means, second moments, covariance)
-/// are made in one horizontal pass over each row and one vertical pass per
-/// output row, with the taps outermost so each pass is a run of
-/// multiply-adds over a row (the symmetric taps paired: six multiplies a
-/// sample, not eleven), and the SSIM map of a row is computed in f32
-/// across the row: every loop is vectorised (with AVX2 where the CPU has
-/// it, chosen at run time; both paths give the same result).
+/// The Gaussian-filtered planes are made a row at a time: the luma of a
+/// row, its horizontal pass into a ring of the last eleven rows, then the
+/// vertical pass of the output row those rows complete and its SSIM map,
+/// so the working set stays in the CPU's caches whatever the frame size.
+/// Four planes are filtered: the two means, the sum of the two second
+/// moments (SSIM needs only the sum of the variances) and the covariance.
+/// The taps are outermost, so each pass is a run of multiply-adds over a
+/// row (the symmetric taps paired: six multiplies a sample, not eleven),
+/// and every loop is vectorised (with AVX2 where the CPU has it, chosen at
+/// run time; both paths give the same result).
 ///
 /// # Panics
 /// When a buffer is not `w * h * 3` bytes (a caller's bug).
 pub fn ssim_rgb(want: &[u8], got: &[u8], w: usize, h: usize) -> f64 {
     assert_eq!(want.len(), w * h * 3, "ssim: frame size");
     assert_eq!(got.len(), w * h * 3, "ssim: frame size");
-    let (a, b) = (luma(want), luma(got));
-    let (c1, c2) = ((0.01f64 * 255.0).powi(2), (0.03f64 * 255.0).powi(2));
     if w < WIN || h < WIN {
+        let (a, b) = (luma(want), luma(got));
+        let (c1, c2) = ((0.01f64 * 255.0).powi(2), (0.03f64 * 255.0).powi(2));
         let n = (w * h).max(1) as f64;
         let ma = a.iter().map(|&v| v as f64).sum::<f64>() / n;
         let mb = b.iter().map(|&v| v as f64).sum::<f64>() / n;
@@ -87,48 +94,57 @@ pub fn ssim_rgb(want: &[u8], got: &[u8], w: usize, h: usize) -> f64 {
     #[cfg(target_arch = "x86_64")]
     if std::arch::is_x86_feature_detected!("avx2") {
         // SAFETY: the CPU has AVX2 (checked just above).
-        return unsafe { ssim_windows_avx2(&a, &b, w, h) };
+        return unsafe { ssim_windows_avx2(want, got, w, h) };
     }
-    ssim_windows(&a, &b, w, h)
+    ssim_windows(want, got, w, h)
 }
 
 /// [`ssim_windows`] compiled for AVX2.
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx2")]
-unsafe fn ssim_windows_avx2(a: &[f32], b: &[f32], w: usize, h: usize) -> f64 {
-    ssim_windows(a, b, w, h)
+unsafe fn ssim_windows_avx2(want: &[u8], got: &[u8], w: usize, h: usize) -> f64 {
+    ssim_windows(want, got, w, h)
 }
 
 /// Lanes of the per-row sums of the SSIM map (a fixed order, so every
 /// instruction set sums alike).
 const LANES: usize = 8;
 
-/// Mean SSIM over the valid 11x11 windows of two `w x h` luma planes
-/// (`w, h >= 11`).
+/// Planes filtered: the means of `a` and `b`, `a*a + b*b`, `a*b`.
+const PLANES: usize = 4;
+
+/// Mean SSIM over the valid 11x11 windows of the luma of two packed RGB
+/// `w x h` frames (`w, h >= 11`).
 #[inline(always)]
-fn ssim_windows(a: &[f32], b: &[f32], w: usize, h: usize) -> f64 {
+fn ssim_windows(want: &[u8], got: &[u8], w: usize, h: usize) -> f64 {
     let k = gaussian();
     let (c1, c2) = ((0.01f32 * 255.0).powi(2), (0.03f32 * 255.0).powi(2));
     let (ow, oh) = (w - WIN + 1, h - WIN + 1);
-    // Horizontal pass: plane c of row y at `rows[(c * h + y) * ow..]`, for
-    // c in (a, b, a*a, b*b, a*b).
-    let mut rows = vec![0f32; 5 * h * ow];
-    let mut sq = vec![0f32; 3 * w];
+    // The planes of one input row, then the horizontal pass of the last
+    // WIN rows: plane c of row y at `ring[(c * WIN + y % WIN) * ow..]`.
+    let mut line = vec![0f32; PLANES * w];
+    let mut ring = vec![0f32; PLANES * WIN * ow];
+    let mut acc = vec![0f32; PLANES * ow];
+    let mut map = vec![0f32; ow.next_multiple_of(LANES)];
+    let mut total = 0.0f64;
     for y in 0..h {
-        let (ra, rb) = (&a[y * w..(y + 1) * w], &b[y * w..(y + 1) * w]);
-        let (aa, rest) = sq.split_at_mut(w);
-        let (bb, ab) = rest.split_at_mut(w);
-        for ((((aa, bb), ab), &x), &y) in aa
-            .iter_mut()
-            .zip(bb.iter_mut())
-            .zip(ab.iter_mut())
-            .zip(ra)
-            .zip(rb)
-        {
-            (*aa, *bb, *ab) = (x * x, y * y, x * y);
+        let (ra, rest) = line.split_at_mut(w);
+        let (rb, rest) = rest.split_at_mut(w);
+        let (sq, ab) = rest.split_at_mut(w);
+        let pixels = y * w * 3..(y + 1) * w * 3;
+        for (o, p) in ra.iter_mut().zip(want[pixels.clone()].chunks_exact(3)) {
+            *o = luma_of(p);
         }
-        for (c, src) in [ra, rb, &*aa, &*bb, &*ab].into_iter().enumerate() {
-            let out = &mut rows[(c * h + y) * ow..(c * h + y + 1) * ow];
+        for (o, p) in rb.iter_mut().zip(got[pixels].chunks_exact(3)) {
+            *o = luma_of(p);
+        }
+        for (((sq, ab), &x), &y) in sq.iter_mut().zip(ab.iter_mut()).zip(&*ra).zip(&*rb) {
+            (*sq, *ab) = (x * x + y * y, x * y);
+        }
+        let slot = y % WIN;
+        for c in 0..PLANES {
+            let src = &line[c * w..(c + 1) * w];
+            let out = &mut ring[(c * WIN + slot) * ow..(c * WIN + slot + 1) * ow];
             for (o, &v) in out.iter_mut().zip(&src[HALF..HALF + ow]) {
                 *o = k[HALF] * v;
             }
@@ -139,15 +155,16 @@ fn ssim_windows(a: &[f32], b: &[f32], w: usize, h: usize) -> f64 {
                 }
             }
         }
-    }
-    // Vertical pass and the SSIM map, an output row at a time.
-    let mut acc = vec![0f32; 5 * ow];
-    let mut map = vec![0f32; ow.next_multiple_of(LANES)];
-    let mut total = 0.0f64;
-    for y in 0..oh {
-        for c in 0..5 {
+        // Rows y+1-WIN ..= y are in the ring: the output row they make.
+        let Some(top) = (y + 1).checked_sub(WIN) else {
+            continue;
+        };
+        for c in 0..PLANES {
             let out = &mut acc[c * ow..(c + 1) * ow];
-            let row = |i: usize| &rows[(c * h + y + i) * ow..(c * h + y + i + 1) * ow];
+            let row = |i: usize| {
+                let s = (top + i) % WIN;
+                &ring[(c * WIN + s) * ow..(c * WIN + s + 1) * ow]
+            };
             for (o, &v) in out.iter_mut().zip(row(HALF)) {
                 *o = k[HALF] * v;
             }
@@ -159,13 +176,12 @@ fn ssim_windows(a: &[f32], b: &[f32], w: usize, h: usize) -> f64 {
         }
         let (mu_a, rest) = acc.split_at(ow);
         let (mu_b, rest) = rest.split_at(ow);
-        let (saa, rest) = rest.split_at(ow);
-        let (sbb, sab) = rest.split_at(ow);
-        let planes = mu_a.iter().zip(mu_b).zip(saa).zip(sbb).zip(sab);
-        for (m, ((((&ma, &mb), &saa), &sbb), &sab)) in map.iter_mut().zip(planes) {
-            let (va, vb, cov) = (saa - ma * ma, sbb - mb * mb, sab - ma * mb);
+        let (s_sq, s_ab) = rest.split_at(ow);
+        let planes = mu_a.iter().zip(mu_b).zip(s_sq).zip(s_ab);
+        for (m, (((&ma, &mb), &s_sq), &s_ab)) in map.iter_mut().zip(planes) {
+            let (var, cov) = (s_sq - ma * ma - mb * mb, s_ab - ma * mb);
             *m = ((2.0 * ma * mb + c1) * (2.0 * cov + c2))
-                / ((ma * ma + mb * mb + c1) * (va + vb + c2));
+                / ((ma * ma + mb * mb + c1) * (var + c2));
         }
         // The padding past `ow` stays 0.
         let mut lanes = [0f32; LANES];
@@ -268,8 +284,7 @@ mod tests {
             assert!((fused - direct).abs() < 2e-6, "{w}x{h}: {fused} {direct}");
             assert!(fused < 1.0 && fused > 0.0);
             // The portable path gives what the AVX2 path gives.
-            let (la, lb) = (luma(&a), luma(&b));
-            assert_eq!(ssim_windows(&la, &lb, w, h).to_bits(), fused.to_bits());
+            assert_eq!(ssim_windows(&a, &b, w, h).to_bits(), fused.to_bits());
         }
     }
 
