@@ -1019,7 +1019,7 @@ impl SegmentEncoder {
     }
 
     /// Packed RGB of a coded YUV frame, cropped to the stored size.
-    fn source_rgb(&mut self, yuv: &[u8]) -> Result<Vec<u8>, String> {
+    fn source_rgb(&mut self, yuv: &[u8]) -> Result<&[u8], String> {
         let (ew, eh) = (self.params.width, self.params.height);
         self.src.set_width(ew);
         self.src.set_height(eh);
@@ -1036,8 +1036,7 @@ impl SegmentEncoder {
             self.crop.0 as usize,
             self.crop.1 as usize,
             &mut self.packed,
-        )
-        .to_vec())
+        ))
     }
 
     /// Encodes `frames` (coded YUV 4:2:0, as [`pack_yuv420_even`] packs
@@ -1071,8 +1070,8 @@ impl SegmentEncoder {
             frames.len(),
             |i, rgb| match frames.get(i).map(|f| self.source_rgb(f)) {
                 Some(Ok(src)) => {
-                    psnrs.push(super::quality::psnr(&src, rgb).min(PSNR_CAP));
-                    ssims.push(super::quality::ssim_rgb(&src, rgb, cw, ch));
+                    psnrs.push(super::quality::psnr(src, rgb).min(PSNR_CAP));
+                    ssims.push(super::quality::ssim_rgb(src, rgb, cw, ch));
                 }
                 Some(Err(e)) => failed = Some(e),
                 None => {}
