@@ -10,7 +10,9 @@ no scene cuts, raw elementary streams; every 32 frames encoded by an
 encoder of their own, as the layout encodes) at a sweep of CRFs: bytes per frame,
 mean and lowest per-frame PSNR over RGB samples, mean SSIM over BT.601 luma
 (11x11 Gaussian, sigma 1.5), all against the source frames decoded to RGB
-by FFmpeg. The default is the highest CRF whose mean PSNR is no lower than
+by FFmpeg. Bytes are counted as the layout stores a segment: without
+x264's self-description SEI or AV1's temporal delimiters, x264 limited to
+AVX2 as the layout limits it. The default is the highest CRF whose mean PSNR is no lower than
 WebP q65's on every content; benches/segments.py then measures the layout
 itself with it. An earlier version of this script encoded each clip as
 one continuous stream keyed every 32 frames: on the real clips that read
@@ -78,6 +80,35 @@ def ssim(a, b):
     return float(m.mean())
 
 
+X264_SEI_UUID = bytes.fromhex("dc45e9bde6d948b7962cd820d923eeef")
+
+
+def x264_asm():
+    """The layout's x264 `asm` option on this CPU (src/video/segment.rs:
+    up to AVX2 where the CPU has AVX2 and the sets x264 counts with it)."""
+    flags = set()
+    with open("/proc/cpuinfo") as f:
+        for line in f:
+            if line.startswith("flags"):
+                flags = set(line.split(":", 1)[1].split())
+                break
+    return ":asm=AVX2,Cache64" if {"avx2", "fma", "bmi1", "bmi2", "abm"} <= flags else ""
+
+
+def stored_bytes(b, codec, frames):
+    """Bytes of a segment as the layout stores it: without x264's
+    self-description SEI (its start code to the next start code), or
+    without the temporal delimiter (`12 00`) the OBU muxer puts before
+    each of an AV1 segment's frames."""
+    if codec == "av1":
+        return len(b) - 2 * frames
+    i = b.find(X264_SEI_UUID)
+    if i < 0:
+        return len(b)
+    start, end = b.rfind(b"\x00\x00\x01\x06", 0, i), b.find(b"\x00\x00\x01", i)
+    return len(b) - (end - start) if start >= 0 and end > 0 else len(b)
+
+
 def encode(src, w, h, codec, crf, out, per=32, tune=""):
     """Encodes `src` as the layout does: every `per` frames by an encoder of
     their own (a closed segment, no lookahead across segments), the
@@ -96,14 +127,15 @@ def encode(src, w, h, codec, crf, out, per=32, tune=""):
                 args += ["-c:v", "libx264", "-preset", "medium"]
                 args += ["-tune", tune] if tune else []
                 args += ["-crf", str(crf), "-x264-params",
-                         f"keyint={per}:min-keyint={per}:scenecut=0:open-gop=0", "-f", "h264", part]
+                         f"keyint={per}:min-keyint={per}:scenecut=0:open-gop=0{x264_asm()}",
+                         "-f", "h264", part]
             else:
                 args += ["-c:v", "libsvtav1", "-preset", "8", "-crf", str(crf), "-g", str(per),
                          "-svtav1-params", "scd=0", "-f", "obu", part]
             subprocess.run(args, check=True)
             with open(part, "rb") as f:
                 b = f.read()
-            size += len(b)
+            size += stored_bytes(b, codec, len(raw[k:k + per]))
             o.write(b)
             os.remove(part)
             os.remove(seg)

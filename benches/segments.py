@@ -152,11 +152,18 @@ def without_packet_frames(cache, out):
 def ffmpeg_decode_fps(cache, codec, tmp):
     """Frames/s of FFmpeg decoding every segment of the cache, one thread."""
     import lance
-    t = lance.dataset(cache).to_table(columns=["data", "frame_count"])
+    t = lance.dataset(cache).to_table(columns=["data", "packet_offsets", "frame_count"])
     path = os.path.join(tmp, "all." + ("h264" if codec == "h264" else "obu"))
     with open(path, "wb") as f:
-        for d in t.column("data").to_pylist():
-            f.write(d)
+        for d, offsets in zip(t.column("data").to_pylist(),
+                              t.column("packet_offsets").to_pylist()):
+            if codec == "h264":
+                f.write(d)
+                continue
+            # The layout leaves out the temporal delimiter before each AV1
+            # frame; the OBU stream FFmpeg reads starts each with one.
+            for a, b in zip(offsets, offsets[1:]):
+                f.write(b"\x12\x00" + d[a:b])
     frames = sum(t.column("frame_count").to_pylist())
     args = ["ffmpeg", "-hide_banner", "-nostats", "-benchmark", "-threads", "1"]
     if codec == "av1":
