@@ -18,7 +18,8 @@ itself with it. An earlier version of this script encoded each clip as
 one continuous stream keyed every 32 frames: on the real clips that read
 0.6 dB higher for H.264 than the layout's own per-segment encoders give
 (36.91 dB against 36.29 at CRF 27), and chose CRF 27 where 26 is right.
-`--h264-tune psnr` measures x264's PSNR tuning (the layout's `tune`): on
+`--h264-tune psnr` measures x264's PSNR tuning (the layout's `tune`;
+these figures were taken while x264's SEI was still counted): on
 the real clips it keeps WebP's PSNR at CRF 27 in 2,442 B/frame (37.14 dB)
 where x264's own tuning needs CRF 26 and 2,655 B (36.93 dB), but on the
 gradients it reads 45.24 dB at CRF 26 and 44.79 at 27, below WebP's 46.10,
