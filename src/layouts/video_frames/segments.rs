@@ -25,28 +25,11 @@ use crate::video::segment::{decode_segment_picked, is_permutation, SegmentCodec}
 
 use super::format::{packet_frames_at, PACKET_FRAMES};
 
-/// One decoded frame (packed RGB): a part of the buffer that holds every
-/// frame a read decoded from its segment.
-#[derive(Debug, Clone)]
-pub(super) struct FrameBuf {
-    buf: Arc<Vec<u8>>,
-    at: usize,
-    len: usize,
-}
-
-impl std::ops::Deref for FrameBuf {
-    type Target = [u8];
-
-    fn deref(&self) -> &[u8] {
-        &self.buf[self.at..self.at + self.len]
-    }
-}
-
 /// The decoded frames of one segment, by position in it.
 #[derive(Debug)]
 struct Decoded {
     row: u64,
-    frames: BTreeMap<usize, FrameBuf>,
+    frames: BTreeMap<usize, Arc<Vec<u8>>>,
 }
 
 /// The segments of a cache, read as frames.
@@ -100,7 +83,7 @@ impl SegmentFrames {
         &self,
         meta: &VideoFramesMetadata,
         wanted: &[(usize, u64)],
-    ) -> Result<Vec<FrameBuf>> {
+    ) -> Result<Vec<Arc<Vec<u8>>>> {
         let mut asks: BTreeMap<u64, Ask> = BTreeMap::new();
         for (slot, &(v, f)) in wanted.iter().enumerate() {
             let video = &meta.videos[v];
@@ -122,7 +105,7 @@ impl SegmentFrames {
                 .frames
                 .push(((f % self.per) as usize, slot));
         }
-        let mut out: Vec<Option<FrameBuf>> = vec![None; wanted.len()];
+        let mut out: Vec<Option<Arc<Vec<u8>>>> = vec![None; wanted.len()];
         // Served by the segment decoded last, when it holds every frame asked.
         let cached = self.last.lock().unwrap_or_else(|p| p.into_inner()).clone();
         if let Some(c) = &cached {
@@ -232,14 +215,7 @@ impl SegmentFrames {
             p
         };
         let upto = a.frames.iter().map(|(p, _)| p + 1).max().unwrap_or(0);
-        // Every picked frame in one buffer: one allocation a segment, not
-        // one a frame (frames of their own, each above glibc's trim
-        // threshold, were given back to the system and faulted in again at
-        // every read: 13 times the page faults of one buffer).
-        let size = w as usize * h as usize * 3;
-        let count = picked.iter().filter(|&&p| p).count();
-        let mut buf = Vec::with_capacity(size * count);
-        let mut at = BTreeMap::new();
+        let mut frames = BTreeMap::new();
         let n = decode_segment_picked(
             self.codec,
             coded,
@@ -250,22 +226,11 @@ impl SegmentFrames {
             &|i| picked.get(i).copied().unwrap_or(false),
             upto,
             |i, rgb| {
-                if rgb.len() == size && !at.contains_key(&i) && buf.len() < size * count {
-                    at.insert(i, buf.len());
-                    buf.extend_from_slice(rgb);
-                }
+                frames.insert(i, Arc::new(rgb.to_vec()));
             },
         )
         .map_err(|e| self.bad(format!("{}: {e}", where_())))?;
-        let buf = Arc::new(buf);
-        let frames: BTreeMap<usize, FrameBuf> = at
-            .into_iter()
-            .map(|(i, at)| {
-                let buf = buf.clone();
-                (i, FrameBuf { buf, at, len: size })
-            })
-            .collect();
-        if n < upto || frames.len() != count {
+        if n < upto || frames.len() != picked.iter().filter(|&&p| p).count() {
             return Err(self.bad(format!(
                 "{} decoded to {n} frames, {upto} were needed",
                 where_()
