@@ -646,7 +646,11 @@ pub fn decode_segment_picked(
     // segment costs more than decoding a short segment.
     DECODERS.with(|cell| {
         let mut cache = cell.borrow_mut();
-        let Decoders { decoders, scaler } = &mut *cache;
+        let Decoders {
+            decoders,
+            scaler,
+            out,
+        } = &mut *cache;
         let i = match decoders.iter().position(|(c, _)| *c == codec) {
             Some(i) => i,
             None => {
@@ -662,7 +666,7 @@ pub fn decode_segment_picked(
             .filter(|pf| codec == SegmentCodec::H264 && pf.len() + 1 == packet_offsets.len());
         let r = decode_with(
             dec,
-            scaler,
+            (scaler, out),
             (width, height),
             (cw, ch),
             data,
@@ -680,11 +684,32 @@ pub fn decode_segment_picked(
     })
 }
 
-/// Per-thread decoders (one per codec) and the last RGB converter.
+/// Per-thread decoders (one per codec), the last RGB converter and the
+/// buffers frames pass through (kept: a frame's worth of memory allocated
+/// and freed per segment is faulted in again each time).
 #[derive(Default)]
 struct Decoders {
     decoders: Vec<(SegmentCodec, ff::decoder::Video)>,
     scaler: Option<(Pixel, u32, u32, ff::software::scaling::Context)>,
+    out: Scratch,
+}
+
+/// Where decoded frames go: the decoder's output, its RGB conversion, and
+/// that conversion's rows packed (when its rows are padded).
+struct Scratch {
+    frame: Frame,
+    rgb: Frame,
+    packed: Vec<u8>,
+}
+
+impl Default for Scratch {
+    fn default() -> Self {
+        Scratch {
+            frame: Frame::empty(),
+            rgb: Frame::empty(),
+            packed: Vec::new(),
+        }
+    }
 }
 
 thread_local! {
@@ -712,7 +737,10 @@ fn open_decoder(codec: SegmentCodec) -> Result<ff::decoder::Video, String> {
 #[allow(clippy::too_many_arguments)]
 fn decode_with(
     dec: &mut ff::decoder::Video,
-    scaler: &mut Option<(Pixel, u32, u32, ff::software::scaling::Context)>,
+    (scaler, out): (
+        &mut Option<(Pixel, u32, u32, ff::software::scaling::Context)>,
+        &mut Scratch,
+    ),
     (width, height): (u32, u32),
     (cw, ch): (usize, usize),
     data: &[u8],
@@ -722,9 +750,7 @@ fn decode_with(
     upto: usize,
     f: &mut dyn FnMut(usize, &[u8]),
 ) -> Result<usize, String> {
-    let mut frame = Frame::empty();
-    let mut rgb = Frame::empty();
-    let mut packed = Vec::new();
+    let Scratch { frame, rgb, packed } = out;
     let timed = packet_frames.is_some();
     let wanted = |i: usize| i < upto && pick(i);
     // Counted: frames out so far. Timed: frames up to the last one handed
@@ -739,7 +765,7 @@ fn decode_with(
     };
     let mut take =
         |dec: &mut ff::decoder::Video, n: &mut usize, handed: &mut usize| -> Result<(), String> {
-            while dec.receive_frame(&mut frame).is_ok() {
+            while dec.receive_frame(frame).is_ok() {
                 let i = if timed {
                     let t = frame
                         .pts()
@@ -773,11 +799,13 @@ fn decode_with(
                         )
                         .map_err(|e| ff_err("cannot convert frames", e))?;
                         *scaler = Some((key.0, key.1, key.2, c));
+                        // The converter writes frames of its own size only.
+                        *rgb = Frame::empty();
                     }
                     let (.., s) = scaler.as_mut().expect("set above");
-                    s.run(&frame, &mut rgb)
+                    s.run(frame, rgb)
                         .map_err(|e| ff_err("cannot convert a frame", e))?;
-                    f(i, rgb_rows(&rgb, cw, ch, &mut packed));
+                    f(i, rgb_rows(rgb, cw, ch, packed));
                     *handed += 1;
                     if timed {
                         *n = (*n).max(i + 1);

@@ -32,7 +32,7 @@ use crate::layouts::backend::{
     normalize_index, shard_order, Backend, BatchIter, IterOptions, RowsCore,
 };
 use crate::layouts::video_frames::format::{frames_schema, segments_schema};
-use crate::layouts::video_frames::segments::SegmentFrames;
+use crate::layouts::video_frames::segments::{FrameBuf, SegmentFrames};
 use crate::layouts::{LanceReadOptions, LanceRows};
 use crate::value::{Row, Tensor};
 use crate::video::plan::{SegmentPlan, WindowSpec};
@@ -58,7 +58,7 @@ fn decoded_window_fields() -> arrow_schema::Fields {
 /// Decoded window cells: each window's shape and its frames concatenated.
 fn decoded_window_array<'a>(
     shapes: impl Iterator<Item = [i64; 4]>,
-    frames: impl Iterator<Item = &'a [Arc<Vec<u8>>]>,
+    frames: impl Iterator<Item = &'a [Arc<FrameBuf>]>,
 ) -> std::result::Result<ArrayRef, arrow_schema::ArrowError> {
     use arrow_array::builder::{LargeBinaryBuilder, ListBuilder};
     let mut shape = ListBuilder::new(Int64Builder::new());
@@ -562,7 +562,7 @@ impl LanceVideoFrames {
     }
 
     /// The RGB frames of windows from a segments cache, window after window.
-    fn segment_frames(&self, s: &SegmentFrames, ws: &[u64]) -> Result<Vec<Arc<Vec<u8>>>> {
+    fn segment_frames(&self, s: &SegmentFrames, ws: &[u64]) -> Result<Vec<Arc<FrameBuf>>> {
         let t = self.inner.plan.spec().window_length as usize;
         let mut wanted = Vec::with_capacity(ws.len() * t);
         for &w in ws {
