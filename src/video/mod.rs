@@ -5,6 +5,8 @@
 //! reads that metadata (and says the layout was compiled out).
 
 #[cfg(feature = "video")]
+mod av1;
+#[cfg(feature = "video")]
 pub mod decode;
 #[cfg(feature = "video")]
 pub mod plan;

@@ -614,10 +614,11 @@ pub fn decode_segment(
 /// `upto` frames are out.
 ///
 /// With `packet_frames` (the frame each packet presents, as
-/// [`EncodedSegment::packet_frames`]) an H.264 segment skips the packets of
-/// pictures nothing refers to whose frames are not picked: a window that
-/// starts inside a segment decodes the reference pictures before it, not
-/// every frame. The return value is then the frames up to the last one
+/// [`EncodedSegment::packet_frames`]) a segment skips the packets of
+/// pictures nothing refers to whose frames are not picked (H.264 pictures
+/// with `nal_ref_idc` 0, AV1 temporal units that refresh no reference
+/// slot): a window that starts inside a segment decodes the reference
+/// pictures before it, not every frame. The return value is then the frames up to the last one
 /// handed out.
 ///
 /// # Errors
@@ -662,8 +663,15 @@ pub fn decode_segment_picked(
         dec.flush();
         // Skipping needs every packet's frame (else frames are counted as
         // they come out).
-        let skip = packet_frames
-            .filter(|pf| codec == SegmentCodec::H264 && pf.len() + 1 == packet_offsets.len());
+        let skip = packet_frames.filter(|pf| pf.len() + 1 == packet_offsets.len());
+        // AV1 units are known by the reference slots their frames refresh,
+        // which takes the segment's sequence header and every unit before.
+        let av1_unreferenced = (codec == SegmentCodec::Av1 && skip.is_some())
+            .then(|| super::av1::unreferenced_packets(data, packet_offsets));
+        let unreferenced = |j: usize, packet: &[u8]| match &av1_unreferenced {
+            Some(u) => u.get(j).copied().unwrap_or(false),
+            None => h264_disposable(packet),
+        };
         let r = decode_with(
             dec,
             (scaler, out),
@@ -671,7 +679,7 @@ pub fn decode_segment_picked(
             (cw, ch),
             data,
             packet_offsets,
-            skip,
+            skip.map(|pf| (pf, &unreferenced as &Unreferenced)),
             pick,
             upto,
             &mut f,
@@ -730,8 +738,13 @@ fn open_decoder(codec: SegmentCodec) -> Result<ff::decoder::Video, String> {
         .map_err(|e| ff_err("cannot start the decoder", e))
 }
 
+/// Whether packet `j` of a segment (its bytes given) is one no other
+/// picture refers to.
+type Unreferenced<'a> = dyn Fn(usize, &[u8]) -> bool + 'a;
+
 /// The decode loop of [`decode_segment_picked`] on a flushed decoder. With
-/// `packet_frames`, frames are known by their timestamps (each packet
+/// `packet_frames` and a test of a packet (by position and bytes) for
+/// being unreferenced, frames are known by their timestamps (each packet
 /// carries its frame's), and packets of unreferenced pictures whose frames
 /// are not picked are not decoded.
 #[allow(clippy::too_many_arguments)]
@@ -745,7 +758,7 @@ fn decode_with(
     (cw, ch): (usize, usize),
     data: &[u8],
     packet_offsets: &[u64],
-    packet_frames: Option<&[i64]>,
+    packet_frames: Option<(&[i64], &Unreferenced)>,
     pick: &dyn Fn(usize) -> bool,
     upto: usize,
     f: &mut dyn FnMut(usize, &[u8]),
@@ -826,10 +839,10 @@ fn decode_with(
             )
         })?;
         let mut pkt = ff::Packet::copy(bytes);
-        if let Some(pf) = packet_frames {
+        if let Some((pf, unreferenced)) = packet_frames {
             let t = pf[j];
             let picked = usize::try_from(t).is_ok_and(wanted);
-            if !picked && h264_disposable(bytes) {
+            if !picked && unreferenced(j, bytes) {
                 continue;
             }
             pkt.set_pts(Some(t));
@@ -1312,6 +1325,69 @@ mod tests {
         // packet, counted as they come out.
         let (n, got) = decode(Some(&seg.packet_frames[1..]), 3..9);
         assert_eq!((n, got), (9, full[3..9].to_vec()));
+    }
+
+    #[test]
+    fn av1_windows_leave_out_unreferenced_units_and_equal_a_full_decode() {
+        let (w, h) = (64u32, 64u32);
+        // The layout's default AV1 encoding: segments of 32, SVT-AV1's
+        // hierarchical prediction (frames shown later, decoded early).
+        let p = SegmentSettings::new(SegmentCodec::Av1).params(w, h);
+        let src = frames(32, w as usize, h as usize);
+        let seg = encode_segment(&p, &src).unwrap();
+        assert!(
+            is_permutation(&seg.packet_frames, 32),
+            "{:?}",
+            seg.packet_frames
+        );
+        let unreferenced = super::super::av1::unreferenced_packets(&seg.data, &seg.packet_offsets);
+        let skipped = unreferenced.iter().filter(|&&u| u).count();
+        assert!(
+            skipped >= 8 && !unreferenced[0] && unreferenced.len() == 32,
+            "{skipped} of {} units unreferenced: {unreferenced:?}",
+            unreferenced.len()
+        );
+        let decode = |frames: Option<&[i64]>, keep: std::ops::Range<usize>| {
+            let mut got = Vec::new();
+            let end = keep.end;
+            let n = decode_segment_picked(
+                p.codec,
+                (w, h),
+                (w, h),
+                &seg.data,
+                &seg.packet_offsets,
+                frames,
+                &|i| keep.contains(&i),
+                end,
+                |i, rgb| got.push((i, rgb.to_vec())),
+            )
+            .unwrap();
+            got.sort_by_key(|(i, _)| *i);
+            (n, got)
+        };
+        let (n, full) = decode(None, 0..32);
+        assert_eq!((n, full.len()), (32, 32));
+        // Distinct frames: a frame left out and another shown in its place
+        // would not compare equal.
+        assert!(full.windows(2).all(|f| f[0].1 != f[1].1));
+        for start in 0..32 {
+            for len in [1usize, 5, 16] {
+                let keep = start..(start + len).min(32);
+                let (n, got) = decode(Some(&seg.packet_frames), keep.clone());
+                assert_eq!(n, keep.end, "window {keep:?}");
+                assert_eq!(got, full[keep.clone()].to_vec(), "window {keep:?}");
+            }
+        }
+        // A segment whose units this reader cannot follow is decoded whole:
+        // with its sequence header damaged, no unit counts as unreferenced.
+        let mut damaged = seg.data.clone();
+        let at = damaged.iter().position(|&b| b == 0x0a).unwrap();
+        damaged[at] = 0x80;
+        assert!(
+            super::super::av1::unreferenced_packets(&damaged, &seg.packet_offsets)
+                .iter()
+                .all(|&u| !u)
+        );
     }
 
     #[test]
