@@ -30,8 +30,10 @@ decoding exactly the WebP frames of those windows (the `webp-decode`
 workload); for segments, FFmpeg alone (`ffmpeg -threads 1`, its own
 `-benchmark` time) decoding the cache's segments as one elementary stream,
 divided by the frames those windows must decode (from each touched
-segment's keyframe to the window's last frame in it; for h264, less the
-unreferenced pictures the read leaves out).
+segment's keyframe to the window's last frame in it, less the unreferenced
+pictures the read leaves out: H.264 pictures with nal_ref_idc 0, AV1
+temporal units whose frames refresh no reference slot, the latter read by
+FFmpeg's own bitstream reader, the trace_headers filter).
 
 Targets (the issue's): segments >= 15x smaller than frames at a mean PSNR
 no lower; windows/s >= the frames layout's; build frames/s >= 2x the
@@ -99,24 +101,71 @@ def h264_disposable(packet):
         i = j + 3
 
 
-def decoded_frames_skipping(cache, starts):
-    """Frames an H.264 segments read decodes for these windows when it
-    leaves out the unreferenced pictures it does not take: in each touched
-    segment, the packets up to the last one of a frame it takes, less the
-    unreferenced ones of frames it does not take (a lower bound: the decoder
-    may need a packet or two more before it hands out the last frame)."""
+def av1_unreferenced(cache, tmp):
+    """For each row of an AV1 segments cache, whether each packet (temporal
+    unit) refreshes no reference slot, as FFmpeg's trace_headers filter reads
+    the frame headers (a shown existing frame refreshes nothing unless it is
+    a key frame, which closed segments do not show again)."""
+    import lance
+    t = lance.dataset(cache).to_table(columns=["data", "packet_offsets"])
+    path = os.path.join(tmp, "trace.obu")
+    counts = []
+    with open(path, "wb") as f:
+        for d, o in zip(t.column("data").to_pylist(), t.column("packet_offsets").to_pylist()):
+            counts.append(len(o) - 1)
+            for a, b in zip(o, o[1:]):
+                f.write(b"\x12\x00" + d[a:b])
+    out = subprocess.run(["ffmpeg", "-hide_banner", "-nostats", "-i", path, "-c", "copy",
+                          "-bsf:v", "trace_headers", "-f", "null", "-"],
+                         capture_output=True, text=True, check=True).stderr
+    os.remove(path)
+    flat, cur = [], None
+    for line in out.splitlines():
+        if "] Packet: " in line:
+            if cur is not None:
+                flat.append(cur["frames"] > 0 and not cur["refresh"])
+            cur = {"frames": 0, "refresh": False}
+        elif cur is not None and re.search(r"\bshow_existing_frame\s+1 = 1$", line):
+            cur["frames"] += 1
+        elif cur is not None and re.search(r"\brefresh_frame_flags\s", line):
+            cur["frames"] += 1
+            cur["refresh"] |= int(line.rsplit("=", 1)[1]) != 0
+        elif cur is not None and re.search(r"\bframe_type\s+00 = 0$", line):
+            # A key frame shown at once refreshes every slot, and its header
+            # has no refresh_frame_flags.
+            cur["refresh"] = True
+    if cur is not None:
+        flat.append(cur["frames"] > 0 and not cur["refresh"])
+    if len(flat) != sum(counts):
+        raise SystemExit(f"trace_headers saw {len(flat)} packets, the cache has {sum(counts)}")
+    rows, at = [], 0
+    for n in counts:
+        rows.append(flat[at:at + n])
+        at += n
+    return rows
+
+
+def decoded_frames_skipping(cache, starts, storage, tmp):
+    """Frames a segments read decodes for these windows when it leaves out
+    the unreferenced pictures it does not take: in each touched segment, the
+    packets up to the last one of a frame it takes, less the unreferenced
+    ones of frames it does not take (a lower bound: the decoder may need a
+    packet or two more before it hands out the last frame)."""
     import lance
     meta = json.load(open(os.path.join(cache, "_metadata.json")))
     t = lance.dataset(cache).to_table(columns=["data", "packet_offsets", "packet_frames"])
     data = t.column("data").to_pylist()
     offs = t.column("packet_offsets").to_pylist()
     pfs = t.column("packet_frames").to_pylist()
+    av1 = av1_unreferenced(cache, tmp) if storage == "av1" else None
     segs = {}
 
     def seg(row):
         if row not in segs:
             d, o = data[row], offs[row]
-            segs[row] = (pfs[row], [h264_disposable(d[o[j]:o[j + 1]]) for j in range(len(o) - 1)])
+            disp = av1[row] if av1 is not None else \
+                [h264_disposable(d[o[j]:o[j + 1]]) for j in range(len(o) - 1)]
+            segs[row] = (pfs[row], disp)
         return segs[row]
 
     n = 0
@@ -242,8 +291,7 @@ def main():
                 limit_what = "libwebp alone"
             else:
                 fps = ffmpeg_decode_fps(out, storage, tmp)
-                dec = (decoded_frames_skipping(out, starts) if storage == "h264"
-                       else decoded_frames(starts))
+                dec = decoded_frames_skipping(out, starts, storage, tmp)
                 limit = fps * len(starts) / dec
                 limit_what = f"FFmpeg alone ({fps:.0f} frames/s, " \
                              f"{dec / len(starts):.1f} decoded/window)"
