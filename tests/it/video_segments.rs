@@ -965,3 +965,54 @@ fn a_killed_segments_build_resumes_and_equals_a_build_in_one_go() {
         String::from_utf8_lossy(&o.stderr)
     );
 }
+
+#[test]
+fn av1_windows_leaving_out_unreferenced_units_equal_windows_decoding_every_unit() {
+    require_ffmpeg();
+    let tmp = tempfile::tempdir().unwrap();
+    // Segments of 16 and one partial: SVT-AV1's hierarchical prediction
+    // leaves units no later frame refers to in each.
+    let src = spinning_clip(tmp.path(), "a.mp4", 45, "64x64");
+    let good = tmp.path().join("seg");
+    let opts = VideoFramesOptions::default().with_segments(
+        SegmentSettings::new(SegmentCodec::Av1)
+            .try_with_frames_per_segment(16)
+            .unwrap(),
+    );
+    write_video_frames_cache(
+        examples(std::slice::from_ref(&src)),
+        &features(),
+        &good,
+        &opts,
+    )
+    .unwrap();
+    // The same cache as written before packet_frames: every unit decoded.
+    let old = tmp.path().join("old");
+    crate::common::copy_dir(&good, &old);
+    rewrite_rows(&old, "t = t.drop_columns(['packet_frames'])");
+    edit_metadata(&old, |m| {
+        m["segments"]
+            .as_object_mut()
+            .unwrap()
+            .remove("packet_frames");
+    });
+    let spec = WindowSpec::new(6, 0, 1);
+    let (a, b) = (windows_of(&good, spec), windows_of(&old, spec));
+    let (a, b) = (backend(&a), backend(&b));
+    assert_eq!(a.len(), 40);
+    let want = sequential_rgb(&src, 64, 64);
+    for s in 0..a.len() as i64 {
+        let (x, y) = (a.window(s).unwrap(), b.window(s).unwrap());
+        assert!(x.frames.data == y.frames.data, "window {s}");
+        // And each frame is the source's frame of its index.
+        for (k, f) in x.frames.data.chunks(64 * 64 * 3).enumerate() {
+            let i = s as usize + k;
+            let own = shardset::video::quality::psnr(&want[i], f);
+            assert!(own > 20.0, "window {s} frame {i}: {own:.2} dB");
+        }
+    }
+    let all: Vec<i64> = (0..a.len() as i64).rev().collect();
+    assert!(
+        a.windows_batch(&all).unwrap().frames.data == b.windows_batch(&all).unwrap().frames.data
+    );
+}
