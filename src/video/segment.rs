@@ -618,8 +618,8 @@ pub fn decode_segment(
 /// pictures nothing refers to whose frames are not picked (H.264 pictures
 /// with `nal_ref_idc` 0, AV1 temporal units that refresh no reference
 /// slot): a window that starts inside a segment decodes the reference
-/// pictures before it, not every frame. The return value is then the frames up to the last one
-/// handed out.
+/// pictures before it, not every frame. The return value is then the
+/// frames up to the last one handed out.
 ///
 /// # Errors
 /// As [`decode_segment`].
@@ -1263,6 +1263,49 @@ mod tests {
         }
     }
 
+    /// The frames at `keep` of a segment, decoded with or without its
+    /// packets' frames: the frames decoded up to, and the frames in order.
+    fn decode_kept(
+        p: &SegmentParams,
+        seg: &EncodedSegment,
+        frames: Option<&[i64]>,
+        keep: std::ops::Range<usize>,
+    ) -> (usize, Vec<Vec<u8>>) {
+        let mut got = Vec::new();
+        let end = keep.end;
+        let n = decode_segment_picked(
+            p.codec,
+            (p.width, p.height),
+            (p.width, p.height),
+            &seg.data,
+            &seg.packet_offsets,
+            frames,
+            &|i| keep.contains(&i),
+            end,
+            |i, rgb| got.push((i, rgb.to_vec())),
+        )
+        .unwrap();
+        got.sort_by_key(|(i, _)| *i);
+        (n, got.into_iter().map(|(_, f)| f).collect())
+    }
+
+    /// Every window (lengths 1, 5 and 16, at every start) of a 32-frame
+    /// segment, read with unreferenced packets left out, equals those
+    /// frames of the whole segment decoded; returns the whole.
+    fn every_window_equals_a_full_decode(p: &SegmentParams, seg: &EncodedSegment) -> Vec<Vec<u8>> {
+        let (n, full) = decode_kept(p, seg, None, 0..32);
+        assert_eq!((n, full.len()), (32, 32));
+        for start in 0..32 {
+            for len in [1usize, 5, 16] {
+                let keep = start..(start + len).min(32);
+                let (n, got) = decode_kept(p, seg, Some(&seg.packet_frames), keep.clone());
+                assert_eq!(n, keep.end, "window {keep:?}");
+                assert!(got == full[keep.clone()], "window {keep:?}");
+            }
+        }
+        full
+    }
+
     #[test]
     fn h264_windows_leave_out_unreferenced_pictures_and_equal_a_full_decode() {
         let (w, h) = (64u32, 48u32);
@@ -1293,37 +1336,10 @@ mod tests {
             disposable >= 8 && !h264_disposable(packets[0]),
             "{disposable} of 32 pictures unreferenced"
         );
-        let decode = |frames: Option<&[i64]>, keep: std::ops::Range<usize>| {
-            let mut got = Vec::new();
-            let end = keep.end;
-            let n = decode_segment_picked(
-                p.codec,
-                (w, h),
-                (w, h),
-                &seg.data,
-                &seg.packet_offsets,
-                frames,
-                &|i| keep.contains(&i),
-                end,
-                |i, rgb| got.push((i, rgb.to_vec())),
-            )
-            .unwrap();
-            got.sort_by_key(|(i, _)| *i);
-            (n, got)
-        };
-        let (n, full) = decode(None, 0..32);
-        assert_eq!((n, full.len()), (32, 32));
-        for start in 0..32 {
-            for len in [1usize, 5, 16] {
-                let keep = start..(start + len).min(32);
-                let (n, got) = decode(Some(&seg.packet_frames), keep.clone());
-                assert_eq!(n, keep.end, "window {keep:?}");
-                assert_eq!(got, full[keep.clone()].to_vec(), "window {keep:?}");
-            }
-        }
+        let full = every_window_equals_a_full_decode(&p, &seg);
         // Packets out of step with their list (a damaged row) decode every
         // packet, counted as they come out.
-        let (n, got) = decode(Some(&seg.packet_frames[1..]), 3..9);
+        let (n, got) = decode_kept(&p, &seg, Some(&seg.packet_frames[1..]), 3..9);
         assert_eq!((n, got), (9, full[3..9].to_vec()));
     }
 
@@ -1347,37 +1363,10 @@ mod tests {
             "{skipped} of {} units unreferenced: {unreferenced:?}",
             unreferenced.len()
         );
-        let decode = |frames: Option<&[i64]>, keep: std::ops::Range<usize>| {
-            let mut got = Vec::new();
-            let end = keep.end;
-            let n = decode_segment_picked(
-                p.codec,
-                (w, h),
-                (w, h),
-                &seg.data,
-                &seg.packet_offsets,
-                frames,
-                &|i| keep.contains(&i),
-                end,
-                |i, rgb| got.push((i, rgb.to_vec())),
-            )
-            .unwrap();
-            got.sort_by_key(|(i, _)| *i);
-            (n, got)
-        };
-        let (n, full) = decode(None, 0..32);
-        assert_eq!((n, full.len()), (32, 32));
+        let full = every_window_equals_a_full_decode(&p, &seg);
         // Distinct frames: a frame left out and another shown in its place
         // would not compare equal.
-        assert!(full.windows(2).all(|f| f[0].1 != f[1].1));
-        for start in 0..32 {
-            for len in [1usize, 5, 16] {
-                let keep = start..(start + len).min(32);
-                let (n, got) = decode(Some(&seg.packet_frames), keep.clone());
-                assert_eq!(n, keep.end, "window {keep:?}");
-                assert_eq!(got, full[keep.clone()].to_vec(), "window {keep:?}");
-            }
-        }
+        assert!(full.windows(2).all(|f| f[0] != f[1]));
         // A segment whose units this reader cannot follow is decoded whole:
         // with its sequence header damaged, no unit counts as unreferenced.
         let mut damaged = seg.data.clone();

@@ -539,6 +539,19 @@ fn av1_segments_read_the_same_windows_api() {
     assert!(!strict.exists());
 }
 
+/// A copy of the segments cache `from` at `to` as written before the
+/// `packet_frames` column existed: no column, no flag in the metadata.
+fn without_packet_frames(from: &Path, to: &Path) {
+    crate::common::copy_dir(from, to);
+    rewrite_rows(to, "t = t.drop_columns(['packet_frames'])");
+    edit_metadata(to, |m| {
+        m["segments"]
+            .as_object_mut()
+            .unwrap()
+            .remove("packet_frames");
+    });
+}
+
 /// Rewrites `_metadata.json` with `f` applied (its self-checksum dropped,
 /// so the layout's own checks are what answer).
 fn edit_metadata(dir: &Path, f: impl FnOnce(&mut J)) {
@@ -785,14 +798,7 @@ fn windows_read_the_same_without_packet_frames_and_verify_finds_a_damaged_list()
 
     // A cache written before the column existed: no column, no flag.
     let old = tmp.path().join("old");
-    crate::common::copy_dir(&good, &old);
-    rewrite_rows(&old, "t = t.drop_columns(['packet_frames'])");
-    edit_metadata(&old, |m| {
-        m["segments"]
-            .as_object_mut()
-            .unwrap()
-            .remove("packet_frames");
-    });
+    without_packet_frames(&good, &old);
     every_window_is_exact(&old, "without packet frames");
 
     // A row whose list names frame 0 for every packet: its windows decode
@@ -988,14 +994,7 @@ fn av1_windows_leaving_out_unreferenced_units_equal_windows_decoding_every_unit(
     .unwrap();
     // The same cache as written before packet_frames: every unit decoded.
     let old = tmp.path().join("old");
-    crate::common::copy_dir(&good, &old);
-    rewrite_rows(&old, "t = t.drop_columns(['packet_frames'])");
-    edit_metadata(&old, |m| {
-        m["segments"]
-            .as_object_mut()
-            .unwrap()
-            .remove("packet_frames");
-    });
+    without_packet_frames(&good, &old);
     let spec = WindowSpec::new(6, 0, 1);
     let (a, b) = (windows_of(&good, spec), windows_of(&old, spec));
     let (a, b) = (backend(&a), backend(&b));

@@ -4,9 +4,10 @@
 //! asked of it, and converts only the frames asked for to RGB. Segments
 //! decode in parallel on the read pool; the last one decoded is kept, so
 //! a read of frames it already holds (overlapping windows) decodes
-//! nothing. With the frame each packet presents (`packet_frames`), an
-//! H.264 segment leaves out the pictures nothing refers to whose frames
-//! are not asked for.
+//! nothing. With the frame each packet presents (`packet_frames`), a
+//! segment leaves out the pictures nothing refers to whose frames are not
+//! asked for (H.264 pictures with `nal_ref_idc` 0, AV1 temporal units that
+//! refresh no reference slot).
 //!
 //! Decoded frames live in buffers of the reader's own pool: a buffer the
 //! last holder drops goes back to the pool, and the next decode fills it
