@@ -1263,6 +1263,23 @@ mod tests {
         }
     }
 
+    /// 32 frames encoded as one segment at the codec's default settings,
+    /// with the frame of each packet recorded.
+    fn default_segment_of_32(
+        codec: SegmentCodec,
+        w: u32,
+        h: u32,
+    ) -> (SegmentParams, EncodedSegment) {
+        let p = SegmentSettings::new(codec).params(w, h);
+        let seg = encode_segment(&p, &frames(32, w as usize, h as usize)).unwrap();
+        assert!(
+            is_permutation(&seg.packet_frames, 32),
+            "{:?}",
+            seg.packet_frames
+        );
+        (p, seg)
+    }
+
     /// The frames at `keep` of a segment, decoded with or without its
     /// packets' frames: the frames decoded up to, and the frames in order.
     fn decode_kept(
@@ -1308,16 +1325,8 @@ mod tests {
 
     #[test]
     fn h264_windows_leave_out_unreferenced_pictures_and_equal_a_full_decode() {
-        let (w, h) = (64u32, 48u32);
         // The layout's default encoding: segments of 32, B-frames.
-        let p = SegmentSettings::new(SegmentCodec::H264).params(w, h);
-        let src = frames(32, w as usize, h as usize);
-        let seg = encode_segment(&p, &src).unwrap();
-        assert!(
-            is_permutation(&seg.packet_frames, 32),
-            "{:?}",
-            seg.packet_frames
-        );
+        let (p, seg) = default_segment_of_32(SegmentCodec::H264, 64, 48);
         assert!(
             seg.packet_frames
                 .iter()
@@ -1345,17 +1354,9 @@ mod tests {
 
     #[test]
     fn av1_windows_leave_out_unreferenced_units_and_equal_a_full_decode() {
-        let (w, h) = (64u32, 64u32);
         // The layout's default AV1 encoding: segments of 32, SVT-AV1's
         // hierarchical prediction (frames shown later, decoded early).
-        let p = SegmentSettings::new(SegmentCodec::Av1).params(w, h);
-        let src = frames(32, w as usize, h as usize);
-        let seg = encode_segment(&p, &src).unwrap();
-        assert!(
-            is_permutation(&seg.packet_frames, 32),
-            "{:?}",
-            seg.packet_frames
-        );
+        let (p, seg) = default_segment_of_32(SegmentCodec::Av1, 64, 64);
         let unreferenced = super::super::av1::unreferenced_packets(&seg.data, &seg.packet_offsets);
         let skipped = unreferenced.iter().filter(|&&u| u).count();
         assert!(

@@ -86,6 +86,17 @@ fn lossless(per: u32) -> VideoFramesOptions {
     )
 }
 
+/// Builds the segments cache of one video.
+fn build_one(src: &Path, dir: &Path, opts: &VideoFramesOptions) -> shardset::WrittenVideoFrames {
+    write_video_frames_cache(
+        examples(std::slice::from_ref(&src.to_path_buf())),
+        &features(),
+        dir,
+        opts,
+    )
+    .unwrap()
+}
+
 fn windows_of(dir: &Path, spec: WindowSpec) -> shardset::Cache {
     open_cache_with(dir, &OpenOptions::default().with_windows(spec)).unwrap()
 }
@@ -114,13 +125,7 @@ fn windows_are_frame_exact_at_every_start_across_segment_boundaries() {
     // 45 frames in segments of 8: five full segments and a last one of 5.
     let src = clip(tmp.path(), "a.mp4", 45, "64x48", H264);
     let dir = tmp.path().join("seg");
-    let w = write_video_frames_cache(
-        examples(std::slice::from_ref(&src)),
-        &features(),
-        &dir,
-        &lossless(8),
-    )
-    .unwrap();
+    let w = build_one(&src, &dir, &lossless(8));
     assert_eq!(w.metadata.layout, "lance-video-segments");
     let q = &w.metadata.segments.as_ref().unwrap().quality;
     assert_eq!(
@@ -198,13 +203,7 @@ fn lossy_windows_hold_the_frame_of_their_index() {
     let dir = tmp.path().join("seg");
     // The default: H.264 at its default CRF, segments of 32.
     let opts = VideoFramesOptions::default().with_threads(2);
-    let w = write_video_frames_cache(
-        examples(std::slice::from_ref(&src)),
-        &features(),
-        &dir,
-        &opts,
-    )
-    .unwrap();
+    let w = build_one(&src, &dir, &opts);
     let s = w.metadata.segments.as_ref().unwrap();
     assert_eq!(
         (s.codec.as_str(), s.crf),
@@ -312,13 +311,7 @@ fn odd_sizes_are_coded_one_pixel_larger_and_read_at_their_size() {
         &["-c:v", "ffv1", "-pix_fmt", "yuv420p"],
     );
     let dir = tmp.path().join("seg");
-    let w = write_video_frames_cache(
-        examples(std::slice::from_ref(&src)),
-        &features(),
-        &dir,
-        &lossless(8),
-    )
-    .unwrap();
+    let w = build_one(&src, &dir, &lossless(8));
     let v = &w.metadata.videos[0];
     assert_eq!((v.w, v.h, v.t), (97, 71, 20));
     let q = &w.metadata.segments.as_ref().unwrap().quality;
@@ -760,13 +753,7 @@ fn windows_read_the_same_without_packet_frames_and_verify_finds_a_damaged_list()
             .try_with_frames_per_segment(16)
             .unwrap(),
     );
-    write_video_frames_cache(
-        examples(std::slice::from_ref(&src)),
-        &features(),
-        &good,
-        &opts,
-    )
-    .unwrap();
+    build_one(&src, &good, &opts);
     let want = sequential_rgb(&src, 64, 48);
     let frame = 64 * 48 * 3;
     let every_window_is_exact = |dir: &Path, what: &str| {
@@ -985,13 +972,7 @@ fn av1_windows_leaving_out_unreferenced_units_equal_windows_decoding_every_unit(
             .try_with_frames_per_segment(16)
             .unwrap(),
     );
-    write_video_frames_cache(
-        examples(std::slice::from_ref(&src)),
-        &features(),
-        &good,
-        &opts,
-    )
-    .unwrap();
+    build_one(&src, &good, &opts);
     // The same cache as written before packet_frames: every unit decoded.
     let old = tmp.path().join("old");
     without_packet_frames(&good, &old);
