@@ -276,17 +276,15 @@ fn frame_refresh(s: &Sequence, obu: &Obu<'_>, slots: &[u32; 8]) -> Option<FrameR
     } else {
         let _showable_frame = b.flag()?;
     }
-    let error_resilient = if frame_type == SWITCH_FRAME || (frame_type == KEY_FRAME && show_frame) {
-        true
-    } else {
-        b.flag()?
-    };
+    // A switch frame and a shown key frame refresh every slot (and are
+    // error resilient without saying so).
     if frame_type == SWITCH_FRAME || (frame_type == KEY_FRAME && show_frame) {
         return Some(FrameRefresh {
             refresh: ALL,
             frame_type,
         });
     }
+    let error_resilient = b.flag()?;
     let _disable_cdf_update = b.flag()?;
     let screen_content = if s.force_screen_content_tools == 2 {
         b.f(1)?
