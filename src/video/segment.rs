@@ -9,6 +9,8 @@
 //! in-band, so a segment needs no extradata); AV1 through SVT-AV1 when the
 //! system FFmpeg has it.
 
+use std::mem::MaybeUninit;
+
 use ff::format::Pixel;
 use ff::util::frame::video::Video as Frame;
 use ffmpeg_next as ff;
@@ -635,23 +637,148 @@ pub fn decode_segment_picked(
     upto: usize,
     mut f: impl FnMut(usize, &[u8]),
 ) -> Result<usize, String> {
+    CONVERTER.with(|cell| {
+        let mut conv = cell.borrow_mut();
+        decode_segment_with(
+            codec,
+            coded,
+            crop,
+            data,
+            packet_offsets,
+            packet_frames,
+            pick,
+            upto,
+            &mut |i, picked, frame| {
+                if picked {
+                    f(i, conv.packed_rgb(frame)?);
+                }
+                Ok(())
+            },
+        )
+    })
+}
+
+/// A frame a segment decoded to, as its decoder gave it (planar YUV whose
+/// buffers the decoder shares: keeping one copies nothing), cropped to
+/// the stored size. [`DecodedFrame::to_rgb`] converts it as
+/// [`decode_segment_picked`] converts the frames it hands out.
+pub struct DecodedFrame(Frame);
+
+impl std::fmt::Debug for DecodedFrame {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "DecodedFrame({}x{})", self.0.width(), self.0.height())
+    }
+}
+
+impl DecodedFrame {
+    /// Bytes of the frame as packed RGB.
+    pub fn rgb_len(&self) -> usize {
+        self.0.width() as usize * self.0.height() as usize * 3
+    }
+
+    /// Writes the frame as packed RGB into `out` ([`DecodedFrame::rgb_len`]
+    /// bytes), converted on this thread's converter; all of `out` is
+    /// written.
+    ///
+    /// # Errors
+    /// A message when `out` has another length or swscale fails.
+    pub fn to_rgb(&self, out: &mut [MaybeUninit<u8>]) -> Result<(), String> {
+        if out.len() != self.rgb_len() {
+            return Err(format!(
+                "a {}x{} frame is {} RGB bytes, not {}",
+                self.0.width(),
+                self.0.height(),
+                self.rgb_len(),
+                out.len()
+            ));
+        }
+        CONVERTER.with(|cell| {
+            let mut conv = cell.borrow_mut();
+            let rgb = conv.convert(&self.0)?;
+            let (w3, stride) = (self.0.width() as usize * 3, rgb.stride(0));
+            let d = rgb.data(0);
+            if w3 > 0 {
+                for (row, o) in out.chunks_exact_mut(w3).enumerate() {
+                    let src = &d[row * stride..row * stride + w3];
+                    // SAFETY: `o` and `src` are both `w3` bytes, and a
+                    // frame of ours does not overlap the converter's.
+                    unsafe {
+                        std::ptr::copy_nonoverlapping(src.as_ptr(), o.as_mut_ptr().cast::<u8>(), w3)
+                    };
+                }
+            }
+            Ok(())
+        })
+    }
+}
+
+/// Decodes a segment as [`decode_segment_picked`] does, keeping every
+/// frame the decoder puts out below `upto` (picked or not) as it came, not
+/// converted: `(frames up to the last picked one, the frames by position)`.
+///
+/// # Errors
+/// As [`decode_segment`].
+#[allow(clippy::too_many_arguments)]
+pub fn decode_segment_frames(
+    codec: SegmentCodec,
+    coded: (u32, u32),
+    crop: (u32, u32),
+    data: &[u8],
+    packet_offsets: &[u64],
+    packet_frames: Option<&[i64]>,
+    pick: &dyn Fn(usize) -> bool,
+    upto: usize,
+) -> Result<(usize, Vec<(usize, DecodedFrame)>), String> {
+    let mut frames = Vec::new();
+    let n = decode_segment_with(
+        codec,
+        coded,
+        crop,
+        data,
+        packet_offsets,
+        packet_frames,
+        pick,
+        upto,
+        &mut |i, _, frame| {
+            frames.push((i, DecodedFrame(std::mem::replace(frame, Frame::empty()))));
+            Ok(())
+        },
+    )?;
+    Ok((n, frames))
+}
+
+/// What a decode hands each frame below `upto` to: its position, whether
+/// it was picked, and the frame (cropped to the stored size; the callee may
+/// take it).
+type Sink<'a> = dyn FnMut(usize, bool, &mut Frame) -> Result<(), String> + 'a;
+
+/// The decode of [`decode_segment_picked`] on this thread's decoder of the
+/// codec, handing frames to `sink`.
+#[allow(clippy::too_many_arguments)]
+fn decode_segment_with(
+    codec: SegmentCodec,
+    coded: (u32, u32),
+    crop: (u32, u32),
+    data: &[u8],
+    packet_offsets: &[u64],
+    packet_frames: Option<&[i64]>,
+    pick: &dyn Fn(usize) -> bool,
+    upto: usize,
+    sink: &mut Sink,
+) -> Result<usize, String> {
     init();
     let (width, height) = coded;
-    let (cw, ch) = (crop.0.min(width) as usize, crop.1.min(height) as usize);
+    let (cw, ch) = (crop.0.min(width), crop.1.min(height));
     if packet_offsets.first() != Some(&0) {
         return Err("packet offsets do not start at 0".into());
     }
     // This thread's decoder of the codec, flushed (a segment starts with a
-    // keyframe and refers to nothing before it), and its last converter:
-    // opening a decoder (dav1d starts its threads) and a converter per
-    // segment costs more than decoding a short segment.
+    // keyframe and refers to nothing before it): opening a decoder (dav1d
+    // starts its threads) per segment costs more than decoding a short
+    // segment.
     DECODERS.with(|cell| {
         let mut cache = cell.borrow_mut();
-        let Decoders {
-            decoders,
-            scaler,
-            out,
-        } = &mut *cache;
+        let Decoders { decoders, frame } = &mut *cache;
         let i = match decoders.iter().position(|(c, _)| *c == codec) {
             Some(i) => i,
             None => {
@@ -674,7 +801,7 @@ pub fn decode_segment_picked(
         };
         let r = decode_with(
             dec,
-            (scaler, out),
+            frame,
             (width, height),
             (cw, ch),
             data,
@@ -682,7 +809,7 @@ pub fn decode_segment_picked(
             skip.map(|pf| (pf, &unreferenced as &Unreferenced)),
             pick,
             upto,
-            &mut f,
+            sink,
         );
         if r.is_err() {
             // A decoder that failed mid-stream is not trusted again.
@@ -692,36 +819,77 @@ pub fn decode_segment_picked(
     })
 }
 
-/// Per-thread decoders (one per codec), the last RGB converter and the
-/// buffers frames pass through (kept: a frame's worth of memory allocated
-/// and freed per segment is faulted in again each time).
-#[derive(Default)]
+/// Per-thread decoders (one per codec) and the frame they decode into
+/// (kept: a frame's worth of memory allocated and freed per segment is
+/// faulted in again each time).
 struct Decoders {
     decoders: Vec<(SegmentCodec, ff::decoder::Video)>,
-    scaler: Option<(Pixel, u32, u32, ff::software::scaling::Context)>,
-    out: Scratch,
+    frame: Frame,
 }
 
-/// Where decoded frames go: the decoder's output, its RGB conversion, and
-/// that conversion's rows packed (when its rows are padded).
-struct Scratch {
-    frame: Frame,
+impl Default for Decoders {
+    fn default() -> Self {
+        Decoders {
+            decoders: Vec::new(),
+            frame: Frame::empty(),
+        }
+    }
+}
+
+/// A thread's last RGB converter (by source format and size), the frame it
+/// converts into, and that frame's rows packed (when its rows are padded).
+struct Converter {
+    scaler: Option<(Pixel, u32, u32, ff::software::scaling::Context)>,
     rgb: Frame,
     packed: Vec<u8>,
 }
 
-impl Default for Scratch {
+impl Default for Converter {
     fn default() -> Self {
-        Scratch {
-            frame: Frame::empty(),
+        Converter {
+            scaler: None,
             rgb: Frame::empty(),
             packed: Vec::new(),
         }
     }
 }
 
+impl Converter {
+    /// `frame` converted to RGB24 of its size (rows perhaps padded).
+    fn convert(&mut self, frame: &Frame) -> Result<&Frame, String> {
+        let key = (frame.format(), frame.width(), frame.height());
+        if !matches!(&self.scaler, Some((p, w, h, _)) if (*p, *w, *h) == key) {
+            let c = ff::software::scaling::Context::get(
+                key.0,
+                key.1,
+                key.2,
+                Pixel::RGB24,
+                key.1,
+                key.2,
+                ff::software::scaling::Flags::BILINEAR,
+            )
+            .map_err(|e| ff_err("cannot convert frames", e))?;
+            self.scaler = Some((key.0, key.1, key.2, c));
+            // The converter writes frames of its own size only.
+            self.rgb = Frame::empty();
+        }
+        let (.., s) = self.scaler.as_mut().expect("set above");
+        s.run(frame, &mut self.rgb)
+            .map_err(|e| ff_err("cannot convert a frame", e))?;
+        Ok(&self.rgb)
+    }
+
+    /// `frame` converted to packed RGB24.
+    fn packed_rgb(&mut self, frame: &Frame) -> Result<&[u8], String> {
+        let (w, h) = (frame.width() as usize, frame.height() as usize);
+        self.convert(frame)?;
+        Ok(rgb_rows(&self.rgb, w, h, &mut self.packed))
+    }
+}
+
 thread_local! {
     static DECODERS: std::cell::RefCell<Decoders> = std::cell::RefCell::new(Decoders::default());
+    static CONVERTER: std::cell::RefCell<Converter> = std::cell::RefCell::new(Converter::default());
 }
 
 fn open_decoder(codec: SegmentCodec) -> Result<ff::decoder::Video, String> {
@@ -742,7 +910,8 @@ fn open_decoder(codec: SegmentCodec) -> Result<ff::decoder::Video, String> {
 /// picture refers to.
 type Unreferenced<'a> = dyn Fn(usize, &[u8]) -> bool + 'a;
 
-/// The decode loop of [`decode_segment_picked`] on a flushed decoder. With
+/// The decode loop of [`decode_segment_with`] on a flushed decoder: every
+/// frame out below `upto` goes to `sink`, cropped to `cw x ch`. With
 /// `packet_frames` and a test of a packet (by position and bytes) for
 /// being unreferenced, frames are known by their timestamps (each packet
 /// carries its frame's), and packets of unreferenced pictures whose frames
@@ -750,20 +919,16 @@ type Unreferenced<'a> = dyn Fn(usize, &[u8]) -> bool + 'a;
 #[allow(clippy::too_many_arguments)]
 fn decode_with(
     dec: &mut ff::decoder::Video,
-    (scaler, out): (
-        &mut Option<(Pixel, u32, u32, ff::software::scaling::Context)>,
-        &mut Scratch,
-    ),
+    frame: &mut Frame,
     (width, height): (u32, u32),
-    (cw, ch): (usize, usize),
+    (cw, ch): (u32, u32),
     data: &[u8],
     packet_offsets: &[u64],
     packet_frames: Option<(&[i64], &Unreferenced)>,
     pick: &dyn Fn(usize) -> bool,
     upto: usize,
-    f: &mut dyn FnMut(usize, &[u8]),
+    sink: &mut Sink,
 ) -> Result<usize, String> {
-    let Scratch { frame, rgb, packed } = out;
     let timed = packet_frames.is_some();
     let wanted = |i: usize| i < upto && pick(i);
     // Counted: frames out so far. Timed: frames up to the last one handed
@@ -787,7 +952,7 @@ fn decode_with(
                 } else {
                     *n
                 };
-                if wanted(i) {
+                if i < upto {
                     if frame.width() != width || frame.height() != height {
                         return Err(format!(
                             "a frame of {}x{} in a {width}x{height} segment",
@@ -797,31 +962,15 @@ fn decode_with(
                     }
                     // The stored part only (the top left): converted as a frame
                     // of that size, so chroma is interpolated as for the source.
-                    frame.set_width(cw as u32);
-                    frame.set_height(ch as u32);
-                    let key = (frame.format(), cw as u32, ch as u32);
-                    if !matches!(scaler, Some((p, w, h, _)) if (*p, *w, *h) == key) {
-                        let c = ff::software::scaling::Context::get(
-                            key.0,
-                            key.1,
-                            key.2,
-                            Pixel::RGB24,
-                            key.1,
-                            key.2,
-                            ff::software::scaling::Flags::BILINEAR,
-                        )
-                        .map_err(|e| ff_err("cannot convert frames", e))?;
-                        *scaler = Some((key.0, key.1, key.2, c));
-                        // The converter writes frames of its own size only.
-                        *rgb = Frame::empty();
-                    }
-                    let (.., s) = scaler.as_mut().expect("set above");
-                    s.run(frame, rgb)
-                        .map_err(|e| ff_err("cannot convert a frame", e))?;
-                    f(i, rgb_rows(rgb, cw, ch, packed));
-                    *handed += 1;
-                    if timed {
-                        *n = (*n).max(i + 1);
+                    frame.set_width(cw);
+                    frame.set_height(ch);
+                    let picked = wanted(i);
+                    sink(i, picked, frame)?;
+                    if picked {
+                        *handed += 1;
+                        if timed {
+                            *n = (*n).max(i + 1);
+                        }
                     }
                 }
                 if !timed {
@@ -1260,6 +1409,92 @@ mod tests {
                 .unwrap();
                 assert_eq!(kept, got[2..4].to_vec());
             }
+        }
+    }
+
+    #[test]
+    fn kept_frames_convert_to_the_frames_a_decode_hands_out() {
+        // Stored sizes whose RGB rows swscale pads (90 * 3 bytes) and odd
+        // sides coded one pixel larger, at both codecs' sizes.
+        for (codec, (w, h)) in [
+            (SegmentCodec::H264, (90u32, 48u32)),
+            (SegmentCodec::H264, (63, 47)),
+            (SegmentCodec::Av1, (90, 66)),
+        ] {
+            let coded = (w + (w & 1), h + (h & 1));
+            let p = SegmentSettings::new(codec).params(coded.0, coded.1);
+            let seg = encode_segment(&p, &frames(12, coded.0 as usize, coded.1 as usize)).unwrap();
+            let mut want = Vec::new();
+            decode_segment_picked(
+                codec,
+                coded,
+                (w, h),
+                &seg.data,
+                &seg.packet_offsets,
+                None,
+                &|_| true,
+                12,
+                |i, rgb| want.push((i, rgb.to_vec())),
+            )
+            .unwrap();
+            assert_eq!(want.len(), 12);
+            let rgb = |f: &DecodedFrame| {
+                let mut out = vec![MaybeUninit::new(0xa5u8); f.rgb_len()];
+                f.to_rgb(&mut out).unwrap();
+                out.iter()
+                    .map(|b| unsafe { b.assume_init() })
+                    .collect::<Vec<u8>>()
+            };
+            // Frames 5..8 asked for: every frame out up to the last one is
+            // kept, those not asked for too.
+            let (n, kept) = decode_segment_frames(
+                codec,
+                coded,
+                (w, h),
+                &seg.data,
+                &seg.packet_offsets,
+                Some(&seg.packet_frames),
+                &|i| (5..8).contains(&i),
+                8,
+            )
+            .unwrap();
+            assert_eq!(n, 8, "{codec:?} {w}x{h}");
+            for i in 5..8 {
+                assert!(kept.iter().any(|(k, _)| *k == i), "{codec:?} frame {i}");
+            }
+            assert!(kept.iter().all(|(i, _)| *i < 8));
+            for (i, f) in &kept {
+                assert_eq!(f.rgb_len(), (w * h * 3) as usize);
+                assert!(rgb(f) == want[*i].1, "{codec:?} {w}x{h} frame {i}");
+            }
+            // Without packet frames every frame up to the last is kept.
+            let (n, all) = decode_segment_frames(
+                codec,
+                coded,
+                (w, h),
+                &seg.data,
+                &seg.packet_offsets,
+                None,
+                &|i| i == 6,
+                7,
+            )
+            .unwrap();
+            assert_eq!(n, 7);
+            assert_eq!(
+                all.iter().map(|(i, _)| *i).collect::<Vec<_>>(),
+                (0..7).collect::<Vec<_>>()
+            );
+            for (i, f) in &all {
+                assert!(
+                    rgb(f) == want[*i].1,
+                    "{codec:?} {w}x{h} frame {i}, every packet"
+                );
+            }
+            // An output of another size is an error, and left alone.
+            let mut short = vec![MaybeUninit::new(7u8); all[0].1.rgb_len() - 1];
+            let e = all[0].1.to_rgb(&mut short).unwrap_err();
+            assert!(e.contains("RGB bytes"), "{e}");
+            assert!(short.iter().all(|b| unsafe { b.assume_init() } == 7));
         }
     }
 

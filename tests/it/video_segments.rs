@@ -996,3 +996,80 @@ fn av1_windows_leaving_out_unreferenced_units_equal_windows_decoding_every_unit(
         a.windows_batch(&all).unwrap().frames.data == b.windows_batch(&all).unwrap().frames.data
     );
 }
+
+#[test]
+fn the_segment_decoded_last_serves_the_frames_it_holds_without_decoding() {
+    require_ffmpeg();
+    let tmp = tempfile::tempdir().unwrap();
+    // 45 frames in segments of 16, lossless: segment 1 holds frames 16..32.
+    let src = clip(tmp.path(), "a.mp4", 45, "64x48", H264);
+    let good = tmp.path().join("seg");
+    build_one(&src, &good, &lossless(16));
+    // Without packet frames every packet decodes, so a window keeps every
+    // frame of its segment up to its last one.
+    let old = tmp.path().join("old");
+    without_packet_frames(&good, &old);
+    let want = sequential_rgb(&src, 64, 48);
+    let frame = 64 * 48 * 3;
+    let exact = |data: &[u8], starts: &[i64], what: &str| {
+        let mut frames = data.chunks(frame);
+        for &s in starts {
+            for k in 0..6 {
+                let f = frames.next().unwrap();
+                assert!(f == want[s as usize + k].as_slice(), "{what}: window {s}");
+            }
+        }
+        assert!(frames.next().is_none(), "{what}");
+    };
+    let c = windows_of(&old, WindowSpec::new(6, 0, 1));
+    let be = backend(&c);
+    assert_eq!(be.segments_decoded(), 0);
+    // Frames 20..26 decode frames 16..26 of segment 1.
+    exact(&be.window(20).unwrap().frames.data, &[20], "first read");
+    assert_eq!(be.segments_decoded(), 1);
+    // Windows inside what it holds, picked or not, decode nothing.
+    for s in [20, 17, 16, 18] {
+        exact(&be.window(s).unwrap().frames.data, &[s], "held");
+        assert_eq!(be.segments_decoded(), 1, "window {s}");
+    }
+    exact(
+        &be.windows_batch(&[19, 16, 19]).unwrap().frames.data,
+        &[19, 16, 19],
+        "held, batched",
+    );
+    assert_eq!(be.segments_decoded(), 1);
+    // Frame 26 was not decoded: segment 1 again, once.
+    exact(&be.window(21).unwrap().frames.data, &[21], "one frame more");
+    assert_eq!(be.segments_decoded(), 2);
+    // Across the boundary: segment 1's part is held, segment 0 decodes.
+    exact(&be.window(12).unwrap().frames.data, &[12], "across");
+    assert_eq!(be.segments_decoded(), 3);
+    // Segment 0 is now the one held.
+    exact(&be.window(10).unwrap().frames.data, &[10], "segment 0");
+    assert_eq!(be.segments_decoded(), 3);
+    // A reader opened afresh holds nothing.
+    let again = windows_of(&old, WindowSpec::new(6, 0, 1));
+    exact(
+        &backend(&again).window(17).unwrap().frames.data,
+        &[17],
+        "fresh",
+    );
+    assert_eq!(backend(&again).segments_decoded(), 1);
+
+    // With packet frames, the same window twice decodes once, and every
+    // window of a reader read in a shuffled order is exact.
+    let c = windows_of(&good, WindowSpec::new(6, 0, 1));
+    let be = backend(&c);
+    exact(&be.window(20).unwrap().frames.data, &[20], "packet frames");
+    exact(
+        &be.window(20).unwrap().frames.data,
+        &[20],
+        "packet frames again",
+    );
+    assert_eq!(be.segments_decoded(), 1);
+    let mut order: Vec<i64> = (0..be.len() as i64).collect();
+    order.sort_by_key(|&s| (s * 7919) % 40);
+    for s in order {
+        exact(&be.window(s).unwrap().frames.data, &[s], "shuffled");
+    }
+}

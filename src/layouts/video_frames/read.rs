@@ -32,7 +32,7 @@ use crate::layouts::backend::{
     normalize_index, shard_order, Backend, BatchIter, IterOptions, RowsCore,
 };
 use crate::layouts::video_frames::format::{frames_schema, segments_schema};
-use crate::layouts::video_frames::segments::{FrameBuf, SegmentFrames};
+use crate::layouts::video_frames::segments::SegmentFrames;
 use crate::layouts::{LanceReadOptions, LanceRows};
 use crate::value::{Row, Tensor};
 use crate::video::plan::{SegmentPlan, WindowSpec};
@@ -56,9 +56,9 @@ fn decoded_window_fields() -> arrow_schema::Fields {
 }
 
 /// Decoded window cells: each window's shape and its frames concatenated.
-fn decoded_window_array<'a>(
+fn decoded_window_array(
     shapes: impl Iterator<Item = [i64; 4]>,
-    frames: impl Iterator<Item = &'a [Arc<FrameBuf>]>,
+    frames: impl Iterator<Item = Vec<u8>>,
 ) -> std::result::Result<ArrayRef, arrow_schema::ArrowError> {
     use arrow_array::builder::{LargeBinaryBuilder, ListBuilder};
     let mut shape = ListBuilder::new(Int64Builder::new());
@@ -66,11 +66,7 @@ fn decoded_window_array<'a>(
     for (s, f) in shapes.zip(frames) {
         shape.values().append_slice(&s);
         shape.append(true);
-        let mut bytes = Vec::with_capacity(f.iter().map(|x| x.len()).sum());
-        for x in f {
-            bytes.extend_from_slice(x);
-        }
-        data.append_value(bytes);
+        data.append_value(f);
     }
     let (_, o, v, _) = shape.finish().into_parts();
     let shape = ListArray::try_new(
@@ -346,6 +342,17 @@ impl LanceVideoFrames {
         &self.inner.plan
     }
 
+    /// Segments this reader has decoded since it was opened (always 0 for
+    /// a frames cache): a read of frames the segment decoded last still
+    /// holds decodes none, so a count that grows by less than the segments
+    /// read shows overlapping windows served without decoding.
+    pub fn segments_decoded(&self) -> u64 {
+        match &self.inner.source {
+            Source::Webp(_) => 0,
+            Source::Segments(s) => s.decoded(),
+        }
+    }
+
     /// The cache's metadata (videos, sizes, encoding).
     pub fn metadata(&self) -> &VideoFramesMetadata {
         &self.inner.meta
@@ -431,19 +438,15 @@ impl LanceVideoFrames {
         let rows = match &self.inner.source {
             Source::Webp(r) => r,
             Source::Segments(s) => {
-                let frames = self.segment_frames(s, &ws)?;
+                let bufs = self.segment_windows(s, &ws, 1)?;
                 let t = self.inner.plan.spec().window_length as usize;
                 return Ok(ws
                     .iter()
-                    .enumerate()
-                    .map(|(k, &w)| {
+                    .zip(bufs)
+                    .map(|(&w, data)| {
                         let (v, start, idx) = self.locate(w);
                         let video = &self.inner.meta.videos[v];
                         let (vw, vh) = (video.w as usize, video.h as usize);
-                        let mut data = Vec::with_capacity(t * vh * vw * 3);
-                        for f in &frames[k * t..(k + 1) * t] {
-                            data.extend_from_slice(f);
-                        }
                         self.window_of(
                             w,
                             v,
@@ -507,11 +510,10 @@ impl LanceVideoFrames {
         let rows = match &self.inner.source {
             Source::Webp(r) => r,
             Source::Segments(s) => {
-                let frames = self.segment_frames(s, &ws)?;
-                let mut data = Vec::with_capacity(ws.len() * t * h * w * 3);
-                for f in &frames {
-                    data.extend_from_slice(f);
-                }
+                let data = self
+                    .segment_windows(s, &ws, ws.len())?
+                    .pop()
+                    .unwrap_or_default();
                 return Ok(self.batch_of(ws, located, t, w, h, data));
             }
         };
@@ -561,15 +563,62 @@ impl LanceVideoFrames {
         out
     }
 
-    /// The RGB frames of windows from a segments cache, window after window.
-    fn segment_frames(&self, s: &SegmentFrames, ws: &[u64]) -> Result<Vec<Arc<FrameBuf>>> {
+    /// The packed RGB frames of windows from a segments cache, window after
+    /// window, in one buffer per `group` windows (the last buffer holds the
+    /// rest): each frame is converted straight into its place.
+    fn segment_windows(&self, s: &SegmentFrames, ws: &[u64], group: usize) -> Result<Vec<Vec<u8>>> {
         let t = self.inner.plan.spec().window_length as usize;
         let mut wanted = Vec::with_capacity(ws.len() * t);
+        let mut sizes = Vec::with_capacity(ws.len());
         for &w in ws {
             let (v, _, idx) = self.locate(w);
             wanted.extend(idx.iter().map(|&f| (v, f)));
+            let video = &self.inner.meta.videos[v];
+            sizes.push(
+                (video.w as usize)
+                    .saturating_mul(video.h as usize)
+                    .saturating_mul(3),
+            );
         }
-        s.frames(&self.inner.meta, &wanted)
+        let groups: Vec<&[usize]> = sizes.chunks(group.max(1)).collect();
+        let mut bufs: Vec<(Vec<u8>, usize)> = Vec::with_capacity(groups.len());
+        for g in &groups {
+            let bytes = g
+                .iter()
+                .try_fold(0usize, |n, &size| n.checked_add(size.checked_mul(t)?))
+                .ok_or_else(|| {
+                    Error::InvalidArgument(format!(
+                        "{} windows of {t} frames overflow memory",
+                        g.len()
+                    ))
+                })?;
+            let mut buf = Vec::new();
+            buf.try_reserve_exact(bytes).map_err(|e| {
+                Error::InvalidArgument(format!("{} windows of {bytes} bytes: {e}", g.len()))
+            })?;
+            bufs.push((buf, bytes));
+        }
+        let mut outs = Vec::with_capacity(wanted.len());
+        for ((buf, bytes), g) in bufs.iter_mut().zip(&groups) {
+            let mut rest = &mut buf.spare_capacity_mut()[..*bytes];
+            for &size in *g {
+                for _ in 0..t {
+                    let (frame, tail) = std::mem::take(&mut rest).split_at_mut(size);
+                    outs.push(frame);
+                    rest = tail;
+                }
+            }
+        }
+        s.read_into(&self.inner.meta, &wanted, outs)?;
+        Ok(bufs
+            .into_iter()
+            .map(|(mut buf, bytes)| {
+                // SAFETY: `read_into` returned Ok, so it wrote every output,
+                // and the outputs tile the first `bytes` of the capacity.
+                unsafe { buf.set_len(bytes) };
+                buf
+            })
+            .collect())
     }
 
     /// `n` window indices drawn at random with a seed, balanced per video on request.
@@ -613,13 +662,13 @@ impl LanceVideoFrames {
             Source::Segments(s) => {
                 // No per-window encoded form: the raw cell is the decoded
                 // window and its shape.
-                let decoded = self.segment_frames(s, ws)?;
+                let decoded = self.segment_windows(s, ws, 1)?;
                 let shapes = ws.iter().map(|&w| {
                     let (v, _) = self.inner.plan.locate(w);
                     let video = &self.inner.meta.videos[v];
                     [t as i64, video.h as i64, video.w as i64, 3]
                 });
-                decoded_window_array(shapes, decoded.chunks(t.max(1)))
+                decoded_window_array(shapes, decoded.into_iter())
                     .map_err(|e| Error::arrow(Some(&self.inner.core.dir), e))?
             }
         };

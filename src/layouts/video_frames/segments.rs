@@ -1,23 +1,22 @@
 //! Frames of a `lance-video-segments` cache: a read takes the rows of the
 //! segments its frames fall in (one batched take), decodes each segment
 //! from its keyframe with a decoder of its own, stops after the last frame
-//! asked of it, and converts only the frames asked for to RGB. Segments
-//! decode in parallel on the read pool; the last one decoded is kept, so
-//! a read of frames it already holds (overlapping windows) decodes
-//! nothing. With the frame each packet presents (`packet_frames`), a
-//! segment leaves out the pictures nothing refers to whose frames are not
-//! asked for (H.264 pictures with `nal_ref_idc` 0, AV1 temporal units that
-//! refresh no reference slot).
-//!
-//! Decoded frames live in buffers of the reader's own pool: a buffer the
-//! last holder drops goes back to the pool, and the next decode fills it
-//! again. Frames are allocated on the read pool's threads and dropped on
-//! the caller's; through the allocator, glibc gave that memory back to the
-//! system and faulted it in again at every read.
+//! asked of it, and converts only the frames asked for to RGB, straight
+//! into the caller's output. Segments decode in parallel on the read pool,
+//! and the frames asked of a segment convert in parallel once it is
+//! decoded. The frames of the last segment decoded are kept as the
+//! decoder gave them (planar YUV in the decoder's own buffers), so a read
+//! of frames it holds (overlapping windows) decodes nothing. With the frame
+//! each packet presents (`packet_frames`), a segment leaves out the
+//! pictures nothing refers to whose frames are not asked for (H.264
+//! pictures with `nal_ref_idc` 0, AV1 temporal units that refresh no
+//! reference slot).
 
 use std::collections::BTreeMap;
+use std::mem::MaybeUninit;
 use std::path::{Path, PathBuf};
-use std::sync::{Arc, Mutex, Weak};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
 
 use arrow_array::cast::AsArray;
 use arrow_array::types::{Int32Type, Int64Type};
@@ -28,83 +27,15 @@ use crate::cache::metadata::VideoFramesMetadata;
 use crate::error::{Error, Result};
 use crate::layouts::backend::Backend;
 use crate::layouts::LanceRows;
-use crate::video::segment::{decode_segment_picked, is_permutation, SegmentCodec};
+use crate::video::segment::{decode_segment_frames, is_permutation, DecodedFrame, SegmentCodec};
 
 use super::format::{packet_frames_at, PACKET_FRAMES};
-
-/// Bytes of idle frame buffers a reader keeps for its next decodes (a
-/// window of 16 frames of 1280x720 is 44 MB; 320x240 frames, 291 buffers).
-const POOL_BYTES: usize = 64 << 20;
-
-/// Idle frame buffers of one reader.
-#[derive(Debug, Default)]
-struct FramePool {
-    free: Mutex<(Vec<Vec<u8>>, usize)>,
-}
-
-impl FramePool {
-    /// A buffer holding `bytes`: an idle one when there is one.
-    fn filled(self: &Arc<Self>, bytes: &[u8]) -> FrameBuf {
-        let reused = {
-            let mut free = self.free.lock().unwrap_or_else(|p| p.into_inner());
-            let (bufs, held) = &mut *free;
-            let b = bufs
-                .iter()
-                .rposition(|b| b.capacity() >= bytes.len())
-                .map(|i| bufs.swap_remove(i));
-            if let Some(b) = &b {
-                *held -= b.capacity();
-            }
-            b
-        };
-        let mut buf = reused.unwrap_or_else(|| Vec::with_capacity(bytes.len()));
-        buf.clear();
-        buf.extend_from_slice(bytes);
-        FrameBuf {
-            bytes: buf,
-            pool: Arc::downgrade(self),
-        }
-    }
-
-    /// Takes a buffer back, unless the pool holds its budget already.
-    fn put(&self, buf: Vec<u8>) {
-        let mut free = self.free.lock().unwrap_or_else(|p| p.into_inner());
-        let (bufs, held) = &mut *free;
-        if *held + buf.capacity() <= POOL_BYTES {
-            *held += buf.capacity();
-            bufs.push(buf);
-        }
-    }
-}
-
-/// The packed RGB bytes of one decoded frame, in a buffer that goes back to
-/// its reader's pool when dropped.
-#[derive(Debug)]
-pub(super) struct FrameBuf {
-    bytes: Vec<u8>,
-    pool: Weak<FramePool>,
-}
-
-impl std::ops::Deref for FrameBuf {
-    type Target = [u8];
-    fn deref(&self) -> &[u8] {
-        &self.bytes
-    }
-}
-
-impl Drop for FrameBuf {
-    fn drop(&mut self) {
-        if let Some(pool) = self.pool.upgrade() {
-            pool.put(std::mem::take(&mut self.bytes));
-        }
-    }
-}
 
 /// The decoded frames of one segment, by position in it.
 #[derive(Debug)]
 struct Decoded {
     row: u64,
-    frames: BTreeMap<usize, Arc<FrameBuf>>,
+    frames: BTreeMap<usize, DecodedFrame>,
 }
 
 /// The segments of a cache, read as frames.
@@ -115,7 +46,8 @@ pub(super) struct SegmentFrames {
     per: u64,
     dir: PathBuf,
     last: Mutex<Option<Arc<Decoded>>>,
-    pool: Arc<FramePool>,
+    /// Segments decoded so far.
+    decoded: AtomicU64,
 }
 
 /// What a read asks of one segment.
@@ -125,6 +57,16 @@ struct Ask {
     segment: u64,
     /// (position in the segment, slot in the output).
     frames: Vec<(usize, usize)>,
+}
+
+/// One segment's part of a read: what it asks, where each frame goes, and
+/// the decoded segment when the last one decoded holds every frame.
+struct Work<'a> {
+    ask: Ask,
+    outs: Vec<(usize, &'a mut [MaybeUninit<u8>])>,
+    cached: Option<Arc<Decoded>>,
+    /// Row of the segment in the batch of taken rows.
+    k: usize,
 }
 
 impl SegmentFrames {
@@ -143,8 +85,13 @@ impl SegmentFrames {
             per: u64::from(s.frames_per_segment.max(1)),
             dir: dir.to_path_buf(),
             last: Mutex::new(None),
-            pool: Arc::default(),
+            decoded: AtomicU64::new(0),
         })
+    }
+
+    /// Segments decoded since the reader opened.
+    pub(super) fn decoded(&self) -> u64 {
+        self.decoded.load(Ordering::Relaxed)
     }
 
     fn bad(&self, reason: String) -> Error {
@@ -154,13 +101,23 @@ impl SegmentFrames {
         }
     }
 
-    /// Packed RGB of each `(video, frame)` asked for, in order (duplicates
-    /// allowed), at the video's stored size.
-    pub(super) fn frames(
+    /// Writes packed RGB of each `(video, frame)` asked for (duplicates
+    /// allowed) into its output in `outs` (one per frame asked, in order,
+    /// each the frame's size at its video's stored size). Every output is
+    /// written when this returns `Ok`.
+    pub(super) fn read_into(
         &self,
         meta: &VideoFramesMetadata,
         wanted: &[(usize, u64)],
-    ) -> Result<Vec<Arc<FrameBuf>>> {
+        outs: Vec<&mut [MaybeUninit<u8>]>,
+    ) -> Result<()> {
+        if outs.len() != wanted.len() {
+            return Err(self.bad(format!(
+                "{} outputs for {} frames",
+                outs.len(),
+                wanted.len()
+            )));
+        }
         let mut asks: BTreeMap<u64, Ask> = BTreeMap::new();
         for (slot, &(v, f)) in wanted.iter().enumerate() {
             let video = &meta.videos[v];
@@ -182,46 +139,71 @@ impl SegmentFrames {
                 .frames
                 .push(((f % self.per) as usize, slot));
         }
-        let mut out: Vec<Option<Arc<FrameBuf>>> = vec![None; wanted.len()];
         // Served by the segment decoded last, when it holds every frame asked.
-        let cached = self.last.lock().unwrap_or_else(|p| p.into_inner()).clone();
-        if let Some(c) = &cached {
-            if let Some(a) = asks.get(&c.row) {
-                if a.frames.iter().all(|(p, _)| c.frames.contains_key(p)) {
-                    for &(p, slot) in &a.frames {
-                        out[slot] = Some(c.frames[&p].clone());
-                    }
-                    asks.remove(&c.row);
+        let last = self.last.lock().unwrap_or_else(|p| p.into_inner()).clone();
+        let mut outs: Vec<Option<&mut [MaybeUninit<u8>]>> = outs.into_iter().map(Some).collect();
+        let mut rows = Vec::new();
+        let work: Vec<Work> = asks
+            .into_values()
+            .map(|ask| {
+                let cached = last
+                    .as_ref()
+                    .filter(|c| {
+                        c.row == ask.row && ask.frames.iter().all(|(p, _)| c.frames.contains_key(p))
+                    })
+                    .cloned();
+                let k = rows.len();
+                if cached.is_none() {
+                    rows.push(ask.row as i64);
                 }
-            }
-        }
-        if !asks.is_empty() {
-            let rows: Vec<i64> = asks.keys().map(|&r| r as i64).collect();
-            let batch = self.rows.take(&rows)?;
-            let asks: Vec<Ask> = asks.into_values().collect();
-            // On the read pool even for one segment: decoded on a caller's
-            // main thread, the frames' buffers come from glibc's main heap,
-            // which gives memory back and faults it in again at every read
-            // (34 times the page faults, 9% slower windows, measured).
-            let decoded: Vec<Decoded> = crate::util::in_read_pool(|| {
-                asks.par_iter()
-                    .enumerate()
-                    .map(|(k, a)| self.decode(meta, &batch, k, a))
-                    .collect::<Result<Vec<_>>>()
-            })?;
-            for (a, d) in asks.iter().zip(&decoded) {
-                for &(p, slot) in &a.frames {
-                    out[slot] = Some(d.frames[&p].clone());
+                let outs = ask
+                    .frames
+                    .iter()
+                    .map(|&(p, slot)| (p, outs[slot].take().expect("one ask per slot")))
+                    .collect();
+                Work {
+                    ask,
+                    outs,
+                    cached,
+                    k,
                 }
-            }
-            if let Some(d) = decoded.into_iter().last() {
-                *self.last.lock().unwrap_or_else(|p| p.into_inner()) = Some(Arc::new(d));
-            }
+            })
+            .collect();
+        let batch = if rows.is_empty() {
+            None
+        } else {
+            Some(self.rows.take(&rows)?)
+        };
+        // On the read pool even for one segment: the decoder's buffers are
+        // the read pool threads' own, reused from segment to segment.
+        let decoded: Vec<Option<Arc<Decoded>>> = crate::util::in_read_pool(|| {
+            work.into_par_iter()
+                .map(|w| {
+                    let (d, fresh) = match w.cached {
+                        Some(d) => (d, false),
+                        None => {
+                            let b = batch.as_ref().ok_or_else(|| {
+                                self.bad("a segment to decode without its row".into())
+                            })?;
+                            (Arc::new(self.decode(meta, b, w.k, &w.ask)?), true)
+                        }
+                    };
+                    w.outs.into_par_iter().try_for_each(|(p, out)| {
+                        d.frames[&p].to_rgb(out).map_err(|e| {
+                            self.bad(format!(
+                                "frame {p} of segment {} of video {}: {e}",
+                                w.ask.segment, w.ask.video
+                            ))
+                        })
+                    })?;
+                    Ok(fresh.then_some(d))
+                })
+                .collect::<Result<Vec<_>>>()
+        })?;
+        if let Some(d) = decoded.into_iter().flatten().last() {
+            *self.last.lock().unwrap_or_else(|p| p.into_inner()) = Some(d);
         }
-        Ok(out
-            .into_iter()
-            .map(|f| f.expect("every slot is filled"))
-            .collect())
+        Ok(())
     }
 
     /// Decodes row `k` of `batch`, the segment `a` asks of.
@@ -292,8 +274,8 @@ impl SegmentFrames {
             p
         };
         let upto = a.frames.iter().map(|(p, _)| p + 1).max().unwrap_or(0);
-        let mut frames = BTreeMap::new();
-        let n = decode_segment_picked(
+        self.decoded.fetch_add(1, Ordering::Relaxed);
+        let (n, frames) = decode_segment_frames(
             self.codec,
             coded,
             (w, h),
@@ -302,56 +284,15 @@ impl SegmentFrames {
             packet_frames.as_deref(),
             &|i| picked.get(i).copied().unwrap_or(false),
             upto,
-            |i, rgb| {
-                frames.insert(i, Arc::new(self.pool.filled(rgb)));
-            },
         )
         .map_err(|e| self.bad(format!("{}: {e}", where_())))?;
-        if n < upto || frames.len() != picked.iter().filter(|&&p| p).count() {
+        let frames: BTreeMap<usize, DecodedFrame> = frames.into_iter().collect();
+        if n < upto || a.frames.iter().any(|(p, _)| !frames.contains_key(p)) {
             return Err(self.bad(format!(
                 "{} decoded to {n} frames, {upto} were needed",
                 where_()
             )));
         }
         Ok(Decoded { row: a.row, frames })
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn a_dropped_frame_buffer_is_filled_again_and_the_pool_keeps_its_budget() {
-        let pool = Arc::new(FramePool::default());
-        let a = pool.filled(&[7u8; 1000]);
-        let at = a.as_ptr();
-        assert_eq!(&*a, &[7u8; 1000][..]);
-        drop(a);
-        // The same memory, holding the new bytes only (shorter ones too).
-        let b = pool.filled(&[9u8; 600]);
-        assert_eq!(b.as_ptr(), at);
-        assert_eq!(&*b, &[9u8; 600][..]);
-        // A buffer too small for a frame is not handed out for it.
-        drop(b);
-        let big = pool.filled(&[1u8; 5000]);
-        assert_ne!(big.as_ptr(), at);
-        assert_eq!(big.len(), 5000);
-        drop(big);
-        assert_eq!(pool.free.lock().unwrap().1, 1000 + 5000);
-        // Beyond the budget, dropped buffers go back to the allocator.
-        let many: Vec<FrameBuf> = (0..(POOL_BYTES / (1 << 20)) + 4)
-            .map(|_| pool.filled(&vec![3u8; 1 << 20]))
-            .collect();
-        drop(many);
-        let held = pool.free.lock().unwrap().1;
-        assert!(
-            held <= POOL_BYTES && held > POOL_BYTES - (2 << 20),
-            "{held}"
-        );
-        // A buffer outliving its reader's pool is freed, not kept.
-        let orphan = pool.filled(&[5u8; 10]);
-        drop(pool);
-        drop(orphan);
     }
 }
