@@ -714,10 +714,12 @@ impl DecodedFrame {
 
 /// Decodes a segment as [`decode_segment_picked`] does, keeping every
 /// frame the decoder puts out below `upto` (picked or not) as it came, not
-/// converted: `(frames up to the last picked one, the frames by position)`.
+/// converted; each picked frame also goes to `picked` as it comes out (to
+/// be converted while it is in the CPU's caches): `(frames up to the last
+/// picked one, the frames by position)`.
 ///
 /// # Errors
-/// As [`decode_segment`].
+/// As [`decode_segment`], and the first error `picked` returns.
 #[allow(clippy::too_many_arguments)]
 pub fn decode_segment_frames(
     codec: SegmentCodec,
@@ -728,6 +730,7 @@ pub fn decode_segment_frames(
     packet_frames: Option<&[i64]>,
     pick: &dyn Fn(usize) -> bool,
     upto: usize,
+    picked: &mut dyn FnMut(usize, &DecodedFrame) -> Result<(), String>,
 ) -> Result<(usize, Vec<(usize, DecodedFrame)>), String> {
     let mut frames = Vec::new();
     let n = decode_segment_with(
@@ -739,8 +742,12 @@ pub fn decode_segment_frames(
         packet_frames,
         pick,
         upto,
-        &mut |i, _, frame| {
-            frames.push((i, DecodedFrame(std::mem::replace(frame, Frame::empty()))));
+        &mut |i, is_picked, frame| {
+            let f = DecodedFrame(std::mem::replace(frame, Frame::empty()));
+            if is_picked {
+                picked(i, &f)?;
+            }
+            frames.push((i, f));
             Ok(())
         },
     )?;
@@ -1445,8 +1452,10 @@ mod tests {
                     .map(|b| unsafe { b.assume_init() })
                     .collect::<Vec<u8>>()
             };
-            // Frames 5..8 asked for: every frame out up to the last one is
-            // kept, those not asked for too.
+            // Frames 5..8 asked for: each goes to the callee as it comes
+            // out, and every frame out up to the last one is kept, those
+            // not asked for too.
+            let mut handed = Vec::new();
             let (n, kept) = decode_segment_frames(
                 codec,
                 coded,
@@ -1456,6 +1465,10 @@ mod tests {
                 Some(&seg.packet_frames),
                 &|i| (5..8).contains(&i),
                 8,
+                &mut |i, f| {
+                    handed.push((i, rgb(f)));
+                    Ok(())
+                },
             )
             .unwrap();
             assert_eq!(n, 8, "{codec:?} {w}x{h}");
@@ -1463,6 +1476,14 @@ mod tests {
                 assert!(kept.iter().any(|(k, _)| *k == i), "{codec:?} frame {i}");
             }
             assert!(kept.iter().all(|(i, _)| *i < 8));
+            handed.sort();
+            assert_eq!(
+                handed.iter().map(|(i, _)| *i).collect::<Vec<_>>(),
+                [5, 6, 7]
+            );
+            for (i, f) in &handed {
+                assert!(*f == want[*i].1, "{codec:?} {w}x{h} handed frame {i}");
+            }
             for (i, f) in &kept {
                 assert_eq!(f.rgb_len(), (w * h * 3) as usize);
                 assert!(rgb(f) == want[*i].1, "{codec:?} {w}x{h} frame {i}");
@@ -1477,6 +1498,7 @@ mod tests {
                 None,
                 &|i| i == 6,
                 7,
+                &mut |_, _| Ok(()),
             )
             .unwrap();
             assert_eq!(n, 7);
@@ -1490,6 +1512,20 @@ mod tests {
                     "{codec:?} {w}x{h} frame {i}, every packet"
                 );
             }
+            // The error of a picked frame's callee ends the decode.
+            let e = decode_segment_frames(
+                codec,
+                coded,
+                (w, h),
+                &seg.data,
+                &seg.packet_offsets,
+                None,
+                &|i| i == 2,
+                7,
+                &mut |i, _| Err(format!("stop at {i}")),
+            )
+            .unwrap_err();
+            assert_eq!(e, "stop at 2");
             // An output of another size is an error, and left alone.
             let mut short = vec![MaybeUninit::new(7u8); all[0].1.rgb_len() - 1];
             let e = all[0].1.to_rgb(&mut short).unwrap_err();

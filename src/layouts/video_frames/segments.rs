@@ -1,10 +1,10 @@
 //! Frames of a `lance-video-segments` cache: a read takes the rows of the
 //! segments its frames fall in (one batched take), decodes each segment
 //! from its keyframe with a decoder of its own, stops after the last frame
-//! asked of it, and converts only the frames asked for to RGB, straight
-//! into the caller's output. Segments decode in parallel on the read pool,
-//! and the frames asked of a segment convert in parallel once it is
-//! decoded. The frames of the last segment decoded are kept as the
+//! asked of it, and converts only the frames asked for to RGB, each
+//! straight into the caller's output as the decoder puts it out (while it
+//! is in the CPU's caches). Segments decode in parallel on the read pool.
+//! The frames of the last segment decoded are kept as the
 //! decoder gave them (planar YUV in the decoder's own buffers), so a read
 //! of frames it holds (overlapping windows) decodes nothing. With the frame
 //! each packet presents (`packet_frames`), a segment leaves out the
@@ -176,43 +176,47 @@ impl SegmentFrames {
         };
         // On the read pool even for one segment: the decoder's buffers are
         // the read pool threads' own, reused from segment to segment.
-        let decoded: Vec<Option<Arc<Decoded>>> = crate::util::in_read_pool(|| {
+        let decoded: Vec<Option<Decoded>> = crate::util::in_read_pool(|| {
             work.into_par_iter()
-                .map(|w| {
-                    let (d, fresh) = match w.cached {
-                        Some(d) => (d, false),
-                        None => {
-                            let b = batch.as_ref().ok_or_else(|| {
-                                self.bad("a segment to decode without its row".into())
+                .map(|mut w| match w.cached {
+                    // Converted here, one after another: a second
+                    // thread's conversions of the same frames cost more in
+                    // moving them between the CPUs' caches than they gain.
+                    Some(d) => {
+                        for (p, out) in &mut w.outs {
+                            d.frames[p].to_rgb(out).map_err(|e| {
+                                self.bad(format!(
+                                    "frame {p} of segment {} of video {}: {e}",
+                                    w.ask.segment, w.ask.video
+                                ))
                             })?;
-                            (Arc::new(self.decode(meta, b, w.k, &w.ask)?), true)
                         }
-                    };
-                    w.outs.into_par_iter().try_for_each(|(p, out)| {
-                        d.frames[&p].to_rgb(out).map_err(|e| {
-                            self.bad(format!(
-                                "frame {p} of segment {} of video {}: {e}",
-                                w.ask.segment, w.ask.video
-                            ))
-                        })
-                    })?;
-                    Ok(fresh.then_some(d))
+                        Ok(None)
+                    }
+                    None => {
+                        let b = batch.as_ref().ok_or_else(|| {
+                            self.bad("a segment to decode without its row".into())
+                        })?;
+                        self.decode(meta, b, w.k, &w.ask, &mut w.outs).map(Some)
+                    }
                 })
                 .collect::<Result<Vec<_>>>()
         })?;
         if let Some(d) = decoded.into_iter().flatten().last() {
-            *self.last.lock().unwrap_or_else(|p| p.into_inner()) = Some(d);
+            *self.last.lock().unwrap_or_else(|p| p.into_inner()) = Some(Arc::new(d));
         }
         Ok(())
     }
 
-    /// Decodes row `k` of `batch`, the segment `a` asks of.
+    /// Decodes row `k` of `batch`, the segment `a` asks of, converting each
+    /// frame asked into its outputs (by position) as it comes out.
     fn decode(
         &self,
         meta: &VideoFramesMetadata,
         batch: &RecordBatch,
         k: usize,
         a: &Ask,
+        outs: &mut [(usize, &mut [MaybeUninit<u8>])],
     ) -> Result<Decoded> {
         let where_ = || format!("segment {} of video {} (row {})", a.segment, a.video, a.row);
         let col = |name: &str| {
@@ -284,6 +288,12 @@ impl SegmentFrames {
             packet_frames.as_deref(),
             &|i| picked.get(i).copied().unwrap_or(false),
             upto,
+            &mut |i, f| {
+                for (_, out) in outs.iter_mut().filter(|(p, _)| *p == i) {
+                    f.to_rgb(out).map_err(|e| format!("frame {i}: {e}"))?;
+                }
+                Ok(())
+            },
         )
         .map_err(|e| self.bad(format!("{}: {e}", where_())))?;
         let frames: BTreeMap<usize, DecodedFrame> = frames.into_iter().collect();
