@@ -504,14 +504,16 @@ impl FrameCheck<'_> {
             }
             let (w, h) = (v.w as u32, v.h as u32);
             let n = crate::video::segment::decode_segment_picked(
-                codec,
-                (w + (w & 1), h + (h & 1)),
-                (w, h),
-                data.value(r),
-                &offs,
-                None,
-                &|_| false,
-                usize::MAX,
+                &crate::video::segment::SegmentRead {
+                    codec,
+                    coded: (w + (w & 1), h + (h & 1)),
+                    crop: (w, h),
+                    data: data.value(r),
+                    packet_offsets: &offs,
+                    packet_frames: None,
+                    pick: &|_| false,
+                    upto: usize::MAX,
+                },
                 |_, _| {},
             )
             .map_err(|e| format!("row {row} (video {} segment {s}): {e}", v.id))?;

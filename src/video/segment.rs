@@ -595,28 +595,51 @@ pub fn decode_segment(
     keep: std::ops::Range<usize>,
     f: impl FnMut(usize, &[u8]),
 ) -> Result<usize, String> {
-    let end = keep.end;
     decode_segment_picked(
-        codec,
-        (width, height),
-        (width, height),
-        data,
-        packet_offsets,
-        None,
-        &|i| keep.contains(&i),
-        end,
+        &SegmentRead {
+            codec,
+            coded: (width, height),
+            crop: (width, height),
+            data,
+            packet_offsets,
+            packet_frames: None,
+            pick: &|i| keep.contains(&i),
+            upto: keep.end,
+        },
         f,
     )
 }
 
-/// Like [`decode_segment`], for frames coded at `coded` (even sides) and
-/// stored at `crop` (the top-left part: an odd side is coded one pixel
-/// larger): the frames at positions where `pick` is true are converted to
-/// packed RGB of the `crop` size and handed to `f`; decoding stops once
-/// `upto` frames are out.
+/// One segment's packets and what to read of them: the input of
+/// [`decode_segment_picked`] and [`decode_segment_frames`].
+#[derive(Clone, Copy)]
+pub struct SegmentRead<'a> {
+    /// The segment's codec.
+    pub codec: SegmentCodec,
+    /// The coded frame size (even sides).
+    pub coded: (u32, u32),
+    /// The stored frame size: the top-left part of the coded frame (an odd
+    /// side is coded one pixel larger).
+    pub crop: (u32, u32),
+    /// The segment's packets, back to back.
+    pub data: &'a [u8],
+    /// Where each packet starts in `data`, then where the last one ends.
+    pub packet_offsets: &'a [u64],
+    /// The frame each packet presents, as [`EncodedSegment::packet_frames`]
+    /// (`None`: frames are counted as they come out, every packet decoded).
+    pub packet_frames: Option<&'a [i64]>,
+    /// The frames (by position in the segment) to hand out.
+    pub pick: &'a dyn Fn(usize) -> bool,
+    /// Decoding stops once the frames below this are out.
+    pub upto: usize,
+}
+
+/// Like [`decode_segment`], for frames coded at `r.coded` and stored at
+/// `r.crop`: the frames at positions where `r.pick` is true are converted
+/// to packed RGB of the stored size and handed to `f`; decoding stops once
+/// `r.upto` frames are out.
 ///
-/// With `packet_frames` (the frame each packet presents, as
-/// [`EncodedSegment::packet_frames`]) a segment skips the packets of
+/// With `r.packet_frames` a segment skips the packets of
 /// pictures nothing refers to whose frames are not picked (H.264 pictures
 /// with `nal_ref_idc` 0, AV1 temporal units that refresh no reference
 /// slot): a window that starts inside a segment decodes the reference
@@ -625,36 +648,18 @@ pub fn decode_segment(
 ///
 /// # Errors
 /// As [`decode_segment`].
-#[allow(clippy::too_many_arguments)]
 pub fn decode_segment_picked(
-    codec: SegmentCodec,
-    coded: (u32, u32),
-    crop: (u32, u32),
-    data: &[u8],
-    packet_offsets: &[u64],
-    packet_frames: Option<&[i64]>,
-    pick: &dyn Fn(usize) -> bool,
-    upto: usize,
+    r: &SegmentRead,
     mut f: impl FnMut(usize, &[u8]),
 ) -> Result<usize, String> {
     CONVERTER.with(|cell| {
         let mut conv = cell.borrow_mut();
-        decode_segment_with(
-            codec,
-            coded,
-            crop,
-            data,
-            packet_offsets,
-            packet_frames,
-            pick,
-            upto,
-            &mut |i, picked, frame| {
-                if picked {
-                    f(i, conv.packed_rgb(frame)?);
-                }
-                Ok(())
-            },
-        )
+        decode_segment_with(r, &mut |i, picked, frame| {
+            if picked {
+                f(i, conv.packed_rgb(frame)?);
+            }
+            Ok(())
+        })
     })
 }
 
@@ -713,44 +718,26 @@ impl DecodedFrame {
 }
 
 /// Decodes a segment as [`decode_segment_picked`] does, keeping every
-/// frame the decoder puts out below `upto` (picked or not) as it came, not
+/// frame the decoder puts out below `r.upto` (picked or not) as it came, not
 /// converted; each picked frame also goes to `picked` as it comes out (to
 /// be converted while it is in the CPU's caches): `(frames up to the last
 /// picked one, the frames by position)`.
 ///
 /// # Errors
 /// As [`decode_segment`], and the first error `picked` returns.
-#[allow(clippy::too_many_arguments)]
 pub fn decode_segment_frames(
-    codec: SegmentCodec,
-    coded: (u32, u32),
-    crop: (u32, u32),
-    data: &[u8],
-    packet_offsets: &[u64],
-    packet_frames: Option<&[i64]>,
-    pick: &dyn Fn(usize) -> bool,
-    upto: usize,
+    r: &SegmentRead,
     picked: &mut dyn FnMut(usize, &DecodedFrame) -> Result<(), String>,
 ) -> Result<(usize, Vec<(usize, DecodedFrame)>), String> {
     let mut frames = Vec::new();
-    let n = decode_segment_with(
-        codec,
-        coded,
-        crop,
-        data,
-        packet_offsets,
-        packet_frames,
-        pick,
-        upto,
-        &mut |i, is_picked, frame| {
-            let f = DecodedFrame(std::mem::replace(frame, Frame::empty()));
-            if is_picked {
-                picked(i, &f)?;
-            }
-            frames.push((i, f));
-            Ok(())
-        },
-    )?;
+    let n = decode_segment_with(r, &mut |i, is_picked, frame| {
+        let f = DecodedFrame(std::mem::replace(frame, Frame::empty()));
+        if is_picked {
+            picked(i, &f)?;
+        }
+        frames.push((i, f));
+        Ok(())
+    })?;
     Ok((n, frames))
 }
 
@@ -761,18 +748,17 @@ type Sink<'a> = dyn FnMut(usize, bool, &mut Frame) -> Result<(), String> + 'a;
 
 /// The decode of [`decode_segment_picked`] on this thread's decoder of the
 /// codec, handing frames to `sink`.
-#[allow(clippy::too_many_arguments)]
-fn decode_segment_with(
-    codec: SegmentCodec,
-    coded: (u32, u32),
-    crop: (u32, u32),
-    data: &[u8],
-    packet_offsets: &[u64],
-    packet_frames: Option<&[i64]>,
-    pick: &dyn Fn(usize) -> bool,
-    upto: usize,
-    sink: &mut Sink,
-) -> Result<usize, String> {
+fn decode_segment_with(r: &SegmentRead, sink: &mut Sink) -> Result<usize, String> {
+    let SegmentRead {
+        codec,
+        coded,
+        crop,
+        data,
+        packet_offsets,
+        packet_frames,
+        pick,
+        upto,
+    } = *r;
     init();
     let (width, height) = coded;
     let (cw, ch) = (crop.0.min(width), crop.1.min(height));
@@ -1257,14 +1243,16 @@ impl SegmentEncoder {
         // Each source frame goes to RGB as its decoded twin arrives: one
         // frame of each in memory at a time, whatever the segment length.
         let n = decode_segment_picked(
-            codec,
-            coded,
-            crop,
-            &encoded.data,
-            &encoded.packet_offsets,
-            None,
-            &|_| true,
-            frames.len(),
+            &SegmentRead {
+                codec,
+                coded,
+                crop,
+                data: &encoded.data,
+                packet_offsets: &encoded.packet_offsets,
+                packet_frames: None,
+                pick: &|_| true,
+                upto: frames.len(),
+            },
             |i, rgb| match frames.get(i).map(|f| self.source_rgb(f)) {
                 Some(Ok(src)) => {
                     psnrs.push(super::quality::psnr(src, rgb).min(PSNR_CAP));
@@ -1431,19 +1419,19 @@ mod tests {
             let coded = (w + (w & 1), h + (h & 1));
             let p = SegmentSettings::new(codec).params(coded.0, coded.1);
             let seg = encode_segment(&p, &frames(12, coded.0 as usize, coded.1 as usize)).unwrap();
-            let mut want = Vec::new();
-            decode_segment_picked(
+            // Every frame, every packet decoded.
+            let every = SegmentRead {
                 codec,
                 coded,
-                (w, h),
-                &seg.data,
-                &seg.packet_offsets,
-                None,
-                &|_| true,
-                12,
-                |i, rgb| want.push((i, rgb.to_vec())),
-            )
-            .unwrap();
+                crop: (w, h),
+                data: &seg.data,
+                packet_offsets: &seg.packet_offsets,
+                packet_frames: None,
+                pick: &|_| true,
+                upto: 12,
+            };
+            let mut want = Vec::new();
+            decode_segment_picked(&every, |i, rgb| want.push((i, rgb.to_vec()))).unwrap();
             assert_eq!(want.len(), 12);
             let rgb = |f: &DecodedFrame| {
                 let mut out = vec![MaybeUninit::new(0xa5u8); f.rgb_len()];
@@ -1457,14 +1445,12 @@ mod tests {
             // not asked for too.
             let mut handed = Vec::new();
             let (n, kept) = decode_segment_frames(
-                codec,
-                coded,
-                (w, h),
-                &seg.data,
-                &seg.packet_offsets,
-                Some(&seg.packet_frames),
-                &|i| (5..8).contains(&i),
-                8,
+                &SegmentRead {
+                    packet_frames: Some(&seg.packet_frames),
+                    pick: &|i| (5..8).contains(&i),
+                    upto: 8,
+                    ..every
+                },
                 &mut |i, f| {
                     handed.push((i, rgb(f)));
                     Ok(())
@@ -1490,14 +1476,11 @@ mod tests {
             }
             // Without packet frames every frame up to the last is kept.
             let (n, all) = decode_segment_frames(
-                codec,
-                coded,
-                (w, h),
-                &seg.data,
-                &seg.packet_offsets,
-                None,
-                &|i| i == 6,
-                7,
+                &SegmentRead {
+                    pick: &|i| i == 6,
+                    upto: 7,
+                    ..every
+                },
                 &mut |_, _| Ok(()),
             )
             .unwrap();
@@ -1514,14 +1497,11 @@ mod tests {
             }
             // The error of a picked frame's callee ends the decode.
             let e = decode_segment_frames(
-                codec,
-                coded,
-                (w, h),
-                &seg.data,
-                &seg.packet_offsets,
-                None,
-                &|i| i == 2,
-                7,
+                &SegmentRead {
+                    pick: &|i| i == 2,
+                    upto: 7,
+                    ..every
+                },
                 &mut |i, _| Err(format!("stop at {i}")),
             )
             .unwrap_err();
@@ -1562,14 +1542,16 @@ mod tests {
         let mut got = Vec::new();
         let end = keep.end;
         let n = decode_segment_picked(
-            p.codec,
-            (p.width, p.height),
-            (p.width, p.height),
-            &seg.data,
-            &seg.packet_offsets,
-            frames,
-            &|i| keep.contains(&i),
-            end,
+            &SegmentRead {
+                codec: p.codec,
+                coded: (p.width, p.height),
+                crop: (p.width, p.height),
+                data: &seg.data,
+                packet_offsets: &seg.packet_offsets,
+                packet_frames: frames,
+                pick: &|i| keep.contains(&i),
+                upto: end,
+            },
             |i, rgb| got.push((i, rgb.to_vec())),
         )
         .unwrap();

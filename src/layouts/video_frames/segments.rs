@@ -27,7 +27,9 @@ use crate::cache::metadata::VideoFramesMetadata;
 use crate::error::{Error, Result};
 use crate::layouts::backend::Backend;
 use crate::layouts::LanceRows;
-use crate::video::segment::{decode_segment_frames, is_permutation, DecodedFrame, SegmentCodec};
+use crate::video::segment::{
+    decode_segment_frames, is_permutation, DecodedFrame, SegmentCodec, SegmentRead,
+};
 
 use super::format::{packet_frames_at, PACKET_FRAMES};
 
@@ -280,14 +282,16 @@ impl SegmentFrames {
         let upto = a.frames.iter().map(|(p, _)| p + 1).max().unwrap_or(0);
         self.decoded.fetch_add(1, Ordering::Relaxed);
         let (n, frames) = decode_segment_frames(
-            self.codec,
-            coded,
-            (w, h),
-            data,
-            &offsets,
-            packet_frames.as_deref(),
-            &|i| picked.get(i).copied().unwrap_or(false),
-            upto,
+            &SegmentRead {
+                codec: self.codec,
+                coded,
+                crop: (w, h),
+                data,
+                packet_offsets: &offsets,
+                packet_frames: packet_frames.as_deref(),
+                pick: &|i| picked.get(i).copied().unwrap_or(false),
+                upto,
+            },
             &mut |i, f| {
                 for (_, out) in outs.iter_mut().filter(|(p, _)| *p == i) {
                     f.to_rgb(out).map_err(|e| format!("frame {i}: {e}"))?;
