@@ -178,9 +178,15 @@ impl SegmentFrames {
         };
         // On the read pool even for one segment: the decoder's buffers are
         // the read pool threads' own, reused from segment to segment.
+        // Only the last segment decoded is kept; the others' frames go back
+        // to their decoder's buffers as soon as they are converted (kept to
+        // the end of a read, a batch of 128 windows left 435 MB in the
+        // decoders' buffer pools after it was dropped).
+        let kept = work.iter().rposition(|w| w.cached.is_none());
         let decoded: Vec<Option<Decoded>> = crate::util::in_read_pool(|| {
             work.into_par_iter()
-                .map(|mut w| match w.cached {
+                .enumerate()
+                .map(|(j, mut w)| match w.cached {
                     // Converted here, one after another: a second
                     // thread's conversions of the same frames cost more in
                     // moving them between the CPUs' caches than they gain.
@@ -199,7 +205,8 @@ impl SegmentFrames {
                         let b = batch.as_ref().ok_or_else(|| {
                             self.bad("a segment to decode without its row".into())
                         })?;
-                        self.decode(meta, b, w.k, &w.ask, &mut w.outs).map(Some)
+                        let d = self.decode(meta, b, w.k, &w.ask, &mut w.outs)?;
+                        Ok((kept == Some(j)).then_some(d))
                     }
                 })
                 .collect::<Result<Vec<_>>>()
