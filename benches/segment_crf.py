@@ -110,7 +110,7 @@ def stored_bytes(b, codec, frames):
     return len(b) - (end - start) if start >= 0 and end > 0 else len(b)
 
 
-def encode(src, w, h, codec, crf, out, per=32, tune=""):
+def encode(src, w, h, codec, crf, out, per=32, tune="", av1_preset=8, av1_params=""):
     """Encodes `src` as the layout does: every `per` frames by an encoder of
     their own (a closed segment, no lookahead across segments), the
     segments' raw streams back to back in `out`."""
@@ -131,8 +131,9 @@ def encode(src, w, h, codec, crf, out, per=32, tune=""):
                          f"keyint={per}:min-keyint={per}:scenecut=0:open-gop=0{x264_asm()}",
                          "-f", "h264", part]
             else:
-                args += ["-c:v", "libsvtav1", "-preset", "8", "-crf", str(crf), "-g", str(per),
-                         "-svtav1-params", "scd=0", "-f", "obu", part]
+                args += ["-c:v", "libsvtav1", "-preset", str(av1_preset), "-crf", str(crf), "-g", str(per),
+                         "-svtav1-params", "scd=0" + (":" + av1_params if av1_params else ""), "-f", "obu",
+                         part]
             subprocess.run(args, check=True)
             with open(part, "rb") as f:
                 b = f.read()
@@ -156,6 +157,8 @@ def main():
     ap.add_argument("--av1", default="40,44,48,52,55,58")
     ap.add_argument("--contents", default="testsrc2,gradients,real")
     ap.add_argument("--h264-tune", default="", help="x264 --tune (default: x264's own)")
+    ap.add_argument("--av1-preset", type=int, default=8, help="SVT-AV1 preset (the layout's default: 8)")
+    ap.add_argument("--av1-params", default="", help="more SVT-AV1 parameters, key=value:...")
     a = ap.parse_args()
     tmp = a.out or tempfile.mkdtemp(prefix="segment-crf-")
     print("| content | storage | bytes/frame | PSNR mean | PSNR min | SSIM mean |")
@@ -194,10 +197,12 @@ def main():
                     if codec == "av1" and (w < 64 or h < 64):
                         continue
                     out = os.path.join(tmp, "seg.h264" if codec == "h264" else "seg.obu")
-                    size += encode(p, w, h, codec, crf, out, tune=a.h264_tune)
+                    size += encode(p, w, h, codec, crf, out, tune=a.h264_tune,
+                                   av1_preset=a.av1_preset, av1_params=a.av1_params)
                     got += rgb_frames(out, w, h)
                 tuned = f" tune {a.h264_tune}" if codec == "h264" and a.h264_tune else ""
-                row(f"{codec} crf {crf}{tuned}, GOP 32", size, got)
+                preset = f" preset {a.av1_preset} {a.av1_params}".rstrip() if codec == "av1" else ""
+                row(f"{codec}{preset} crf {crf}{tuned}, GOP 32", size, got)
 
 
 if __name__ == "__main__":

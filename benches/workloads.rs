@@ -836,9 +836,10 @@ fn versus_frames_build(args: &[String]) {
 }
 
 /// `segments-build --video-dir D --dir OUT --storage frames|h264|av1
-/// [--threads T]`: builds a video cache of every file of D (sorted): WebP
-/// q65 frames (the frames layout's defaults), or H.264 / AV1 segments at
-/// their default CRF and 32 frames; prints frames/s of the build, bytes per
+/// [--threads T] [--crf N] [--preset P]`: builds a video cache of every file
+/// of D (sorted): WebP q65 frames (the frames layout's defaults), or H.264 /
+/// AV1 segments of 32 frames at their default CRF and preset (or those
+/// given); prints frames/s of the build, bytes per
 /// frame (every file of the cache), and the quality of every stored frame
 /// read back through the window API against the source frames decoded to
 /// RGB (PSNR over RGB samples, SSIM over BT.601 luma; mean and lowest),
@@ -859,16 +860,23 @@ fn segments_build(args: &[String]) {
             VideoStorage::Frames,
             shardset::VideoFramesOptions::default(),
         ),
-        "h264" | "av1" => (
-            VideoStorage::Segments,
-            shardset::VideoFramesOptions::default().with_segments(SegmentSettings::new(
-                if storage == "av1" {
-                    SegmentCodec::Av1
-                } else {
-                    SegmentCodec::H264
-                },
-            )),
-        ),
+        "h264" | "av1" => {
+            let mut settings = SegmentSettings::new(if storage == "av1" {
+                SegmentCodec::Av1
+            } else {
+                SegmentCodec::H264
+            });
+            if let Some(crf) = arg(args, "--crf") {
+                settings = settings.try_with_crf(crf.parse().unwrap()).unwrap();
+            }
+            if let Some(preset) = arg(args, "--preset") {
+                settings = settings.with_preset(preset.as_str());
+            }
+            (
+                VideoStorage::Segments,
+                shardset::VideoFramesOptions::default().with_segments(settings),
+            )
+        }
         other => panic!("--storage frames, h264 or av1, not {other}"),
     };
     let f = Features::new().with("video", Feature::video(feature));
