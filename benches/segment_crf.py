@@ -26,7 +26,24 @@ gradients it reads 45.24 dB at CRF 26 and 44.79 at 27, below WebP's 46.10,
 where x264's own tuning reads 49.29 at CRF 26. One default CRF serves
 every content, so the default stays x264's own tuning.
 
+`--av1-preset` and `--av1-params` measure other SVT-AV1 settings than the
+layout's defaults (preset 8, its own parameters). Figures of this script
+(SVT-AV1 1.4.1), bytes per frame at mean PSNR, WebP q65 first:
+- real: WebP 21,660 at 36.80 dB; preset 8: CRF 43 1,656 at 36.83, CRF 45
+  1,507 at 36.44; preset 6: CRF 45 1,601 at 36.85, CRF 47 1,451 at 36.44;
+  preset 4: CRF 45 1,543 at 37.15, CRF 47 1,397 at 36.74;
+  `hierarchical-levels=5` (mini-GOPs of 32, not 16) at preset 8: CRF 43
+  1,511 at 36.59, CRF 45 1,372 at 36.19.
+- testsrc2 (WebP 4,277 at 28.32 dB): CRF 43 799 at 33.44; `fast-decode=1`
+  816 at 33.26 (FFmpeg decodes it 1.4% faster: 3,814 against 3,762
+  frames/s); `hierarchical-levels=5` 777 at 33.41. At the CRFs whose PSNR
+  meets WebP's here: AV1 CRF 59 295 at 28.01 (CRF 55 387 at 29.29), H.264
+  CRF 36 559 at 29.04 (CRF 40 500 at 26.96).
+- gradients (WebP 590 at 46.14 dB): AV1 CRF 46 38 at 46.27; H.264 CRF 32
+  63 at 46.88.
+
 Usage: python3 benches/segment_crf.py [--out DIR] [--h264 22,24,...] [--av1 ...]
+       [--av1-preset N] [--av1-params key=value:...]
 """
 
 import argparse

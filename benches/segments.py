@@ -40,7 +40,14 @@ no lower; windows/s >= the frames layout's; build frames/s >= 2x the
 frames layout's with H.264. Ratios are from this one run; never a timing
 assertion.
 
+`--h264-crf` and `--av1-crf` build the segments at other CRFs than the
+defaults, one for all contents (`30`) or one per content
+(`testsrc2=37,gradients=33`; a content not named keeps the default): the
+same bench at another operating point, such as the CRF whose PSNR meets the
+frames layout's on each content (`benches/segment_crf.py` sweeps them).
+
 Usage: python3 benches/segments.py [--scale 1.0] [--contents testsrc2,gradients,real]
+       [--h264-crf N|content=N,...] [--av1-crf N|content=N,...]
 The shardset side is the `workloads` bench binary ($SHARDSET_WORKLOADS_BIN, else
 built with `cargo bench --bench workloads --no-run`).
 """
@@ -252,11 +259,24 @@ def webp_limit(binary, cache, starts, tmp):
     return len(starts) / (wd["seconds"] * len(blobs) / wd["count"])
 
 
+def crf_for(spec, content):
+    """The CRF `spec` gives `content` (`N` for every content, or
+    `content=N,...`), as a string; None for the layout's default."""
+    if not spec:
+        return None
+    if "=" not in spec:
+        return str(int(spec))
+    given = dict(part.split("=") for part in spec.split(","))
+    return str(int(given[content])) if content in given else None
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--scale", type=float, default=1.0)
     ap.add_argument("--contents", default="testsrc2,gradients,real")
     ap.add_argument("--tmp", default=None)
+    ap.add_argument("--h264-crf", default="", help="N, or content=N,... (default: the layout's)")
+    ap.add_argument("--av1-crf", default="", help="N, or content=N,... (default: the layout's)")
     a = ap.parse_args()
     binary = workloads_bin()
     tmp = a.tmp or tempfile.mkdtemp(prefix="shardset-segments-")
@@ -274,8 +294,10 @@ def main():
             out = os.path.join(tmp, f"{content}-{storage}")
             if os.path.exists(out):
                 subprocess.run(["rm", "-rf", out], check=True)
+            crf = crf_for(a.h264_crf if storage == "h264" else a.av1_crf, content) \
+                if storage != "frames" else None
             b = ours(binary, ["segments-build", "--video-dir", src, "--dir", out, "--storage",
-                              storage, "--threads", "2"], 2)
+                              storage, "--threads", "2"] + (["--crf", crf] if crf else []), 2)
             meta = json.load(open(os.path.join(out, "_metadata.json")))
             if idx is None:
                 nwin = sum(max(0, v["T"] - WINDOW + 1) for v in meta["videos"])
@@ -300,7 +322,7 @@ def main():
                 payload=payload_bytes(out, storage) / b["count"], psnr=b["psnr_mean"], psnr_min=b["psnr_min"],
                 ssim=b["ssim_mean"], ssim_min=b["ssim_min"], build=b["count"] / b["seconds"],
                 w1=400 / w1["cold"], w2=400 / w2["cold"], w1_warm=400 / w1["warm"],
-                limit=limit, limit_what=limit_what, frames=b["count"])
+                limit=limit, limit_what=limit_what, frames=b["count"], crf=crf)
             print(json.dumps({"content": content, "storage": storage, **res[storage]}),
                   flush=True)
             if storage == "h264":
@@ -326,7 +348,8 @@ def main():
         for storage in ["frames", "h264", "h264-every-packet", "av1"]:
             r = res[storage]
             rows.append(
-                f"| {content} ({r['frames']} frames) | {storage} | {r['payload']:,.0f} "
+                f"| {content} ({r['frames']} frames) | {storage}"
+                f"{' CRF ' + r['crf'] if r.get('crf') else ''} | {r['payload']:,.0f} "
                 f"({f['payload'] / r['payload']:.1f}x smaller) | {r['bpf']:,.0f} "
                 f"({f['bpf'] / r['bpf']:.1f}x) | {r['psnr']:.2f} / {r['psnr_min']:.2f} | "
                 f"{r['ssim']:.4f} / {r['ssim_min']:.4f} | {r['build']:.0f} "
