@@ -36,9 +36,9 @@ layout's defaults (preset 8, its own parameters). Figures of this script
   1,511 at 36.59, CRF 45 1,372 at 36.19.
 - testsrc2 (WebP 4,277 at 28.32 dB): CRF 43 799 at 33.44; `fast-decode=1`
   816 at 33.26 (FFmpeg decodes it 1.4% faster: 3,814 against 3,762
-  frames/s); `hierarchical-levels=5` 777 at 33.41. At the CRFs whose PSNR
-  meets WebP's here: AV1 CRF 59 295 at 28.01 (CRF 55 387 at 29.29), H.264
-  CRF 36 559 at 29.04 (CRF 40 500 at 26.96).
+  frames/s); `hierarchical-levels=5` 777 at 33.41. Around WebP's PSNR:
+  AV1 CRF 55 387 at 29.29 and CRF 59 295 at 28.01 (below WebP); H.264 CRF
+  36 559 at 29.04 and CRF 40 500 at 26.96 (below).
 - gradients (WebP 590 at 46.14 dB): AV1 CRF 46 38 at 46.27; H.264 CRF 32
   63 at 46.88.
 
@@ -148,9 +148,9 @@ def encode(src, w, h, codec, crf, out, per=32, tune="", av1_preset=8, av1_params
                          f"keyint={per}:min-keyint={per}:scenecut=0:open-gop=0{x264_asm()}",
                          "-f", "h264", part]
             else:
-                args += ["-c:v", "libsvtav1", "-preset", str(av1_preset), "-crf", str(crf), "-g", str(per),
-                         "-svtav1-params", "scd=0" + (":" + av1_params if av1_params else ""), "-f", "obu",
-                         part]
+                params = "scd=0" + (":" + av1_params if av1_params else "")
+                args += ["-c:v", "libsvtav1", "-preset", str(av1_preset), "-crf", str(crf),
+                         "-g", str(per), "-svtav1-params", params, "-f", "obu", part]
             subprocess.run(args, check=True)
             with open(part, "rb") as f:
                 b = f.read()
@@ -174,7 +174,8 @@ def main():
     ap.add_argument("--av1", default="40,44,48,52,55,58")
     ap.add_argument("--contents", default="testsrc2,gradients,real")
     ap.add_argument("--h264-tune", default="", help="x264 --tune (default: x264's own)")
-    ap.add_argument("--av1-preset", type=int, default=8, help="SVT-AV1 preset (the layout's default: 8)")
+    ap.add_argument("--av1-preset", type=int, default=8,
+                    help="SVT-AV1 preset (the layout's default: 8)")
     ap.add_argument("--av1-params", default="", help="more SVT-AV1 parameters, key=value:...")
     a = ap.parse_args()
     tmp = a.out or tempfile.mkdtemp(prefix="segment-crf-")
