@@ -125,8 +125,11 @@ pub enum BuildSource {
         /// segments: h264 (libx264) or av1 (SVT-AV1).
         #[arg(long, value_enum, default_value_t = shardset::video::segment::SegmentCodec::H264)]
         codec: shardset::video::segment::SegmentCodec,
-        /// segments: constant rate factor (default: the codec's, chosen to
-        /// match the PSNR of WebP quality 65).
+        /// segments: constant rate factor (default: the codec's, 26 for h264
+        /// and 43 for av1, chosen to match the PSNR of WebP quality 65 on
+        /// recorded video; content WebP handles worse, such as synthetic
+        /// frames, keeps that PSNR at a higher CRF; `inspect` shows the PSNR
+        /// a build measured).
         #[arg(long)]
         crf: Option<u32>,
         /// segments: the encoder's speed preset (default medium for h264, 8 for av1).
