@@ -46,8 +46,13 @@ defaults, one for all contents (`30`) or one per content
 same bench at another operating point, such as the CRF whose PSNR meets the
 frames layout's on each content (`benches/segment_crf.py` sweeps them).
 
+`--h264-preset`/`--av1-preset` and `--h264-params`/`--av1-params` build
+the segments at another speed preset and with more of the encoder's own
+parameters (the layout's `preset` and `encoder_params`), for every content.
+
 Usage: python3 benches/segments.py [--scale 1.0] [--contents testsrc2,gradients,real]
        [--h264-crf N|content=N,...] [--av1-crf N|content=N,...]
+       [--h264-preset P] [--av1-preset P] [--h264-params K=V:...] [--av1-params K=V:...]
 The shardset side is the `workloads` bench binary ($SHARDSET_WORKLOADS_BIN, else
 built with `cargo bench --bench workloads --no-run`).
 """
@@ -277,6 +282,10 @@ def main():
     ap.add_argument("--tmp", default=None)
     ap.add_argument("--h264-crf", default="", help="N, or content=N,... (default: the layout's)")
     ap.add_argument("--av1-crf", default="", help="N, or content=N,... (default: the layout's)")
+    ap.add_argument("--h264-preset", default="", help="x264 preset (default: the layout's)")
+    ap.add_argument("--av1-preset", default="", help="SVT-AV1 preset (default: the layout's)")
+    ap.add_argument("--h264-params", default="", help="x264 parameters, key=value:...")
+    ap.add_argument("--av1-params", default="", help="SVT-AV1 parameters, key=value:...")
     a = ap.parse_args()
     binary = workloads_bin()
     tmp = a.tmp or tempfile.mkdtemp(prefix="shardset-segments-")
@@ -296,8 +305,12 @@ def main():
                 subprocess.run(["rm", "-rf", out], check=True)
             crf = crf_for(a.h264_crf if storage == "h264" else a.av1_crf, content) \
                 if storage != "frames" else None
+            preset, params = {"h264": (a.h264_preset, a.h264_params),
+                              "av1": (a.av1_preset, a.av1_params)}.get(storage, ("", ""))
             b = ours(binary, ["segments-build", "--video-dir", src, "--dir", out, "--storage",
-                              storage, "--threads", "2"] + (["--crf", crf] if crf else []), 2)
+                              storage, "--threads", "2"] + (["--crf", crf] if crf else [])
+                     + (["--preset", preset] if preset else [])
+                     + (["--encoder-params", params] if params else []), 2)
             meta = json.load(open(os.path.join(out, "_metadata.json")))
             if idx is None:
                 nwin = sum(max(0, v["T"] - WINDOW + 1) for v in meta["videos"])
@@ -322,7 +335,8 @@ def main():
                 payload=payload_bytes(out, storage) / b["count"], psnr=b["psnr_mean"], psnr_min=b["psnr_min"],
                 ssim=b["ssim_mean"], ssim_min=b["ssim_min"], build=b["count"] / b["seconds"],
                 w1=400 / w1["cold"], w2=400 / w2["cold"], w1_warm=400 / w1["warm"],
-                limit=limit, limit_what=limit_what, frames=b["count"], crf=crf)
+                limit=limit, limit_what=limit_what, frames=b["count"], crf=crf,
+                setting=" ".join(x for x in [preset and f"preset {preset}", params] if x))
             print(json.dumps({"content": content, "storage": storage, **res[storage]}),
                   flush=True)
             if storage == "h264":
@@ -349,7 +363,8 @@ def main():
             r = res[storage]
             rows.append(
                 f"| {content} ({r['frames']} frames) | {storage}"
-                f"{' CRF ' + r['crf'] if r.get('crf') else ''} | {r['payload']:,.0f} "
+                f"{' CRF ' + r['crf'] if r.get('crf') else ''}"
+                f"{' ' + r['setting'] if r.get('setting') else ''} | {r['payload']:,.0f} "
                 f"({f['payload'] / r['payload']:.1f}x smaller) | {r['bpf']:,.0f} "
                 f"({f['bpf'] / r['bpf']:.1f}x) | {r['psnr']:.2f} / {r['psnr_min']:.2f} | "
                 f"{r['ssim']:.4f} / {r['ssim_min']:.4f} | {r['build']:.0f} "

@@ -836,10 +836,11 @@ fn versus_frames_build(args: &[String]) {
 }
 
 /// `segments-build --video-dir D --dir OUT --storage frames|h264|av1
-/// [--threads T] [--crf N] [--preset P]`: builds a video cache of every file
-/// of D (sorted): WebP q65 frames (the frames layout's defaults), or H.264 /
-/// AV1 segments of 32 frames at their default CRF and preset (or those
-/// given); prints frames/s of the build, bytes per
+/// [--threads T] [--crf N] [--preset P] [--encoder-params K=V:...]`: builds
+/// a video cache of every file of D (sorted): WebP q65 frames (the frames
+/// layout's defaults), or H.264 / AV1 segments of 32 frames at their
+/// default CRF and preset (or those given, with the encoder's own
+/// parameters if given); prints frames/s of the build, bytes per
 /// frame (every file of the cache), and the quality of every stored frame
 /// read back through the window API against the source frames decoded to
 /// RGB (PSNR over RGB samples, SSIM over BT.601 luma; mean and lowest),
@@ -871,6 +872,9 @@ fn segments_build(args: &[String]) {
             }
             if let Some(preset) = arg(args, "--preset") {
                 settings = settings.with_preset(preset.as_str());
+            }
+            if let Some(params) = arg(args, "--encoder-params") {
+                settings = settings.try_with_encoder_params(params.as_str()).unwrap();
             }
             (
                 VideoStorage::Segments,

@@ -120,6 +120,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
             crf: crf.parse()?,
             preset: preset.into(),
             tune: codec.default_tune().into(),
+            encoder_params: String::new(),
         };
         let segs = encode_video(&clip, &p, seg)?;
         let bytes: usize = segs.iter().map(|s| s.encoded.data.len()).sum();

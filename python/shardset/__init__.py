@@ -206,7 +206,9 @@ def write_cache(examples, features, path, format="arrow", shard_size=None, compr
     needs shardset to read it.
     segments: for a `Video(storage="segments")` column ("video-frames"
     format, a lance-video-segments cache), a dict of `codec` ("h264" or
-    "av1"), `crf`, `preset`, `tune` and `frames_per_segment` (each
+    "av1"), `crf`, `preset`, `tune`, `encoder_params` (the encoder's
+    own `key=value` pairs joined by ":", such as
+    "hierarchical-levels=5" for SVT-AV1) and `frames_per_segment` (each
     optional)."""
     feats = Features.coerce(features)
     return _shardset.write_cache(iter(examples), feats.to_json(), str(path), format, shard_size,

@@ -1660,15 +1660,25 @@ fn write_cache(
     Ok(rows)
 }
 
-/// Segment settings from `{"codec", "crf", "preset", "tune", "frames_per_segment"}`.
+/// Segment settings from `{"codec", "crf", "preset", "tune",
+/// "encoder_params", "frames_per_segment"}`.
 fn segment_settings(j: &str) -> PyRes<shardset::SegmentSettings> {
     let bad = |m: String| BadInputError::new_err(format!("segments: {m}"));
     let j: serde_json::Value = serde_json::from_str(j).map_err(|e| bad(e.to_string()))?;
-    let obj = j
-        .as_object()
-        .ok_or_else(|| bad("a dict of codec, crf, preset, tune, frames_per_segment".into()))?;
+    let obj = j.as_object().ok_or_else(|| {
+        bad("a dict of codec, crf, preset, tune, encoder_params, frames_per_segment".into())
+    })?;
     for k in obj.keys() {
-        if !["codec", "crf", "preset", "tune", "frames_per_segment"].contains(&k.as_str()) {
+        if ![
+            "codec",
+            "crf",
+            "preset",
+            "tune",
+            "encoder_params",
+            "frames_per_segment",
+        ]
+        .contains(&k.as_str())
+        {
             return Err(bad(format!("unknown key '{k}'")));
         }
     }
@@ -1690,6 +1700,12 @@ fn segment_settings(j: &str) -> PyRes<shardset::SegmentSettings> {
         s = s
             .try_with_tune(t.as_str().map_or_else(|| t.to_string(), str::to_string))
             .py()?;
+    }
+    if let Some(p) = obj.get("encoder_params") {
+        let p = p.as_str().ok_or_else(|| {
+            bad("encoder_params is a string of key=value pairs joined by ':'".into())
+        })?;
+        s = s.try_with_encoder_params(p).py()?;
     }
     if let Some(n) = obj.get("frames_per_segment") {
         let n = n

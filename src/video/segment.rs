@@ -92,6 +92,70 @@ impl SegmentCodec {
         }
     }
 
+    /// Encoder parameters the layout sets itself or relies on (see
+    /// [`SegmentSettings::try_with_encoder_params`]), as the encoder names
+    /// them, with `-` for `_`.
+    fn reserved_params(self) -> &'static [&'static str] {
+        match self {
+            SegmentCodec::H264 => &[
+                "keyint",
+                "min-keyint",
+                "keyint-min",
+                "scenecut",
+                "open-gop",
+                "intra-refresh",
+                "crf",
+                "crf-max",
+                "qp",
+                "bitrate",
+                "pass",
+                "stats",
+                "preset",
+                "tune",
+                "threads",
+                "lookahead-threads",
+                "sliced-threads",
+                "asm",
+                "annexb",
+                "input-csp",
+                "output-csp",
+                "input-depth",
+                "input-res",
+                "interlaced",
+                "tff",
+                "bff",
+                "fake-interlaced",
+                "pulldown",
+                "fps",
+                "force-cfr",
+                "frame-packing",
+            ],
+            SegmentCodec::Av1 => &[
+                "keyint",
+                "intra-period",
+                "scd",
+                "irefresh-type",
+                "crf",
+                "qp",
+                "rc",
+                "tbr",
+                "mbr",
+                "passes",
+                "pass",
+                "stats",
+                "preset",
+                "tune",
+                "input-depth",
+                "color-format",
+                "profile",
+                "asm",
+                "lp",
+                "pin",
+                "ss",
+            ],
+        }
+    }
+
     fn id(self) -> ff::codec::Id {
         match self {
             SegmentCodec::H264 => ff::codec::Id::H264,
@@ -131,6 +195,8 @@ pub struct SegmentSettings {
     preset: String,
     #[serde(default)]
     tune: String,
+    #[serde(default)]
+    encoder_params: String,
     frames_per_segment: u32,
 }
 
@@ -148,6 +214,7 @@ impl SegmentSettings {
             crf: codec.default_crf(),
             preset: codec.default_preset().to_string(),
             tune: codec.default_tune().to_string(),
+            encoder_params: String::new(),
             frames_per_segment: DEFAULT_FRAMES_PER_SEGMENT,
         }
     }
@@ -196,6 +263,52 @@ impl SegmentSettings {
         Ok(self)
     }
 
+    /// More of the encoder's own parameters, `key=value` pairs joined by
+    /// `:` as FFmpeg's `x264-params` and `svtav1-params` take them (for
+    /// SVT-AV1, `hierarchical-levels=5` makes mini-GOPs of 32 frames; for
+    /// x264, `bframes=5:ref=4`), set after the layout's own; empty: none.
+    /// The encoder checks the values when a build starts and ignores keys it
+    /// does not know, with a warning of FFmpeg's on stderr.
+    ///
+    /// # Errors
+    /// [`crate::Error::InvalidArgument`] for a pair without `=` or a key the
+    /// layout sets itself or relies on: the keyframe interval and scene
+    /// cuts (keyframes only at segment starts), open GOPs and intra
+    /// refresh, rate control (`crf` is its own setting), the preset and
+    /// tuning (their own settings), threads and instruction sets (the same
+    /// frames encode to the same bytes), the pixel format and bit depth
+    /// (`yuv420p`), interlacing, and x264's Annex B output.
+    pub fn try_with_encoder_params(
+        mut self,
+        params: impl Into<String>,
+    ) -> crate::error::Result<Self> {
+        let params = params.into();
+        for pair in params.split(':').filter(|p| !p.is_empty()) {
+            let Some((key, _)) = pair.split_once('=') else {
+                return Err(crate::error::Error::InvalidArgument(format!(
+                    "encoder parameters are key=value pairs joined by ':', got '{pair}' in '{params}'"
+                )));
+            };
+            let key = key.trim().to_ascii_lowercase().replace('_', "-");
+            // x264 reads `no-KEY` and `noKEY` as KEY=false.
+            let bare = key
+                .strip_prefix("no-")
+                .or_else(|| key.strip_prefix("no"))
+                .unwrap_or(&key);
+            let reserved = self.codec.reserved_params();
+            if key.is_empty() || reserved.contains(&key.as_str()) || reserved.contains(&bare) {
+                return Err(crate::error::Error::InvalidArgument(format!(
+                    "the {} encoder parameter '{key}' is the layout's own (keyframes only at \
+                     segment starts, crf, preset and tune as their own settings, one thread and \
+                     fixed instruction sets, 8-bit yuv420p); it cannot be set in '{params}'",
+                    self.codec.encoder_name()
+                )));
+            }
+        }
+        self.encoder_params = params;
+        Ok(self)
+    }
+
     /// Frames per segment: the closed group of pictures a window read
     /// decodes from its keyframe (default 32).
     ///
@@ -231,6 +344,12 @@ impl SegmentSettings {
         &self.tune
     }
 
+    /// The encoder's own parameters (empty: none; see
+    /// [`SegmentSettings::try_with_encoder_params`]).
+    pub fn encoder_params(&self) -> &str {
+        &self.encoder_params
+    }
+
     /// Frames per segment.
     pub fn frames_per_segment(&self) -> u32 {
         self.frames_per_segment
@@ -245,6 +364,7 @@ impl SegmentSettings {
             crf: self.crf,
             preset: self.preset.clone(),
             tune: self.tune.clone(),
+            encoder_params: self.encoder_params.clone(),
         }
     }
 }
@@ -272,6 +392,10 @@ pub struct SegmentParams {
     /// The encoder's tuning (see [`SegmentSettings::try_with_tune`]; empty:
     /// the encoder's default).
     pub tune: String,
+    /// More of the encoder's own parameters, `key=value` joined by `:`,
+    /// set after the layout's (see
+    /// [`SegmentSettings::try_with_encoder_params`]; empty: none).
+    pub encoder_params: String,
 }
 
 /// One encoded segment: its packets back to back, where each starts.
@@ -291,6 +415,16 @@ pub struct EncodedSegment {
     /// What the encoder wrote about itself into the stream and was taken
     /// out of it (x264's version and options); empty when nothing was.
     pub encoder_info: String,
+}
+
+/// `:` and the user's encoder parameters, or nothing.
+fn more_params(params: &str) -> String {
+    let params = params.trim_matches(':');
+    if params.is_empty() {
+        String::new()
+    } else {
+        format!(":{params}")
+    }
 }
 
 fn ff_err(what: &str, e: impl std::fmt::Display) -> String {
@@ -354,8 +488,9 @@ pub fn encode_segment(p: &SegmentParams, frames: &[Vec<u8>]) -> Result<EncodedSe
             opts.set(
                 "x264-params",
                 &format!(
-                    "keyint={gop}:min-keyint={gop}:scenecut=0:open-gop=0{}",
-                    x264_asm()
+                    "keyint={gop}:min-keyint={gop}:scenecut=0:open-gop=0{}{}",
+                    x264_asm(),
+                    more_params(&p.encoder_params)
                 ),
             );
             opts.set("threads", "1");
@@ -369,7 +504,10 @@ pub fn encode_segment(p: &SegmentParams, frames: &[Vec<u8>]) -> Result<EncodedSe
             } else {
                 format!(":tune={}", p.tune)
             };
-            opts.set("svtav1-params", &format!("keyint={gop}:scd=0{tune}"));
+            opts.set(
+                "svtav1-params",
+                &format!("keyint={gop}:scd=0{tune}{}", more_params(&p.encoder_params)),
+            );
         }
     }
     let mut encoder = enc
@@ -1363,6 +1501,7 @@ mod tests {
             crf: 20,
             preset: "medium".into(),
             tune: String::new(),
+            encoder_params: String::new(),
         };
         for n in [1usize, 2, 7, 16] {
             let src = frames(n, w as usize, h as usize);
@@ -1646,6 +1785,7 @@ mod tests {
             crf: 40,
             preset: "8".into(),
             tune: "1".into(),
+            encoder_params: String::new(),
         };
         let small = SegmentParams {
             height: 48,
@@ -1843,6 +1983,7 @@ mod tests {
             crf: 45,
             preset: "12".into(),
             tune: "1".into(),
+            encoder_params: String::new(),
         };
         std::thread::scope(|s| {
             let threads: Vec<_> = (0..6)
@@ -1887,6 +2028,7 @@ mod tests {
             crf: 23,
             preset: "medium".into(),
             tune: String::new(),
+            encoder_params: String::new(),
         };
         // The source frames, converted the same way.
         let mut src = Vec::new();
@@ -1967,6 +2109,7 @@ mod tests {
             crf: 20,
             preset: "medium".into(),
             tune: String::new(),
+            encoder_params: String::new(),
         };
         assert!(encode_segment(&p, &frames(1, 64, 48)).is_err());
         let p = SegmentParams { width: 64, ..p };

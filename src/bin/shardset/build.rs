@@ -139,6 +139,13 @@ pub enum BuildSource {
         /// SVT-AV1 0 or 1; default: x264's own, SVT-AV1 1).
         #[arg(long)]
         tune: Option<String>,
+        /// segments: more of the encoder's own parameters, key=value joined
+        /// by ':' as FFmpeg's x264-params / svtav1-params take them (such as
+        /// hierarchical-levels=5 for SVT-AV1 mini-GOPs of 32); keys the
+        /// layout sets itself (keyint, scene cuts, crf, preset, threads,
+        /// pixel format) are refused.
+        #[arg(long)]
+        encoder_params: Option<String>,
         /// segments: frames per segment (a closed group of pictures).
         #[arg(long, default_value_t = shardset::video::segment::DEFAULT_FRAMES_PER_SEGMENT)]
         segment_frames: u32,
@@ -298,6 +305,7 @@ pub fn run(source: BuildSource) -> CliResult {
             crf,
             preset,
             tune,
+            encoder_params,
             segment_frames,
             quality,
             method,
@@ -357,6 +365,11 @@ pub fn run(source: BuildSource) -> CliResult {
             }
             if let Some(t) = tune {
                 segments = segments.try_with_tune(t).map_err(|e| usage("--tune", e))?;
+            }
+            if let Some(p) = encoder_params {
+                segments = segments
+                    .try_with_encoder_params(p)
+                    .map_err(|e| usage("--encoder-params", e))?;
             }
             let vopts = shardset::VideoFramesOptions::default()
                 .with_webp(shardset::WebpSettings::try_new(quality, method)?.with_input(webp_input))

@@ -127,8 +127,12 @@ fn print_human(r: &J, arrow_checksum_hint: bool) {
     if let Some(g) = r.get("segments").filter(|g| !g.is_null()) {
         let q = &g["quality"];
         let f = |k: &str| q.get(k).and_then(J::as_f64).unwrap_or(f64::NAN);
+        let params = Some(s(g, "encoder_params"))
+            .filter(|p| !p.is_empty())
+            .map(|p| format!(", {p}"))
+            .unwrap_or_default();
         println!(
-            "video        {} ({} crf {}, preset {}, tune {}), {} segment(s) of {} frames, closed GOPs",
+            "video        {} ({} crf {}, preset {}, tune {}{params}), {} segment(s) of {} frames, closed GOPs",
             s(g, "codec"),
             s(g, "encoder"),
             u(g, "crf"),

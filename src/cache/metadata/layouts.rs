@@ -210,6 +210,11 @@ pub struct SegmentsInfo {
     /// that).
     #[serde(default, skip_serializing_if = "String::is_empty")]
     pub tune: String,
+    /// More of the encoder's own parameters, `key=value` joined by `:`
+    /// (x264's `x264-params`, SVT-AV1's `svtav1-params`, after the
+    /// layout's own); absent: none.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub encoder_params: String,
     /// Frames per segment (the last of a video may have fewer).
     pub frames_per_segment: u32,
     /// Every segment is a closed group of pictures starting with a keyframe.

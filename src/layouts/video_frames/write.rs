@@ -637,12 +637,14 @@ fn check_segment_encoder(opts: &VideoFramesOptions) -> Result<()> {
         .map(|_| ())
         .map_err(|e| {
             Error::InvalidArgument(format!(
-                "cannot encode {} segments with {} (preset '{}', tune '{}', crf {}): {e}",
+                "cannot encode {} segments with {} (preset '{}', tune '{}', crf {}, \
+                 encoder parameters '{}'): {e}",
                 s.codec().as_str(),
                 s.codec().encoder_name(),
                 s.preset(),
                 s.tune(),
-                s.crf()
+                s.crf(),
+                s.encoder_params()
             ))
         })
 }
@@ -701,6 +703,7 @@ fn segments_info(
         crf: s.crf(),
         preset: s.preset().to_string(),
         tune: s.tune().to_string(),
+        encoder_params: s.encoder_params().to_string(),
         frames_per_segment: s.frames_per_segment(),
         closed_gop: true,
         scene_cut: false,
