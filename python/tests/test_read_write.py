@@ -420,3 +420,16 @@ def test_segments_caches_are_written_and_read_from_python(tmp_path, codec):
     with pytest.raises(shardset.ShardsetError, match="crisp"):
         shardset.write_cache(vids, seg_feats, tmp_path / "y", format="video-frames",
                              segments={"codec": codec, "tune": "crisp"})
+    # So are the encoder's own parameters; the layout's own keys and ones
+    # the encoder does not take are refused, naming them.
+    shardset.write_cache(vids, seg_feats, tmp_path / "params", format="video-frames",
+                         segments={"codec": codec, "encoder_params": "bframes=0",
+                                   "frames_per_segment": 8})
+    assert json.load(open(tmp_path / "params" / "_metadata.json"))[
+        "segments"]["encoder_params"] == "bframes=0"
+    for params, match in [("keyint=250", "keyint"), ("frobnicate=1", "frobnicate"),
+                          (5, "encoder_params is a string")]:
+        with pytest.raises(shardset.ShardsetError, match=match):
+            shardset.write_cache(vids, seg_feats, tmp_path / "z", format="video-frames",
+                                 segments={"codec": codec, "encoder_params": params})
+        assert not (tmp_path / "z").exists()

@@ -23,7 +23,74 @@ pub fn init() {
     INIT.call_once(|| {
         let _ = ff::init();
         ff::util::log::set_level(ff::util::log::Level::Quiet);
+        // FFmpeg prints nothing (as at the `Quiet` level); its warnings
+        // and errors go to `capture_log` where one is under way.
+        #[cfg(all(target_arch = "x86_64", unix))]
+        // SAFETY: the callback has the signature FFmpeg calls it with, and
+        // setting it is FFmpeg's documented way to take its messages.
+        unsafe {
+            ff::ffi::av_log_set_callback(Some(log_callback));
+        }
     });
+}
+
+thread_local! {
+    /// FFmpeg's messages on this thread while `capture_log` runs.
+    static CAPTURED: std::cell::RefCell<Option<Vec<String>>> =
+        const { std::cell::RefCell::new(None) };
+}
+
+/// FFmpeg's log callback: keeps warnings and errors logged on a thread
+/// where `capture_log` runs, and drops the rest.
+#[cfg(all(target_arch = "x86_64", unix))]
+unsafe extern "C" fn log_callback(
+    avcl: *mut std::ffi::c_void,
+    level: std::ffi::c_int,
+    fmt: *const std::ffi::c_char,
+    vl: *mut ff::ffi::__va_list_tag,
+) {
+    if level > ff::ffi::AV_LOG_WARNING {
+        return;
+    }
+    let _ = CAPTURED.try_with(|c| {
+        let Ok(mut c) = c.try_borrow_mut() else {
+            return;
+        };
+        let Some(lines) = c.as_mut() else {
+            return;
+        };
+        let mut line = [0 as std::ffi::c_char; 1024];
+        let mut prefix: std::ffi::c_int = 0;
+        // SAFETY: FFmpeg hands the callback a format and its arguments
+        // for exactly this call; `line` is as long as said and FFmpeg
+        // ends it with a NUL.
+        let text = unsafe {
+            ff::ffi::av_log_format_line(
+                avcl,
+                level,
+                fmt,
+                vl,
+                line.as_mut_ptr(),
+                line.len() as std::ffi::c_int,
+                &mut prefix,
+            );
+            std::ffi::CStr::from_ptr(line.as_ptr())
+        };
+        lines.push(text.to_string_lossy().trim_end().to_string());
+    });
+}
+
+/// Runs `f`, and gives back the warnings and errors FFmpeg logged on this
+/// thread meanwhile (such as an encoder's "Error parsing option" for a
+/// parameter it does not take, which it does not fail for). Where FFmpeg's
+/// messages cannot be taken (outside x86-64 Unix: the callback's argument
+/// list differs), the list is empty.
+pub fn capture_log<T>(f: impl FnOnce() -> T) -> (T, Vec<String>) {
+    init();
+    let before = CAPTURED.with(|c| c.borrow_mut().replace(Vec::new()));
+    let out = f();
+    let lines = CAPTURED.with(|c| std::mem::replace(&mut *c.borrow_mut(), before));
+    (out, lines.unwrap_or_default())
 }
 
 /// What a frame is converted to.

@@ -1492,6 +1492,119 @@ mod tests {
     }
 
     #[test]
+    fn encoder_params_are_checked_when_set() {
+        let h = SegmentSettings::new(SegmentCodec::H264);
+        let a = SegmentSettings::new(SegmentCodec::Av1);
+        assert_eq!(h.encoder_params(), "");
+        let ok = h
+            .clone()
+            .try_with_encoder_params("bframes=5:ref=4")
+            .unwrap();
+        assert_eq!(ok.encoder_params(), "bframes=5:ref=4");
+        assert_eq!(ok.params(64, 64).encoder_params, "bframes=5:ref=4");
+        assert!(a
+            .clone()
+            .try_with_encoder_params("hierarchical-levels=5")
+            .is_ok());
+        // Keys the layout sets, however spelled (x264 reads `no-KEY` and
+        // `noKEY` as KEY=false, and `_` as `-`), and pairs without `=`.
+        for bad in [
+            "keyint=250",
+            "bframes=2:Min_Keyint=5",
+            "no-scenecut=1",
+            "noscenecut=1",
+            "open_gop=1",
+            "threads=4",
+            "asm=AVX512",
+            "annexb=0",
+            "output-csp=i444",
+            "crf=10",
+            "bframes",
+        ] {
+            let e = h.clone().try_with_encoder_params(bad).unwrap_err();
+            assert!(
+                matches!(&e, crate::Error::InvalidArgument(m) if m.contains(bad)),
+                "{bad}: {e}"
+            );
+        }
+        for bad in [
+            "scd=1",
+            "keyint=64",
+            "irefresh-type=1",
+            "lp=4",
+            "input-depth=10",
+        ] {
+            let e = a.clone().try_with_encoder_params(bad).unwrap_err();
+            assert!(matches!(&e, crate::Error::InvalidArgument(m) if m.contains("libsvtav1")));
+        }
+        // A key of one encoder is not reserved by the other: scd is SVT-AV1's.
+        assert!(h.try_with_encoder_params("scd=1").is_ok());
+    }
+
+    #[test]
+    fn encoder_params_reach_the_encoder() {
+        let (w, h) = (64u32, 64u32);
+        let src = frames(16, w as usize, h as usize);
+        let base = SegmentParams {
+            codec: SegmentCodec::H264,
+            width: w,
+            height: h,
+            crf: 26,
+            preset: "medium".into(),
+            tune: String::new(),
+            encoder_params: String::new(),
+        };
+        // x264's default B-frames present frames out of decoding order;
+        // without B-frames every packet presents the next frame.
+        let own = encode_segment(&base, &src).unwrap();
+        assert_ne!(own.packet_frames, (0..16).collect::<Vec<i64>>());
+        let no_b = SegmentParams {
+            encoder_params: "bframes=0".into(),
+            ..base.clone()
+        };
+        let seg = encode_segment(&no_b, &src).unwrap();
+        assert_eq!(seg.packet_frames, (0..16).collect::<Vec<i64>>());
+        assert!(
+            seg.encoder_info.contains("bframes=0"),
+            "{}",
+            seg.encoder_info
+        );
+        // SVT-AV1's mini-GOPs of 16 (its default at preset 8) or 32.
+        let av1 = SegmentParams {
+            codec: SegmentCodec::Av1,
+            preset: "8".into(),
+            tune: "1".into(),
+            crf: 43,
+            ..base
+        };
+        let src = frames(32, w as usize, h as usize);
+        let a = encode_segment(&av1, &src).unwrap();
+        let b = encode_segment(
+            &SegmentParams {
+                encoder_params: "hierarchical-levels=5".into(),
+                ..av1.clone()
+            },
+            &src,
+        )
+        .unwrap();
+        assert_ne!(a.data, b.data);
+        // Both decode to their 32 frames.
+        for seg in [&a, &b] {
+            let n = decode_segment(
+                av1.codec,
+                w,
+                h,
+                &seg.data,
+                &seg.packet_offsets,
+                0..32,
+                |_, _| {},
+            )
+            .unwrap();
+            assert_eq!(n, 32);
+        }
+    }
+
+    #[test]
     fn h264_segments_decode_to_exactly_their_frames() {
         let (w, h) = (64u32, 48u32);
         let p = SegmentParams {

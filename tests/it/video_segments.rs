@@ -532,6 +532,74 @@ fn av1_segments_read_the_same_windows_api() {
     assert!(!strict.exists());
 }
 
+#[test]
+fn av1_mini_gops_of_32_read_frame_exact_windows_and_are_recorded() {
+    require_ffmpeg();
+    let tmp = tempfile::tempdir().unwrap();
+    // Two segments of 32 and a partial one, each one mini-GOP of SVT-AV1's
+    // five hierarchical levels: the frames a window decodes reach further
+    // into each segment than with the default mini-GOPs of 16.
+    let src = spinning_clip(tmp.path(), "a.mp4", 70, "64x64");
+    let good = tmp.path().join("seg");
+    let settings = SegmentSettings::new(SegmentCodec::Av1)
+        .try_with_encoder_params("hierarchical-levels=5")
+        .unwrap();
+    build_one(
+        &src,
+        &good,
+        &VideoFramesOptions::default().with_segments(settings),
+    );
+    let m: J = serde_json::from_str(&std::fs::read_to_string(good.join("_metadata.json")).unwrap())
+        .unwrap();
+    assert_eq!(m["segments"]["encoder_params"], "hierarchical-levels=5");
+    assert_eq!(m["segments"]["num_segments"], 3);
+    // The default build's segments are other bytes: the parameter reached
+    // the encoder.
+    let own = tmp.path().join("own");
+    build_one(
+        &src,
+        &own,
+        &VideoFramesOptions::default().with_segments(SegmentSettings::new(SegmentCodec::Av1)),
+    );
+    let m2: J = serde_json::from_str(&std::fs::read_to_string(own.join("_metadata.json")).unwrap())
+        .unwrap();
+    assert!(m2["segments"].get("encoder_params").is_none());
+    assert_ne!(
+        m["segments"]["quality"]["psnr_mean"], m2["segments"]["quality"]["psnr_mean"],
+        "the same quality to the last digit: the parameter did not reach SVT-AV1"
+    );
+    // Every window, units left out, against the every-unit read and the
+    // source frame of its index.
+    let old = tmp.path().join("old");
+    without_packet_frames(&good, &old);
+    let spec = WindowSpec::new(16, 0, 1);
+    let (a, b) = (windows_of(&good, spec), windows_of(&old, spec));
+    let (a, b) = (backend(&a), backend(&b));
+    assert_eq!(a.len(), 55);
+    let want = sequential_rgb(&src, 64, 64);
+    for s in 0..a.len() as i64 {
+        let (x, y) = (a.window(s).unwrap(), b.window(s).unwrap());
+        assert!(x.frames.data == y.frames.data, "window {s}");
+        for (k, f) in x.frames.data.chunks(64 * 64 * 3).enumerate() {
+            let i = s as usize + k;
+            let own = shardset::video::quality::psnr(&want[i], f);
+            for j in [i.wrapping_sub(1), i + 1] {
+                if let Some(n) = want.get(j) {
+                    let other = shardset::video::quality::psnr(n, f);
+                    assert!(
+                        own > other + 1.0,
+                        "window {s} frame {i}: {own:.2} dB, against {j}: {other:.2}"
+                    );
+                }
+            }
+        }
+    }
+    let all: Vec<i64> = (0..a.len() as i64).rev().collect();
+    assert!(
+        a.windows_batch(&all).unwrap().frames.data == b.windows_batch(&all).unwrap().frames.data
+    );
+}
+
 /// A copy of the segments cache `from` at `to` as written before the
 /// `packet_frames` column existed: no column, no flag in the metadata.
 fn without_packet_frames(from: &Path, to: &Path) {
@@ -612,6 +680,41 @@ fn bad_settings_inputs_and_damaged_caches_are_typed_errors() {
         "{e}"
     );
     assert!(!dir.exists());
+    // An encoder parameter x264 cannot parse (it would go on without it,
+    // with a warning), a value it cannot read, and one SVT-AV1 refuses:
+    // the build fails up front naming it, nothing published.
+    for (i, (settings, name)) in [
+        (h.clone(), "frobnicate"),
+        (h.clone(), "bframes = many"),
+        (
+            SegmentSettings::new(SegmentCodec::Av1),
+            "hierarchical-levels=9",
+        ),
+    ]
+    .into_iter()
+    .enumerate()
+    {
+        let dir = tmp.path().join(format!("bad-params-{i}"));
+        let params = name
+            .replace(" = ", "=")
+            .replace("frobnicate", "frobnicate=1");
+        let e = write_video_frames_cache(
+            examples(&files),
+            &features(),
+            &dir,
+            &VideoFramesOptions::default()
+                .with_segments(settings.try_with_encoder_params(params.as_str()).unwrap()),
+        )
+        .unwrap_err();
+        assert!(
+            matches!(&e, Error::InvalidArgument(m) if m.contains(&params) && m.contains("encoder parameters")),
+            "{e}"
+        );
+        if i < 2 {
+            assert!(e.to_string().contains(name), "{e}");
+        }
+        assert!(!dir.exists());
+    }
     // Two layout columns and no choice between them.
     let two = features().with("other", Feature::video(VideoStorage::Frames));
     let e = write_video_frames_cache(

@@ -633,20 +633,39 @@ fn check_segment_encoder(opts: &VideoFramesOptions) -> Result<()> {
     }
     let side = 64u32;
     let frame = vec![128u8; (side * side * 3 / 2) as usize];
-    crate::video::segment::encode_segment(&s.params(side, side), &[frame])
-        .map(|_| ())
-        .map_err(|e| {
-            Error::InvalidArgument(format!(
-                "cannot encode {} segments with {} (preset '{}', tune '{}', crf {}, \
+    // The encoders take a parameter they cannot parse with a warning and go
+    // on without it: refused here instead, naming it.
+    let (encoded, log) = crate::video::decode::capture_log(|| {
+        crate::video::segment::encode_segment(&s.params(side, side), &[frame])
+    });
+    let unparsed: Vec<&String> = log
+        .iter()
+        .filter(|l| l.contains("Error parsing option"))
+        .collect();
+    let encoded = if unparsed.is_empty() {
+        encoded
+    } else {
+        Err(format!(
+            "the encoder does not take {}",
+            unparsed
+                .iter()
+                .map(|l| format!("'{l}'"))
+                .collect::<Vec<_>>()
+                .join(", ")
+        ))
+    };
+    encoded.map(|_| ()).map_err(|e| {
+        Error::InvalidArgument(format!(
+            "cannot encode {} segments with {} (preset '{}', tune '{}', crf {}, \
                  encoder parameters '{}'): {e}",
-                s.codec().as_str(),
-                s.codec().encoder_name(),
-                s.preset(),
-                s.tune(),
-                s.crf(),
-                s.encoder_params()
-            ))
-        })
+            s.codec().as_str(),
+            s.codec().encoder_name(),
+            s.preset(),
+            s.tune(),
+            s.crf(),
+            s.encoder_params()
+        ))
+    })
 }
 
 /// The segments part of the metadata: the encoder and its parameters, the
