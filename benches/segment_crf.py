@@ -31,7 +31,9 @@ layout's defaults (preset 8, its own parameters). Figures of this script
 (SVT-AV1 1.4.1), bytes per frame at mean PSNR, WebP q65 first:
 - real: WebP 21,660 at 36.80 dB; preset 8: CRF 43 1,656 at 36.83, CRF 45
   1,507 at 36.44; preset 6: CRF 45 1,601 at 36.85, CRF 47 1,451 at 36.44;
-  preset 4: CRF 45 1,543 at 37.15, CRF 47 1,397 at 36.74;
+  preset 4: CRF 45 1,543 at 37.15, CRF 47 1,397 at 36.74; preset 4 with
+  `hierarchical-levels=5`: CRF 44 1,506 at 37.12, CRF 45 1,430 at 36.91
+  (15.1x smaller than WebP), CRF 46 1,355 at 36.70;
   `hierarchical-levels=5` (mini-GOPs of 32, not 16) at preset 8: CRF 43
   1,511 at 36.59, CRF 45 1,372 at 36.19.
 - testsrc2 (WebP 4,277 at 28.32 dB): CRF 43 799 at 33.44; `fast-decode=1`
