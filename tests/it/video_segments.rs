@@ -974,6 +974,8 @@ fn a_killed_segments_build_resumes_and_equals_a_build_in_one_go() {
             "segments",
             "--segment-frames",
             "4",
+            "--encoder-params",
+            "bframes=2",
             "--checkpoint-frames",
             "1",
             "--json",
@@ -1024,7 +1026,31 @@ fn a_killed_segments_build_resumes_and_equals_a_build_in_one_go() {
     let text = ok(&root, &["inspect", dir.to_str().unwrap()]);
     assert!(text.contains("lance-video-segments"), "{text}");
     assert!(text.contains("PSNR (RGB) mean"), "{text}");
-    assert!(text.contains("tune default"), "{text}");
+    assert!(text.contains("tune default, bframes=2)"), "{text}");
+    // A key the layout sets is a usage error naming the flag, before any
+    // build.
+    let o = crate::common::shardset_cli()
+        .env("STABLE_DATASETS_CACHE_DIR", &root)
+        .args([
+            "build",
+            "videofolder",
+            v,
+            "--storage",
+            "segments",
+            "--encoder-params",
+            "keyint=8",
+            "--out",
+            tmp.path().join("refused").to_str().unwrap(),
+        ])
+        .output()
+        .unwrap();
+    assert!(!o.status.success());
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(
+        err.contains("--encoder-params") && err.contains("keyint"),
+        "{err}"
+    );
+    assert!(!tmp.path().join("refused").exists());
     let ex = tmp.path().join("ex");
     let o = ok(
         &root,
