@@ -621,22 +621,32 @@ fn av1_mini_gops_of_32_read_frame_exact_windows_and_are_recorded() {
     );
     // Every window, units left out, against the every-unit read and the
     // source frame of its index.
-    let old = tmp.path().join("old");
-    without_packet_frames(&good, &old);
-    let spec = WindowSpec::new(16, 0, 1);
-    let (a, b) = (windows_of(&good, spec), windows_of(&old, spec));
+    windows_equal_the_every_unit_read(tmp.path(), &good, &src, 16, 55);
+}
+
+/// Reads every window of `t` frames of the AV1 segments cache `good` (one
+/// 64x64 video, `src`; `n` windows) and of its copy without `packet_frames`
+/// (every unit decoded): the same bytes, window by window and as one batch,
+/// and each frame the source's frame of its index (near it, and nearer it
+/// than its neighbours).
+fn windows_equal_the_every_unit_read(tmp: &Path, good: &Path, src: &Path, t: u32, n: u64) {
+    let old = tmp.join("old");
+    without_packet_frames(good, &old);
+    let spec = WindowSpec::new(t, 0, 1);
+    let (a, b) = (windows_of(good, spec), windows_of(&old, spec));
     let (a, b) = (backend(&a), backend(&b));
-    assert_eq!(a.len(), 55);
-    let want = sequential_rgb(&src, 64, 64);
+    assert_eq!(a.len(), n);
+    let want = sequential_rgb(src, 64, 64);
     for s in 0..a.len() as i64 {
         let (x, y) = (a.window(s).unwrap(), b.window(s).unwrap());
         assert!(x.frames.data == y.frames.data, "window {s}");
         for (k, f) in x.frames.data.chunks(64 * 64 * 3).enumerate() {
             let i = s as usize + k;
             let own = shardset::video::quality::psnr(&want[i], f);
+            assert!(own > 20.0, "window {s} frame {i}: {own:.2} dB");
             for j in [i.wrapping_sub(1), i + 1] {
-                if let Some(n) = want.get(j) {
-                    let other = shardset::video::quality::psnr(n, f);
+                if let Some(next) = want.get(j) {
+                    let other = shardset::video::quality::psnr(next, f);
                     assert!(
                         own > other + 1.0,
                         "window {s} frame {i}: {own:.2} dB, against {j}: {other:.2}"
@@ -1138,27 +1148,7 @@ fn av1_windows_leaving_out_unreferenced_units_equal_windows_decoding_every_unit(
     );
     build_one(&src, &good, &opts);
     // The same cache as written before packet_frames: every unit decoded.
-    let old = tmp.path().join("old");
-    without_packet_frames(&good, &old);
-    let spec = WindowSpec::new(6, 0, 1);
-    let (a, b) = (windows_of(&good, spec), windows_of(&old, spec));
-    let (a, b) = (backend(&a), backend(&b));
-    assert_eq!(a.len(), 40);
-    let want = sequential_rgb(&src, 64, 64);
-    for s in 0..a.len() as i64 {
-        let (x, y) = (a.window(s).unwrap(), b.window(s).unwrap());
-        assert!(x.frames.data == y.frames.data, "window {s}");
-        // And each frame is the source's frame of its index.
-        for (k, f) in x.frames.data.chunks(64 * 64 * 3).enumerate() {
-            let i = s as usize + k;
-            let own = shardset::video::quality::psnr(&want[i], f);
-            assert!(own > 20.0, "window {s} frame {i}: {own:.2} dB");
-        }
-    }
-    let all: Vec<i64> = (0..a.len() as i64).rev().collect();
-    assert!(
-        a.windows_batch(&all).unwrap().frames.data == b.windows_batch(&all).unwrap().frames.data
-    );
+    windows_equal_the_every_unit_read(tmp.path(), &good, &src, 6, 40);
 }
 
 #[test]
