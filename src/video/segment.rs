@@ -267,8 +267,10 @@ impl SegmentSettings {
     /// `:` as FFmpeg's `x264-params` and `svtav1-params` take them (for
     /// SVT-AV1, `hierarchical-levels=5` makes mini-GOPs of 32 frames; for
     /// x264, `bframes=5:ref=4`), set after the layout's own; empty: none.
-    /// The encoder checks the values when a build starts and ignores keys it
-    /// does not know, with a warning of FFmpeg's on stderr.
+    /// A build checks them with the encoder before it starts: a value the
+    /// encoder refuses, or a key or value it cannot parse (which FFmpeg
+    /// only warns of, on x86-64 Unix where the build takes FFmpeg's
+    /// warnings), fails it with [`crate::Error::InvalidArgument`].
     ///
     /// # Errors
     /// [`crate::Error::InvalidArgument`] for a pair without `=` or a key the
