@@ -18,9 +18,10 @@ the same windows) to show what leaving out unreferenced pictures gives.
 each built with 2 threads, then measured the same way: encoded bytes per
 frame (the WebP frames' or the segments' own bytes, summed), on-disk bytes
 per frame (every file of the cache: Lance stores a repeated cell value once,
-which the six copies of the real clips make count for segments), the quality of every stored frame read back
-through the window API against the source frames decoded to RGB (PSNR over
-RGB samples, SSIM over BT.601 luma; mean and lowest), build frames/s, and
+which the six copies of the real clips make count for segments), the quality
+of every stored frame read back through the window API against the source
+frames decoded to RGB (PSNR over RGB samples, SSIM over BT.601 luma; mean
+and lowest), build frames/s, and
 400 random 16-frame windows (the same indices on every cache) read one at a
 time from a freshly opened cache ("cold"), with 1 thread (RAYON_NUM_THREADS=1,
 one reading thread) and 2 (two reading threads, RAYON_NUM_THREADS=2).
@@ -186,7 +187,8 @@ def decoded_frames_skipping(cache, starts, storage, tmp):
         k = s // SEGMENT
         while k * SEGMENT <= end:
             pf, disp = seg(meta["videos"][v]["start_row"] + k)
-            lo, hi = max(s, k * SEGMENT) - k * SEGMENT, min(end, (k + 1) * SEGMENT - 1) - k * SEGMENT
+            base = k * SEGMENT
+            lo, hi = max(s, base) - base, min(end, base + SEGMENT - 1) - base
             last = max(j for j, f in enumerate(pf) if lo <= f <= hi)
             n += sum(1 for j in range(last + 1) if lo <= pf[j] <= hi or not disp[j])
             k += 1
@@ -332,7 +334,8 @@ def main():
                              f"{dec / len(starts):.1f} decoded/window)"
             res[storage] = dict(
                 bpf=b["bytes"] / b["count"],
-                payload=payload_bytes(out, storage) / b["count"], psnr=b["psnr_mean"], psnr_min=b["psnr_min"],
+                payload=payload_bytes(out, storage) / b["count"],
+                psnr=b["psnr_mean"], psnr_min=b["psnr_min"],
                 ssim=b["ssim_mean"], ssim_min=b["ssim_min"], build=b["count"] / b["seconds"],
                 w1=400 / w1["cold"], w2=400 / w2["cold"], w1_warm=400 / w1["warm"],
                 limit=limit, limit_what=limit_what, frames=b["count"], crf=crf,
