@@ -1,19 +1,32 @@
 //! Just enough of the AV1 bitstream (the specification's sections 5.3,
-//! 5.5 and 5.9) to tell which temporal units of a segment no later frame
-//! refers to: the OBU headers, the sequence header's fields the frame
-//! header depends on, and each frame header up to `refresh_frame_flags`.
-//! A temporal unit whose frames refresh no reference slot can be left out
-//! of decoding without changing any other frame (as an H.264 picture with
-//! `nal_ref_idc` 0).
+//! 5.5 and 5.9) to tell which frames of a segment a read of some of its
+//! frames must decode: the OBU headers, the sequence header's fields the
+//! frame header depends on, and each frame header up to `ref_frame_idx`.
+//! A frame depends on the frames that last refreshed the reference slots
+//! it names (its seven references, among them the one it takes its
+//! probabilities from; a shown existing frame on the slot it shows). A
+//! read decodes the frames it shows and, transitively, those they depend
+//! on: whole temporal units, units with some frames left out (the OBUs of
+//! the others dropped), or none of a unit. Every frame decoded then sees
+//! the same reference slots it sees in a decode of every unit, so it
+//! decodes to the same picture.
 //!
-//! Anything this reader does not follow (a header it cannot parse, a
-//! sequence header after the first) makes the unit count as referenced:
-//! a wrong "referenced" only costs a decode, a wrong "unreferenced" would
-//! change frames.
+//! Anything this reader does not follow (a header it cannot parse, an OBU
+//! of a kind or layer it does not expect, a sequence header after the
+//! first) makes that unit and every later one decode whole, together with
+//! everything in the reference slots before it: a wrong "needed" only
+//! costs a decode, a wrong "not needed" would change frames.
+
+use std::ops::Range;
 
 const OBU_SEQUENCE_HEADER: u8 = 1;
+const OBU_TEMPORAL_DELIMITER: u8 = 2;
 const OBU_FRAME_HEADER: u8 = 3;
+const OBU_TILE_GROUP: u8 = 4;
+const OBU_METADATA: u8 = 5;
 const OBU_FRAME: u8 = 6;
+const OBU_REDUNDANT_FRAME_HEADER: u8 = 7;
+const OBU_PADDING: u8 = 15;
 
 const KEY_FRAME: u32 = 0;
 const INTRA_ONLY_FRAME: u32 = 2;
@@ -70,19 +83,23 @@ fn leb128(data: &[u8]) -> Option<(u64, usize)> {
     None
 }
 
-/// One OBU of a temporal unit: its type, its extension's temporal and
-/// spatial ids, and its payload.
+/// One OBU of a temporal unit: its type, whether it has an extension and
+/// the extension's temporal and spatial ids, its payload, and where the
+/// whole OBU (header to payload's end) lies in the unit.
 struct Obu<'a> {
     kind: u8,
+    extension: bool,
     temporal_id: u32,
     spatial_id: u32,
     payload: &'a [u8],
+    span: Range<usize>,
 }
 
 /// The OBUs of a temporal unit in low-overhead format (as stored: every
 /// OBU but perhaps the last carries its size).
 fn obus(mut data: &[u8]) -> Option<Vec<Obu<'_>>> {
     let mut out = Vec::new();
+    let mut pos = 0usize;
     while !data.is_empty() {
         let h = data[0];
         if h & 0x80 != 0 {
@@ -109,10 +126,13 @@ fn obus(mut data: &[u8]) -> Option<Vec<Obu<'_>>> {
         let payload = data.get(at..at.checked_add(size)?)?;
         out.push(Obu {
             kind,
+            extension: ext,
             temporal_id,
             spatial_id,
             payload,
+            span: pos..pos + at + size,
         });
+        pos += at + size;
         data = &data[at + size..];
     }
     Some(out)
@@ -130,8 +150,10 @@ struct Sequence {
     operating_points: Vec<(u32, bool)>,
     frame_id_numbers_present: bool,
     frame_id_length: u32,
+    delta_frame_id_length: u32,
     force_screen_content_tools: u32,
     force_integer_mv: u32,
+    enable_order_hint: bool,
     order_hint_bits: u32,
 }
 
@@ -197,6 +219,7 @@ fn sequence_header(payload: &[u8]) -> Option<Sequence> {
         let delta_frame_id_length_minus_2 = b.f(4)?;
         let additional_frame_id_length_minus_1 = b.f(3)?;
         s.frame_id_length = additional_frame_id_length_minus_1 + delta_frame_id_length_minus_2 + 3;
+        s.delta_frame_id_length = delta_frame_id_length_minus_2 + 2;
     }
     let _use_128x128_superblock = b.flag()?;
     let _enable_filter_intra = b.flag()?;
@@ -210,6 +233,7 @@ fn sequence_header(payload: &[u8]) -> Option<Sequence> {
         let _enable_warped_motion = b.flag()?;
         let _enable_dual_filter = b.flag()?;
         let enable_order_hint = b.flag()?;
+        s.enable_order_hint = enable_order_hint;
         if enable_order_hint {
             let _enable_jnt_comp = b.flag()?;
             let _enable_ref_frame_mvs = b.flag()?;
@@ -233,23 +257,36 @@ fn sequence_header(payload: &[u8]) -> Option<Sequence> {
     Some(s)
 }
 
-/// What a frame header (or a shown existing frame) does to the reference
-/// slots: the slots it refreshes and its frame type.
-struct FrameRefresh {
+/// What a frame header (or a shown existing frame) reads from and does to
+/// the reference slots.
+struct FrameHeader {
+    /// The slots it refreshes.
     refresh: u32,
     frame_type: u32,
+    /// Whether the frame is shown (a shown existing frame is).
+    shown: bool,
+    /// The slots it reads, a bit each: its references (every slot when
+    /// they are signalled in short form, which this reader does not
+    /// follow), or the slot a shown existing frame shows.
+    reads: u32,
+    /// A shown existing frame: no tile groups follow its header.
+    existing: bool,
 }
 
-/// `uncompressed_header()` up to `refresh_frame_flags`. `slots` holds the
-/// frame type in each reference slot (a shown existing key frame
-/// refreshes every slot).
-fn frame_refresh(s: &Sequence, obu: &Obu<'_>, slots: &[u32; 8]) -> Option<FrameRefresh> {
-    const ALL: u32 = 0xff;
+const ALL_SLOTS: u32 = 0xff;
+
+/// `uncompressed_header()` up to `ref_frame_idx`. `slots` holds the frame
+/// type in each reference slot (a shown existing key frame refreshes
+/// every slot).
+fn frame_header(s: &Sequence, obu: &Obu<'_>, slots: &[u32; 8]) -> Option<FrameHeader> {
     let mut b = Bits::new(obu.payload);
     if s.reduced_still_picture_header {
-        return Some(FrameRefresh {
-            refresh: ALL,
+        return Some(FrameHeader {
+            refresh: ALL_SLOTS,
             frame_type: KEY_FRAME,
+            shown: true,
+            reads: 0,
+            existing: false,
         });
     }
     let temporal_point_info = |b: &mut Bits<'_>| -> Option<()> {
@@ -260,12 +297,19 @@ fn frame_refresh(s: &Sequence, obu: &Obu<'_>, slots: &[u32; 8]) -> Option<FrameR
     };
     if b.flag()? {
         // show_existing_frame
-        let idx = b.f(3)? as usize;
+        let idx = b.f(3)?;
         temporal_point_info(&mut b)?;
-        let frame_type = slots[idx];
-        return Some(FrameRefresh {
-            refresh: if frame_type == KEY_FRAME { ALL } else { 0 },
+        let frame_type = slots[idx as usize];
+        return Some(FrameHeader {
+            refresh: if frame_type == KEY_FRAME {
+                ALL_SLOTS
+            } else {
+                0
+            },
             frame_type,
+            shown: true,
+            reads: 1 << idx,
+            existing: true,
         });
     }
     let frame_type = b.f(2)?;
@@ -276,13 +320,21 @@ fn frame_refresh(s: &Sequence, obu: &Obu<'_>, slots: &[u32; 8]) -> Option<FrameR
     } else {
         let _showable_frame = b.flag()?;
     }
-    // A switch frame and a shown key frame refresh every slot (and are
-    // error resilient without saying so).
-    if frame_type == SWITCH_FRAME || (frame_type == KEY_FRAME && show_frame) {
-        return Some(FrameRefresh {
-            refresh: ALL,
-            frame_type,
-        });
+    let header = |refresh: u32, reads: u32| FrameHeader {
+        refresh,
+        frame_type,
+        shown: show_frame,
+        reads,
+        existing: false,
+    };
+    // A shown key frame refreshes every slot and reads none. A switch
+    // frame refreshes every slot too, and its references are read as
+    // every slot (it is error resilient without saying so).
+    if frame_type == KEY_FRAME && show_frame {
+        return Some(header(ALL_SLOTS, 0));
+    }
+    if frame_type == SWITCH_FRAME {
+        return Some(header(ALL_SLOTS, ALL_SLOTS));
     }
     let error_resilient = b.flag()?;
     let _disable_cdf_update = b.flag()?;
@@ -315,64 +367,242 @@ fn frame_refresh(s: &Sequence, obu: &Obu<'_>, slots: &[u32; 8]) -> Option<FrameR
             }
         }
     }
-    Some(FrameRefresh {
-        refresh: b.f(8)?,
-        frame_type,
-    })
+    let refresh = b.f(8)?;
+    if intra {
+        // An intra-only frame or a hidden key frame: no references (what
+        // follows does not change that).
+        return Some(header(refresh, 0));
+    }
+    if error_resilient && s.enable_order_hint {
+        for _ in 0..8 {
+            let _ref_order_hint = b.f(s.order_hint_bits)?;
+        }
+    }
+    if s.enable_order_hint && b.flag()? {
+        // frame_refs_short_signaling: the references are derived from the
+        // slots' order hints.
+        return Some(header(refresh, ALL_SLOTS));
+    }
+    let mut reads = 0;
+    for _ in 0..7 {
+        reads |= 1 << b.f(3)?;
+        if s.frame_id_numbers_present {
+            let _delta_frame_id_minus_1 = b.f(s.delta_frame_id_length)?;
+        }
+    }
+    Some(header(refresh, reads))
 }
 
-/// For each packet (temporal unit) of an AV1 segment, whether no later
-/// frame refers to anything it decodes: its frames refresh no reference
-/// slot. The segment's sequence header is in its first packet; without
-/// one, or past anything this reader does not follow, every packet from
-/// there on counts as referenced.
-pub(crate) fn unreferenced_packets(data: &[u8], packet_offsets: &[u64]) -> Vec<bool> {
-    let n = packet_offsets.len().saturating_sub(1);
-    let mut out = vec![false; n];
-    let mut seq: Option<Sequence> = None;
-    let mut slots = [KEY_FRAME; 8];
-    for (j, w) in packet_offsets.windows(2).enumerate() {
-        let packet = usize::try_from(w[0])
-            .ok()
-            .zip(usize::try_from(w[1]).ok())
-            .and_then(|(a, b)| data.get(a..b));
-        let Some(units) = packet.and_then(obus) else {
-            break;
+/// A frame of a segment: the bytes of its OBUs (its frame header and tile
+/// groups) in the segment's data, whether it is shown, and the frames it
+/// depends on (earlier in the segment).
+#[derive(Debug)]
+struct UnitFrame {
+    span: Range<usize>,
+    shown: bool,
+    deps: Vec<usize>,
+}
+
+/// How a read sends a temporal unit to the decoder.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum UnitUse {
+    /// Not at all.
+    Skip,
+    /// As stored.
+    Whole,
+    /// With the OBUs of some frames left out: the bytes to send.
+    Part(Vec<u8>),
+}
+
+/// The frames of an AV1 segment's temporal units and what each depends
+/// on, as far as this reader follows them.
+#[derive(Debug)]
+pub(crate) struct Units {
+    frames: Vec<UnitFrame>,
+    /// Per unit: its frames (a range of `frames`) and whether it holds a
+    /// sequence header (sent even when none of its frames is).
+    units: Vec<(Range<usize>, bool)>,
+    /// The first unit this reader does not follow (the count of units
+    /// when it follows all), and the frames in the reference slots then.
+    opaque_from: usize,
+    slots_then: [Option<usize>; 8],
+}
+
+impl Units {
+    /// The units of a segment (`data` cut at `packet_offsets`). The
+    /// sequence header must be in the first unit; without one, or past
+    /// anything this reader does not follow, units are opaque.
+    pub(crate) fn parse(data: &[u8], packet_offsets: &[u64]) -> Units {
+        let mut out = Units {
+            frames: Vec::new(),
+            units: Vec::new(),
+            opaque_from: packet_offsets.len().saturating_sub(1),
+            slots_then: [None; 8],
         };
-        let mut frames = 0usize;
-        let mut refreshes = false;
-        let mut followed = true;
-        for obu in &units {
-            match obu.kind {
-                OBU_SEQUENCE_HEADER => {
-                    if j != 0 || seq.is_some() {
-                        followed = false;
-                        break;
+        let mut seq: Option<Sequence> = None;
+        let mut types = [KEY_FRAME; 8];
+        let mut writers: [Option<usize>; 8] = [None; 8];
+        for (j, w) in packet_offsets.windows(2).enumerate() {
+            let at = usize::try_from(w[0]).ok();
+            let unit = at
+                .zip(usize::try_from(w[1]).ok())
+                .and_then(|(a, b)| data.get(a..b))
+                .and_then(|u| Some((at?, obus(u)?)));
+            let first = out.frames.len();
+            let before = writers;
+            let followed = unit.and_then(|(at, units)| {
+                let mut seq_here = false;
+                let mut open = false;
+                for obu in &units {
+                    if obu.extension {
+                        return None;
                     }
-                    seq = sequence_header(obu.payload);
-                }
-                OBU_FRAME | OBU_FRAME_HEADER => {
-                    let Some(r) = seq.as_ref().and_then(|s| frame_refresh(s, obu, &slots)) else {
-                        followed = false;
-                        break;
-                    };
-                    for (k, slot) in slots.iter_mut().enumerate() {
-                        if (r.refresh >> k) & 1 == 1 {
-                            *slot = r.frame_type;
+                    let span = at + obu.span.start..at + obu.span.end;
+                    match obu.kind {
+                        OBU_SEQUENCE_HEADER => {
+                            if j != 0 || seq.is_some() {
+                                return None;
+                            }
+                            seq = Some(sequence_header(obu.payload)?);
+                            seq_here = true;
+                            open = false;
                         }
+                        OBU_TEMPORAL_DELIMITER | OBU_METADATA | OBU_PADDING => open = false,
+                        OBU_TILE_GROUP | OBU_REDUNDANT_FRAME_HEADER if open => {
+                            let f = out.frames.last_mut().expect("open after a frame header");
+                            f.span.end = span.end;
+                        }
+                        OBU_FRAME | OBU_FRAME_HEADER => {
+                            let h = frame_header(seq.as_ref()?, obu, &types)?;
+                            let mut deps: Vec<usize> = (0..8)
+                                .filter(|k| (h.reads >> k) & 1 == 1)
+                                .map(|k| writers[k])
+                                .collect::<Option<Vec<_>>>()?;
+                            deps.sort_unstable();
+                            deps.dedup();
+                            let i = out.frames.len();
+                            for k in 0..8 {
+                                if (h.refresh >> k) & 1 == 1 {
+                                    types[k] = h.frame_type;
+                                    writers[k] = Some(i);
+                                }
+                            }
+                            out.frames.push(UnitFrame {
+                                span,
+                                shown: h.shown,
+                                deps,
+                            });
+                            open = obu.kind == OBU_FRAME_HEADER && !h.existing;
+                        }
+                        _ => return None,
                     }
-                    refreshes |= r.refresh != 0;
-                    frames += 1;
                 }
-                _ => {}
+                Some(seq_here)
+            });
+            let Some(seq_here) = followed else {
+                out.frames.truncate(first);
+                writers = before;
+                out.opaque_from = j;
+                break;
+            };
+            out.units.push((first..out.frames.len(), seq_here));
+        }
+        out.slots_then = writers;
+        out
+    }
+
+    /// The frames a read of the frames the units in `wanted` show must
+    /// decode: those they show and, transitively, those these depend on
+    /// (the frames in the slots before the first opaque unit when the
+    /// read reaches it); with the last wanted unit.
+    fn needed(&self, wanted: &[bool]) -> Option<(usize, Vec<bool>)> {
+        let last = wanted.iter().rposition(|&w| w)?;
+        let mut need = vec![false; self.frames.len()];
+        if last >= self.opaque_from {
+            for &i in self.slots_then.iter().flatten() {
+                need[i] = true;
             }
         }
-        if !followed {
-            break;
+        for (frames, _) in self
+            .units
+            .iter()
+            .zip(wanted)
+            .filter_map(|(u, &w)| w.then_some(u))
+        {
+            let mut shown = frames.clone().filter(|&i| self.frames[i].shown).peekable();
+            if shown.peek().is_none() {
+                frames.clone().for_each(|i| need[i] = true);
+            } else {
+                shown.for_each(|i| need[i] = true);
+            }
         }
-        out[j] = frames > 0 && !refreshes;
+        for i in (0..self.frames.len()).rev() {
+            if need[i] {
+                for &d in &self.frames[i].deps {
+                    need[d] = true;
+                }
+            }
+        }
+        Some((last, need))
     }
-    out
+
+    /// How to send each unit of the segment (`data` cut at
+    /// `packet_offsets`, as parsed) for a read of the frames the units in
+    /// `wanted` show: the units up to the last wanted, each with the
+    /// frames [`Units::needed`] names; opaque units whole.
+    pub(crate) fn plan(
+        &self,
+        data: &[u8],
+        packet_offsets: &[u64],
+        wanted: &[bool],
+    ) -> Vec<UnitUse> {
+        let n = packet_offsets.len().saturating_sub(1);
+        let mut uses = vec![UnitUse::Skip; n];
+        let Some((last, need)) = self.needed(wanted) else {
+            return uses;
+        };
+        for u in uses.iter_mut().take(last + 1).skip(self.opaque_from) {
+            *u = UnitUse::Whole;
+        }
+        for (j, (frames, seq_here)) in self.units.iter().enumerate().take(last + 1) {
+            let kept = frames.clone().filter(|&i| need[i]).count();
+            uses[j] = if kept == frames.len() && (kept > 0 || wanted[j] || *seq_here) {
+                UnitUse::Whole
+            } else if kept == 0 && !*seq_here {
+                UnitUse::Skip
+            } else {
+                // The unit's bytes less the OBUs of the frames not needed.
+                let (a, b) = (packet_offsets[j] as usize, packet_offsets[j + 1] as usize);
+                let mut bytes = Vec::with_capacity(b - a);
+                let mut at = a;
+                for i in frames.clone().filter(|&i| !need[i]) {
+                    let span = &self.frames[i].span;
+                    bytes.extend_from_slice(&data[at..span.start]);
+                    at = span.end;
+                }
+                bytes.extend_from_slice(&data[at..b]);
+                UnitUse::Part(bytes)
+            };
+        }
+        uses
+    }
+
+    /// The frames a read of the frames the units in `wanted` show
+    /// decodes, and the units it sends whole as they are opaque.
+    #[cfg(test)]
+    pub(crate) fn decoded(&self, wanted: &[bool]) -> (usize, usize) {
+        let Some((last, need)) = self.needed(wanted) else {
+            return (0, 0);
+        };
+        let frames = need.iter().filter(|&&n| n).count();
+        (frames, (last + 1).saturating_sub(self.opaque_from))
+    }
+
+    /// The number of frames in the units this reader follows.
+    #[cfg(test)]
+    pub(crate) fn frame_count(&self) -> usize {
+        self.frames.len()
+    }
 }
 
 #[cfg(test)]
@@ -395,15 +625,23 @@ mod tests {
     }
 
     #[test]
-    fn damaged_units_count_as_referenced() {
+    fn damaged_units_are_sent_whole() {
         // A frame OBU before any sequence header, a truncated OBU, and an
         // OBU with the forbidden bit.
         let frame_obu = [0x32, 0x01, 0x00];
         let data: Vec<u8> = [&frame_obu[..], &[0x32, 0x05, 0x00], &[0x80]].concat();
+        let offsets = [0, 3, 6, 7];
+        let units = Units::parse(&data, &offsets);
+        assert_eq!((units.opaque_from, units.frame_count()), (0, 0));
         assert_eq!(
-            unreferenced_packets(&data, &[0, 3, 6, 7]),
-            vec![false, false, false]
+            units.plan(&data, &offsets, &[false, true, false]),
+            vec![UnitUse::Whole, UnitUse::Whole, UnitUse::Skip]
         );
-        assert_eq!(unreferenced_packets(&[], &[0]), Vec::<bool>::new());
+        assert_eq!(units.decoded(&[false, false, true]), (0, 3));
+        let none = Units::parse(&[], &[0]);
+        assert_eq!(none.plan(&[], &[0], &[]), Vec::<UnitUse>::new());
+        // Offsets past the data: opaque from there.
+        let units = Units::parse(&data, &[0, 3, 99]);
+        assert_eq!(units.opaque_from, 0);
     }
 }

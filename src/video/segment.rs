@@ -15,6 +15,7 @@ use ff::format::Pixel;
 use ff::util::frame::video::Video as Frame;
 use ffmpeg_next as ff;
 
+use super::av1::UnitUse;
 use super::decode::init;
 
 /// The codec of a segment.
@@ -927,14 +928,13 @@ fn decode_segment_with(r: &SegmentRead, sink: &mut Sink) -> Result<usize, String
         // Skipping needs every packet's frame (else frames are counted as
         // they come out).
         let skip = packet_frames.filter(|pf| pf.len() + 1 == packet_offsets.len());
-        // AV1 units are known by the reference slots their frames refresh,
-        // which takes the segment's sequence header and every unit before.
-        let av1_unreferenced = (codec == SegmentCodec::Av1 && skip.is_some())
-            .then(|| super::av1::unreferenced_packets(data, packet_offsets));
-        let unreferenced = |j: usize, packet: &[u8]| match &av1_unreferenced {
-            Some(u) => u.get(j).copied().unwrap_or(false),
-            None => h264_disposable(packet),
-        };
+        let uses = skip.map(|pf| {
+            let wanted: Vec<bool> = pf
+                .iter()
+                .map(|&t| usize::try_from(t).is_ok_and(|i| i < upto && pick(i)))
+                .collect();
+            packet_uses(codec, data, packet_offsets, &wanted)
+        });
         let r = decode_with(
             dec,
             frame,
@@ -942,7 +942,7 @@ fn decode_segment_with(r: &SegmentRead, sink: &mut Sink) -> Result<usize, String
             (cw, ch),
             data,
             packet_offsets,
-            skip.map(|pf| (pf, &unreferenced as &Unreferenced)),
+            skip.zip(uses.as_deref()),
             pick,
             upto,
             sink,
@@ -1042,16 +1042,49 @@ fn open_decoder(codec: SegmentCodec) -> Result<ff::decoder::Video, String> {
         .map_err(|e| ff_err("cannot start the decoder", e))
 }
 
-/// Whether packet `j` of a segment (its bytes given) is one no other
-/// picture refers to.
-type Unreferenced<'a> = dyn Fn(usize, &[u8]) -> bool + 'a;
+/// How a read of the frames the packets in `wanted` present sends each
+/// packet of a segment to the decoder. H.264: every packet up to the last
+/// wanted but the unwanted ones no other picture refers to. AV1: the
+/// frames the wanted ones depend on ([`super::av1::Units`]), units cut
+/// down to them.
+fn packet_uses(
+    codec: SegmentCodec,
+    data: &[u8],
+    packet_offsets: &[u64],
+    wanted: &[bool],
+) -> Vec<UnitUse> {
+    match codec {
+        SegmentCodec::Av1 => {
+            super::av1::Units::parse(data, packet_offsets).plan(data, packet_offsets, wanted)
+        }
+        SegmentCodec::H264 => {
+            let last = wanted.iter().rposition(|&w| w);
+            packet_offsets
+                .windows(2)
+                .enumerate()
+                .map(|(j, w)| {
+                    let bytes = usize::try_from(w[0])
+                        .ok()
+                        .zip(usize::try_from(w[1]).ok())
+                        .and_then(|(a, b)| data.get(a..b));
+                    if last.is_none_or(|l| j > l)
+                        || (!wanted[j] && bytes.is_some_and(h264_disposable))
+                    {
+                        UnitUse::Skip
+                    } else {
+                        UnitUse::Whole
+                    }
+                })
+                .collect()
+        }
+    }
+}
 
 /// The decode loop of [`decode_segment_with`] on a flushed decoder: every
 /// frame out below `upto` goes to `sink`, cropped to `cw x ch`. With
-/// `packet_frames` and a test of a packet (by position and bytes) for
-/// being unreferenced, frames are known by their timestamps (each packet
-/// carries its frame's), and packets of unreferenced pictures whose frames
-/// are not picked are not decoded.
+/// `packet_frames` and how to send each packet ([`packet_uses`]), frames
+/// are known by their timestamps (each packet carries its frame's), and
+/// packets are sent as that says.
 #[allow(clippy::too_many_arguments)]
 fn decode_with(
     dec: &mut ff::decoder::Video,
@@ -1060,7 +1093,7 @@ fn decode_with(
     (cw, ch): (u32, u32),
     data: &[u8],
     packet_offsets: &[u64],
-    packet_frames: Option<(&[i64], &Unreferenced)>,
+    packet_frames: Option<(&[i64], &[UnitUse])>,
     pick: &dyn Fn(usize) -> bool,
     upto: usize,
     sink: &mut Sink,
@@ -1123,14 +1156,13 @@ fn decode_with(
                 data.len()
             )
         })?;
-        let mut pkt = ff::Packet::copy(bytes);
-        if let Some((pf, unreferenced)) = packet_frames {
-            let t = pf[j];
-            let picked = usize::try_from(t).is_ok_and(wanted);
-            if !picked && unreferenced(j, bytes) {
-                continue;
-            }
-            pkt.set_pts(Some(t));
+        let mut pkt = match packet_frames.map(|(_, uses)| &uses[j]) {
+            Some(UnitUse::Skip) => continue,
+            Some(UnitUse::Part(part)) => ff::Packet::copy(part),
+            Some(UnitUse::Whole) | None => ff::Packet::copy(bytes),
+        };
+        if let Some((pf, _)) = packet_frames {
+            pkt.set_pts(Some(pf[j]));
         }
         dec.send_packet(&pkt)
             .map_err(|e| ff_err("the decoder refused a packet", e))?;
@@ -1817,7 +1849,7 @@ mod tests {
     }
 
     /// Every window (lengths 1, 5 and 16, at every start) of a 32-frame
-    /// segment, read with unreferenced packets left out, equals those
+    /// segment, read with only the packets (or frames) it needs, equals those
     /// frames of the whole segment decoded; returns the whole.
     fn every_window_equals_a_full_decode(p: &SegmentParams, seg: &EncodedSegment) -> Vec<Vec<u8>> {
         let (n, full) = decode_kept(p, seg, None, 0..32);
@@ -1863,31 +1895,47 @@ mod tests {
     }
 
     #[test]
-    fn av1_windows_leave_out_unreferenced_units_and_equal_a_full_decode() {
+    fn av1_windows_decode_only_the_frames_they_depend_on_and_equal_a_full_decode() {
+        use super::super::av1::Units;
         // The layout's default AV1 encoding: segments of 32, SVT-AV1's
-        // hierarchical prediction (frames shown later, decoded early).
+        // hierarchical prediction (frames decoded early and shown later,
+        // several to a unit).
         let (p, seg) = default_segment_of_32(SegmentCodec::Av1, 64, 64);
-        let unreferenced = super::super::av1::unreferenced_packets(&seg.data, &seg.packet_offsets);
-        let skipped = unreferenced.iter().filter(|&&u| u).count();
+        let units = Units::parse(&seg.data, &seg.packet_offsets);
+        let frames = units.frame_count();
+        assert!(frames > 40, "{frames} frames in 32 units");
+        let wanted = |r: std::ops::Range<usize>| -> Vec<bool> {
+            let r = r.start as i64..r.end as i64;
+            seg.packet_frames.iter().map(|f| r.contains(f)).collect()
+        };
+        // Every frame for the whole segment; for its last 16 frames, or
+        // its last frame, fewer (not the hidden frames of the first half),
+        // with units cut down to some of their frames.
+        assert_eq!(units.decoded(&wanted(0..32)), (frames, 0));
+        let (last16, opaque) = units.decoded(&wanted(16..32));
+        let (last1, _) = units.decoded(&wanted(31..32));
         assert!(
-            skipped >= 8 && !unreferenced[0] && unreferenced.len() == 32,
-            "{skipped} of {} units unreferenced: {unreferenced:?}",
-            unreferenced.len()
+            opaque == 0 && last16 + 6 <= frames && last1 < last16 && last1 >= 5,
+            "{last16} and {last1} of {frames} frames"
+        );
+        let plan = units.plan(&seg.data, &seg.packet_offsets, &wanted(31..32));
+        assert!(
+            plan.iter().any(|u| matches!(u, UnitUse::Part(_))),
+            "{plan:?}"
         );
         let full = every_window_equals_a_full_decode(&p, &seg);
         // Distinct frames: a frame left out and another shown in its place
         // would not compare equal.
         assert!(full.windows(2).all(|f| f[0] != f[1]));
         // A segment whose units this reader cannot follow is decoded whole:
-        // with its sequence header damaged, no unit counts as unreferenced.
+        // with its sequence header damaged, every unit up to the last
+        // wanted is sent whole.
         let mut damaged = seg.data.clone();
         let at = damaged.iter().position(|&b| b == 0x0a).unwrap();
         damaged[at] = 0x80;
-        assert!(
-            super::super::av1::unreferenced_packets(&damaged, &seg.packet_offsets)
-                .iter()
-                .all(|&u| !u)
-        );
+        let units = Units::parse(&damaged, &seg.packet_offsets);
+        let last = wanted(3..4).iter().rposition(|&w| w).unwrap();
+        assert_eq!(units.decoded(&wanted(3..4)), (0, last + 1));
     }
 
     #[test]

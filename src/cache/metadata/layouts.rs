@@ -234,9 +234,9 @@ pub struct SegmentsInfo {
     /// The cost of the encoding, measured at build time.
     pub quality: SegmentQuality,
     /// The rows have a `packet_frames` column: the frame each packet
-    /// presents (absent from caches written before it existed; a window
-    /// read of an H.264 cache with it skips the packets of unreferenced
-    /// pictures before the window).
+    /// presents (absent from caches written before it existed, whose
+    /// windows decode every packet from the keyframe; a window read with
+    /// it decodes only what the window's frames need).
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub packet_frames: bool,
 }
