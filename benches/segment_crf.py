@@ -54,10 +54,14 @@ import subprocess
 import sys
 import tempfile
 
-import cv2
-import numpy as np
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import pyenv  # noqa: E402
 
-sys.path.insert(0, os.path.dirname(__file__))
+pyenv.reexec()
+
+import cv2  # noqa: E402
+import numpy as np  # noqa: E402
+
 from versus import make_real, make_synthetic  # noqa: E402
 
 

@@ -67,9 +67,13 @@ import subprocess
 import sys
 import tempfile
 
-import numpy as np
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import pyenv  # noqa: E402
 
-sys.path.insert(0, os.path.dirname(__file__))
+pyenv.reexec()
+
+import numpy as np  # noqa: E402
+
 from versus import make_real, make_synthetic, ours, workloads_bin  # noqa: E402
 
 WINDOW = 16

@@ -619,8 +619,8 @@ fn av1_mini_gops_of_32_read_frame_exact_windows_and_are_recorded() {
         m["segments"]["quality"]["psnr_mean"], m2["segments"]["quality"]["psnr_mean"],
         "the same quality to the last digit: the parameter did not reach SVT-AV1"
     );
-    // Every window, units left out, against the every-unit read and the
-    // source frame of its index.
+    // Every window, decoding only the frames it needs, against the
+    // every-unit read and the source frame of its index.
     windows_equal_the_every_unit_read(tmp.path(), &good, &src, 16, 55);
 }
 
@@ -1134,11 +1134,12 @@ fn a_killed_segments_build_resumes_and_equals_a_build_in_one_go() {
 }
 
 #[test]
-fn av1_windows_leaving_out_unreferenced_units_equal_windows_decoding_every_unit() {
+fn av1_windows_decoding_only_the_frames_they_need_equal_windows_decoding_every_unit() {
     require_ffmpeg();
     let tmp = tempfile::tempdir().unwrap();
     // Segments of 16 and one partial: SVT-AV1's hierarchical prediction
-    // leaves units no later frame refers to in each.
+    // gives each frames a window need not decode, and units holding
+    // several frames, of which a window may need only some.
     let src = spinning_clip(tmp.path(), "a.mp4", 45, "64x64");
     let good = tmp.path().join("seg");
     let opts = VideoFramesOptions::default().with_segments(
