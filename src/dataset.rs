@@ -334,7 +334,7 @@ impl Dataset {
         const CHUNK: u64 = 1024;
         let n = self.len();
         let chunks: Vec<u64> = (0..n.div_ceil(CHUNK)).collect();
-        let kept: Vec<Vec<u64>> = crate::util::in_read_pool(|| {
+        let kept: Vec<Vec<u64>> = crate::util::in_pool(|| {
             chunks
                 .par_iter()
                 .map(|&c| {
@@ -350,7 +350,7 @@ impl Dataset {
                         .collect())
                 })
                 .collect::<Result<_>>()
-        })?;
+        })??;
         let kept: Vec<u64> = kept.into_iter().flatten().collect();
         Ok(self.select_positions(&kept))
     }

@@ -131,7 +131,7 @@ class Dataset:
 
 def open_cache(path, columns=None, decode_images=True, window=None, lance_chunk_rows=None,
                features=None, verify_on_read=False, in_memory=False, memory_fraction=None,
-               in_memory_fallback=False, version=None):
+               in_memory_fallback=False, version=None, trusted_roots=()):
     """Opens a cache of any layout (`arrow-shards`, `lance-rows`,
     `lance-video-frames`), written by shardset or by stable-datasets.
 
@@ -151,12 +151,20 @@ def open_cache(path, columns=None, decode_images=True, window=None, lance_chunk_
     lance-rows), refused with an error naming both sizes when it needs more
     than `memory_fraction` (default 0.5) of the memory available, unless
     `in_memory_fallback` (then it is read mapped). version: open an older
-    version of a cache edited by commits (`shardset log` lists them)."""
+    version of a cache edited by commits (`shardset log` lists them).
+
+    trusted_roots: directories outside the cache whose files its video path
+    cells may name (also `SHARDSET_TRUSTED_ROOTS`, separated by `:`). By
+    default a cell may only name a regular file inside the cache: an
+    absolute path elsewhere, a `..` escape, a symlink out, a device, a FIFO
+    or a protocol string is a BadInputError naming the path, before any
+    file is opened. Caches the reference wrote with absolute paths open with
+    the directory of their videos trusted."""
     if isinstance(window, int):
         window = (window, 0, 1)
     fjson = None if features is None else Features.coerce(features).to_json()
     modes = (bool(verify_on_read), bool(in_memory), memory_fraction, bool(in_memory_fallback),
-             version)
+             version, [str(r) for r in trusted_roots])
     return Dataset(_shardset.open_cache(str(path), None if columns is None else list(columns),
                                         decode_images, window, lance_chunk_rows, fjson, modes))
 

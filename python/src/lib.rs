@@ -717,8 +717,8 @@ struct OpenSpec {
 }
 
 /// `open_cache`'s read modes: (verify_on_read, in_memory, memory_fraction,
-/// in_memory_fallback, version).
-type ReadModes = (bool, bool, Option<f64>, bool, Option<u64>);
+/// in_memory_fallback, version, trusted_roots).
+type ReadModes = (bool, bool, Option<f64>, bool, Option<u64>, Vec<PathBuf>);
 
 impl OpenSpec {
     fn open(&self) -> shardset::Result<Dataset> {
@@ -734,7 +734,10 @@ impl OpenSpec {
                 .map_err(|e| Error::InvalidFeature(format!("features description: {e}")))?;
             o = o.with_features(features_from_json(&j)?);
         }
-        let (verify, in_memory, fraction, fallback, version) = self.modes;
+        let (verify, in_memory, fraction, fallback, version, ref trusted) = self.modes;
+        if !trusted.is_empty() {
+            o = o.with_trusted_roots(shardset::features::trust::TrustedRoots::try_new(trusted)?);
+        }
         o = o
             .with_verify_on_read(verify)
             .with_in_memory(in_memory)
@@ -1177,7 +1180,7 @@ impl PyDataset {
             self.spec.window,
             self.spec.lance_chunk_rows,
             self.spec.features.clone(),
-            self.spec.modes,
+            self.spec.modes.clone(),
         );
         let args = (open, positions.map(|p| PyBytes::new(py, &p)));
         PyTuple::new(py, [f.into_any(), args.into_pyobject(py)?.into_any()])
@@ -1259,7 +1262,7 @@ impl Iterator for OwnedBatches {
 
 /// Opens a cache (any layout); see `shardset.open_cache`.
 #[pyfunction]
-#[pyo3(signature = (path, columns=None, decode_images=true, window=None, lance_chunk_rows=None, features=None, modes=(false, false, None, false, None)))]
+#[pyo3(signature = (path, columns=None, decode_images=true, window=None, lance_chunk_rows=None, features=None, modes=(false, false, None, false, None, Vec::new())))]
 #[allow(clippy::too_many_arguments)]
 fn open_cache(
     py: Python<'_>,

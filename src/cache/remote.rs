@@ -275,10 +275,12 @@ pub fn publish_to_object_store(local_dir: &Path, uri: &Path) -> Result<PublishRe
         .into_iter()
         .filter(|rel| publishable(rel))
         .collect();
-    let bytes: Vec<u64> = files
-        .par_iter()
-        .map(|rel| put_file(&target, &local_dir.join(rel), &prefix.join(rel)))
-        .collect::<Result<_>>()?;
+    let bytes: Vec<u64> = crate::util::in_pool(|| {
+        files
+            .par_iter()
+            .map(|rel| put_file(&target, &local_dir.join(rel), &prefix.join(rel)))
+            .collect::<Result<_>>()
+    })??;
     target.put_once(&prefix.join(METADATA_FILE), Bytes::from(own_meta.clone()))?;
 
     // 2. The commit: the root metadata naming the shards under the prefix,
@@ -358,16 +360,18 @@ fn publish_lance(
     let target = Target::of(uri);
     let local = crate::lance::LocalBuild::open(local_dir)?;
     let files = local.data_files()?;
-    let bytes: Vec<u64> = files
-        .par_iter()
-        .map(|f| {
-            put_file(
-                &target,
-                &local_dir.join(LANCE_DATA_DIR).join(f),
-                &uri.join(LANCE_DATA_DIR).join(f),
-            )
-        })
-        .collect::<Result<_>>()?;
+    let bytes: Vec<u64> = crate::util::in_pool(|| {
+        files
+            .par_iter()
+            .map(|f| {
+                put_file(
+                    &target,
+                    &local_dir.join(LANCE_DATA_DIR).join(f),
+                    &uri.join(LANCE_DATA_DIR).join(f),
+                )
+            })
+            .collect::<Result<_>>()
+    })??;
     let version = local.commit_to(uri)?;
     let mut doc: serde_json::Value =
         serde_json::from_slice(own_meta).map_err(|e| Error::metadata(meta_path, e.to_string()))?;
@@ -670,16 +674,18 @@ pub fn publish_part(
         .into_iter()
         .filter(|rel| publishable(rel))
         .collect();
-    files
-        .par_iter()
-        .map(|rel| {
-            put_file(
-                &target,
-                &local_dir.join(rel),
-                &prefix.join(part_name(rel, unit)),
-            )
-        })
-        .collect::<Result<Vec<_>>>()?;
+    crate::util::in_pool(|| {
+        files
+            .par_iter()
+            .map(|rel| {
+                put_file(
+                    &target,
+                    &local_dir.join(rel),
+                    &prefix.join(part_name(rel, unit)),
+                )
+            })
+            .collect::<Result<Vec<_>>>()
+    })??;
     let mut record = serde_json::to_value(arrow)
         .map_err(|e| Error::metadata(local_dir.join(METADATA_FILE), e.to_string()))?;
     record["shard_filenames"] = serde_json::Value::Array(

@@ -9,7 +9,7 @@ use arrow_array::cast::AsArray;
 use arrow_array::types::*;
 use arrow_array::{Array, RecordBatch};
 
-use super::{image, video, Dtype, Feature, Features, VideoStorage};
+use super::{image, Dtype, Feature, Features, VideoStorage};
 use crate::error::{Error, Result};
 use crate::value::{Label, Row, Tensor, Value, VideoRef};
 
@@ -20,6 +20,9 @@ pub struct DecodeOptions {
     pub decode_images: bool,
     /// The cache directory, to resolve staged video files.
     pub cache_dir: Option<PathBuf>,
+    /// Directories outside the cache whose files video path cells may name
+    /// (see [`crate::features::trust`]).
+    pub trusted_roots: crate::features::trust::TrustedRoots,
     /// Raw cells: images and arrays as their stored bytes, class labels as
     /// plain ids (no names), nothing decoded.
     pub raw: bool,
@@ -34,6 +37,7 @@ impl Default for DecodeOptions {
         DecodeOptions {
             decode_images: true,
             cache_dir: None,
+            trusted_roots: Default::default(),
             raw: false,
             #[cfg(feature = "video")]
             video: None,
@@ -58,6 +62,13 @@ impl DecodeOptions {
     /// Sets raw mode (see [`DecodeOptions::raw`]).
     pub fn with_raw(mut self, yes: bool) -> Self {
         self.raw = yes;
+        self
+    }
+
+    /// Sets the directories outside the cache whose files video path
+    /// cells may name.
+    pub fn with_trusted_roots(mut self, roots: crate::features::trust::TrustedRoots) -> Self {
+        self.trusted_roots = roots;
         self
     }
 
@@ -400,7 +411,7 @@ pub fn decode_cell(
             }
         }
         Feature::Video(_) => {
-            let r = decode_video(a, row, opts.cache_dir.as_deref())?;
+            let r = decode_video(a, row, opts.cache_dir.as_deref(), &opts.trusted_roots)?;
             #[cfg(feature = "video")]
             if let Some(policy) = &opts.video {
                 // Random sampling is seeded per sample: by the video's checksum.
@@ -451,6 +462,7 @@ fn decode_video(
     a: &dyn Array,
     row: usize,
     cache_dir: Option<&Path>,
+    trusted: &crate::features::trust::TrustedRoots,
 ) -> std::result::Result<VideoRef, String> {
     let s = a
         .as_struct_opt()
@@ -468,7 +480,8 @@ fn decode_video(
     let stored_path = str_col("path")?;
     let path = stored_path
         .as_deref()
-        .map(|p| video::resolve_path(p, cache_dir));
+        .map(|p| crate::features::trust::resolve_stored_path(p, cache_dir, trusted))
+        .transpose()?;
     let bytes = s
         .column_by_name("bytes")
         .and_then(|c| c.as_binary_opt::<i64>())

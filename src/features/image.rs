@@ -285,7 +285,14 @@ fn decode_png(bytes: &[u8]) -> Result<ImageData, String> {
 fn decode_jpeg(bytes: &[u8]) -> Result<ImageData, String> {
     let mut dec = jpeg_decoder::Decoder::new(Cursor::new(bytes));
     dec.set_max_decoding_buffer_size(MAX_DECODED_BYTES);
-    let pixels = dec.decode().map_err(|e| e.to_string())?;
+    // jpeg-decoder splits a decode over the rayon pool of the calling
+    // thread, which outside any pool is rayon's global one: a forked child
+    // inherits that without its threads and would wait for ever. So the
+    // decode runs on the library's per-process pool (in place when already
+    // on a pool).
+    let pixels = crate::util::in_pool(|| dec.decode())
+        .map_err(|e| e.to_string())?
+        .map_err(|e| e.to_string())?;
     let info = dec.info().ok_or("JPEG without header")?;
     let (h, w) = (info.height as u32, info.width as u32);
     match info.pixel_format {

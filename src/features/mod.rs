@@ -12,6 +12,7 @@ pub mod describe;
 pub mod encode;
 pub mod image;
 pub mod repr;
+pub mod trust;
 pub mod video;
 
 use std::collections::HashMap;

@@ -223,16 +223,3 @@ fn normalise_ext(e: &str) -> String {
         format!(".{e}")
     }
 }
-
-/// Resolves a stored `path` cell the way the reference's `VideoRef.path` does:
-/// absolute paths as-is, relative ones under `<cache>/_assets/video/`.
-pub fn resolve_path(stored: &str, cache_dir: Option<&Path>) -> PathBuf {
-    let p = Path::new(stored);
-    if p.is_absolute() {
-        return p.to_path_buf();
-    }
-    match cache_dir {
-        Some(d) => d.join(ASSETS_DIR).join(p),
-        None => p.to_path_buf(),
-    }
-}

@@ -39,6 +39,7 @@ pub struct OpenOptions {
     memory_fraction: f64,
     in_memory_fallback: bool,
     version: Option<u64>,
+    trusted_roots: crate::features::trust::TrustedRoots,
 }
 
 /// The share of the available memory an in-memory open may take by
@@ -60,6 +61,7 @@ impl Default for OpenOptions {
             memory_fraction: DEFAULT_MEMORY_FRACTION,
             in_memory_fallback: false,
             version: None,
+            trusted_roots: Default::default(),
         }
     }
 }
@@ -166,6 +168,20 @@ impl OpenOptions {
     pub fn with_version(mut self, id: u64) -> Self {
         self.version = Some(id);
         self
+    }
+
+    /// Directories outside the cache whose files its video path cells may
+    /// name (validated when made: [`crate::features::trust::TrustedRoots::try_new`]),
+    /// besides those `SHARDSET_TRUSTED_ROOTS` names. By default a cell may
+    /// only name a file inside the cache (see [`crate::features::trust`]).
+    pub fn with_trusted_roots(mut self, roots: crate::features::trust::TrustedRoots) -> Self {
+        self.trusted_roots = roots;
+        self
+    }
+
+    /// The trusted roots set with [`OpenOptions::with_trusted_roots`].
+    pub fn trusted_roots(&self) -> &crate::features::trust::TrustedRoots {
+        &self.trusted_roots
     }
 
     /// The version asked for (`None`: the current one).
@@ -403,13 +419,18 @@ fn load_into_memory(
 type Opened = (Arc<dyn Backend>, FeaturesSource);
 
 /// The row decoder of a cache's features under the caller's options.
-fn decoder(dir: &Path, features: &Arc<Features>, opts: &OpenOptions) -> RowDecoder {
-    RowDecoder::new(
+///
+/// # Errors
+/// [`Error::InvalidArgument`] for a bad `SHARDSET_TRUSTED_ROOTS`.
+fn decoder(dir: &Path, features: &Arc<Features>, opts: &OpenOptions) -> Result<RowDecoder> {
+    let trusted = crate::features::trust::TrustedRoots::from_env()?.merged(&opts.trusted_roots);
+    Ok(RowDecoder::new(
         features.clone(),
         DecodeOptions::default()
             .with_decode_images(opts.decode_images)
-            .with_cache_dir(dir),
-    )
+            .with_cache_dir(dir)
+            .with_trusted_roots(trusted),
+    ))
 }
 
 fn open_arrow_shards(
@@ -424,7 +445,7 @@ fn open_arrow_shards(
     if opts.verify_checksums {
         verify_shards(storage.as_ref(), dir, meta)?;
     }
-    let decoder = decoder(dir, &features, opts);
+    let decoder = decoder(dir, &features, opts)?;
     let backend = ArrowShards::new_in(
         storage.clone(),
         dir,
@@ -528,7 +549,7 @@ fn open_lance_rows(
         meta.num_rows,
         "rows",
     )?;
-    let decoder = decoder(dir, &features, opts);
+    let decoder = decoder(dir, &features, opts)?;
     let backend = LanceRows::new(dir, &counts, features, decoder, opts.lance_read_options())
         .with_lance_version(version);
     Ok((Arc::new(backend), source))

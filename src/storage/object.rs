@@ -116,9 +116,38 @@ where
 #[derive(Debug)]
 pub struct ObjectStorage {
     bucket: String,
-    store: std::result::Result<Arc<AmazonS3>, String>,
+    client: Arc<Client>,
     disk: Arc<DiskCache>,
     part_bytes: std::result::Result<u64, String>,
+}
+
+/// The S3 client of a bucket, per process: a client's pooled connections
+/// are driven by tasks of the runtime it ran on, which a forked child does
+/// not have, so a child (also through a cache opened before the fork)
+/// builds its own from the same configuration.
+#[derive(Debug)]
+struct Client {
+    bucket: String,
+    /// The configuration, read from the environment once.
+    config: std::result::Result<AmazonS3Builder, String>,
+    store: crate::util::ForkLocal<Arc<AmazonS3>>,
+}
+
+impl Client {
+    fn store(&self, path: &Path) -> Result<Arc<AmazonS3>> {
+        self.store
+            .get_or_try_init(|| {
+                let config = self.config.clone()?;
+                config.build().map(Arc::new).map_err(|e| e.to_string())
+            })
+            .map_err(|e| {
+                Error::InvalidArgument(format!(
+                    "{}: cannot configure the S3 client for bucket {}: {e}",
+                    path.display(),
+                    self.bucket
+                ))
+            })
+    }
 }
 
 /// Files up to this size are put in one request; larger ones are uploaded
@@ -150,8 +179,8 @@ impl ObjectStorage {
     /// the disk cache the environment names.
     pub fn from_env(bucket: &str) -> Self {
         // A bad disk cache setting fails every request, naming it.
-        let (disk, store) = match DiskCache::from_env() {
-            Ok(d) => (Arc::new(d), build_store(bucket).map(Arc::new)),
+        let (disk, config) = match DiskCache::from_env() {
+            Ok(d) => (Arc::new(d), store_config(bucket)),
             Err(e) => (
                 Arc::new(DiskCache::new(
                     std::env::temp_dir().join("shardset-objects"),
@@ -162,7 +191,11 @@ impl ObjectStorage {
         };
         ObjectStorage {
             bucket: bucket.to_string(),
-            store,
+            client: Arc::new(Client {
+                bucket: bucket.to_string(),
+                config,
+                store: crate::util::ForkLocal::new(),
+            }),
             disk,
             part_bytes: part_bytes_from_env(),
         }
@@ -194,7 +227,7 @@ impl ObjectStorage {
                 std::io::Error::new(std::io::ErrorKind::AlreadyExists, "the object exists"),
             ));
         }
-        let store = self.store(path)?.clone();
+        let store = self.store(path)?;
         let key = self.key(path)?;
         let part = part as usize;
         runtime_block_on(async move {
@@ -220,14 +253,8 @@ impl ObjectStorage {
         &self.disk
     }
 
-    fn store(&self, path: &Path) -> Result<&Arc<AmazonS3>> {
-        self.store.as_ref().map_err(|e| {
-            Error::InvalidArgument(format!(
-                "{}: cannot configure the S3 client for bucket {}: {e}",
-                path.display(),
-                self.bucket
-            ))
-        })
+    fn store(&self, path: &Path) -> Result<Arc<AmazonS3>> {
+        self.client.store(path)
     }
 
     fn key(&self, path: &Path) -> Result<Key> {
@@ -262,7 +289,7 @@ impl ObjectStorage {
     /// [`Error::Io`] naming the path; its source's kind is `AlreadyExists`
     /// when the condition of a `Create` or `Update` put failed.
     pub fn put(&self, path: &Path, bytes: Bytes, mode: PutMode) -> Result<Option<String>> {
-        let store = self.store(path)?.clone();
+        let store = self.store(path)?;
         let key = self.key(path)?;
         let opts = PutOptions {
             mode,
@@ -282,7 +309,7 @@ impl ObjectStorage {
     /// # Errors
     /// [`Error::Io`] naming the path.
     pub fn get_with_etag(&self, path: &Path) -> Result<Option<(Bytes, Option<String>)>> {
-        let store = self.store(path)?.clone();
+        let store = self.store(path)?;
         let key = self.key(path)?;
         let r = runtime_block_on(async move {
             let g = store.get(&key).await?;
@@ -303,7 +330,7 @@ impl ObjectStorage {
     /// # Errors
     /// [`Error::Io`] naming `dir`.
     pub fn list_recursive(&self, dir: &Path) -> Result<Vec<Entry>> {
-        let store = self.store(dir)?.clone();
+        let store = self.store(dir)?;
         let key = self.key(dir)?;
         let prefix = (!key.as_ref().is_empty()).then_some(key);
         let metas =
@@ -355,7 +382,8 @@ pub(crate) fn lance_storage_options() -> HashMap<String, String> {
     o
 }
 
-fn build_store(bucket: &str) -> std::result::Result<AmazonS3, String> {
+/// The S3 client's configuration for `bucket`, from the environment.
+fn store_config(bucket: &str) -> std::result::Result<AmazonS3Builder, String> {
     // https endpoints: reqwest's rustls with ring as the process's provider.
     let _ = rustls::crypto::ring::default_provider().install_default();
     let mut b = AmazonS3Builder::from_env()
@@ -376,7 +404,7 @@ fn build_store(bucket: &str) -> std::result::Result<AmazonS3, String> {
         }
         b = b.with_endpoint(ep);
     }
-    b.build().map_err(|e| e.to_string())
+    Ok(b)
 }
 
 /// What an [`ObjectStorage`] is configured from: the `AWS_*` and
@@ -402,11 +430,10 @@ fn config_key() -> String {
 pub fn object_storage(path: &Path) -> Arc<ObjectStorage> {
     type Buckets = Arc<Mutex<HashMap<String, Arc<ObjectStorage>>>>;
     // Per process, as the runtime: a forked child opens its own clients.
-    static BUCKETS: Mutex<Option<(u32, Buckets)>> = Mutex::new(None);
-    let buckets: Buckets = crate::util::per_process(&BUCKETS, || {
-        Ok::<_, std::convert::Infallible>(Default::default())
-    })
-    .unwrap_or_else(|e| match e {});
+    static BUCKETS: crate::util::ForkLocal<Buckets> = crate::util::ForkLocal::new();
+    let buckets: Buckets = BUCKETS
+        .get_or_try_init(|| Ok::<_, std::convert::Infallible>(Default::default()))
+        .unwrap_or_else(|e| match e {});
     let bucket = split_uri(path).map(|(b, _)| b).unwrap_or_default();
     let key = format!("{bucket}\n{}", config_key());
     let mut m = buckets.lock().unwrap_or_else(|p| p.into_inner());
@@ -474,7 +501,7 @@ impl WriteFile for ObjectFile {
 /// A byte range source over one object, read through the disk cache.
 #[derive(Debug)]
 struct ObjectRanges {
-    store: Arc<AmazonS3>,
+    client: Arc<Client>,
     disk: Arc<DiskCache>,
     path: PathBuf,
     key: Key,
@@ -508,7 +535,7 @@ impl RangedFile for ObjectRanges {
         self.check(&range)?;
         self.disk
             .get_or_fetch(&self.object, &self.version, range.clone(), || {
-                let store = self.store.clone();
+                let store = self.client.store(&self.path)?;
                 let key = self.key.clone();
                 let r = range.clone();
                 runtime_block_on(async move { store.get_range(&key, r).await })?
@@ -528,7 +555,7 @@ impl RangedFile for ObjectRanges {
             out.push(hit);
         }
         if !missing.is_empty() {
-            let store = self.store.clone();
+            let store = self.client.store(&self.path)?;
             let key = self.key.clone();
             let want: Vec<Range<u64>> = missing.iter().map(|(_, r)| r.clone()).collect();
             let fetched = runtime_block_on(async move {
@@ -568,7 +595,7 @@ impl Storage for ObjectStorage {
     }
 
     fn stat(&self, path: &Path) -> Result<Option<Entry>> {
-        let store = self.store(path)?.clone();
+        let store = self.store(path)?;
         let key = self.key(path)?;
         let k = key.clone();
         let head = runtime_block_on(async move { store.head(&k).await })?;
@@ -585,7 +612,7 @@ impl Storage for ObjectStorage {
             Err(e) => return Err(store_error("stat", path, e)),
         }
         // A prefix with objects under it is a directory.
-        let store = self.store(path)?.clone();
+        let store = self.store(path)?;
         let prefix = (!key.as_ref().is_empty()).then_some(key);
         let any = runtime_block_on(async move {
             let mut s = store.list(prefix.as_ref());
@@ -601,7 +628,7 @@ impl Storage for ObjectStorage {
     }
 
     fn list(&self, dir: &Path) -> Result<Vec<Entry>> {
-        let store = self.store(dir)?.clone();
+        let store = self.store(dir)?;
         let key = self.key(dir)?;
         let prefix = (!key.as_ref().is_empty()).then_some(key);
         let r = runtime_block_on(async move { store.list_with_delimiter(prefix.as_ref()).await })?
@@ -633,7 +660,7 @@ impl Storage for ObjectStorage {
     }
 
     fn read_range(&self, path: &Path, range: Range<u64>) -> Result<Vec<u8>> {
-        let store = self.store(path)?.clone();
+        let store = self.store(path)?;
         let key = self.key(path)?;
         let r = range.clone();
         let b = runtime_block_on(async move { store.get_range(&key, r).await })?
@@ -660,7 +687,7 @@ impl Storage for ObjectStorage {
     }
 
     fn ranged(&self, path: &Path) -> Result<Option<Arc<dyn RangedFile>>> {
-        let store = self.store(path)?.clone();
+        let store = self.store(path)?;
         let key = self.key(path)?;
         let k = key.clone();
         let s = store.clone();
@@ -669,7 +696,7 @@ impl Storage for ObjectStorage {
         let object = format!("{}/{}", self.bucket, key.as_ref());
         let version = format!("{}:{}", meta.size, meta.e_tag.unwrap_or_default());
         Ok(Some(Arc::new(ObjectRanges {
-            store,
+            client: self.client.clone(),
             disk: self.disk.clone(),
             path: path.to_path_buf(),
             key,
@@ -681,7 +708,7 @@ impl Storage for ObjectStorage {
 
     fn create(&self, path: &Path) -> Result<Box<dyn WriteFile>> {
         Ok(Box::new(ObjectFile {
-            store: self.store(path)?.clone(),
+            store: self.store(path)?,
             key: self.key(path)?,
             path: path.to_path_buf(),
             buf: Vec::new(),
@@ -715,7 +742,7 @@ impl Storage for ObjectStorage {
     }
 
     fn remove_file(&self, path: &Path) -> Result<()> {
-        let store = self.store(path)?.clone();
+        let store = self.store(path)?;
         let key = self.key(path)?;
         match runtime_block_on(async move { store.delete(&key).await })? {
             Ok(()) | Err(object_store::Error::NotFound { .. }) => Ok(()),

@@ -127,6 +127,22 @@ pub struct VideoFile {
     pub bad_packets: u64,
 }
 
+/// The demuxers a video may be read with: the containers and elementary
+/// streams of the videos the library reads. Not the playlist, concat,
+/// image-sequence or other demuxers that open further files or URLs named
+/// inside a file (a saved HLS playlist or concat script in a cache would
+/// make FFmpeg read what it names).
+pub const DEMUXERS: &str = "mov,matroska,webm,avi,mpegts,mpeg,flv,ivf,h264,hevc,m4v,mpegvideo,obu,ogg,asf,gif,nut,yuv4mpegpipe";
+
+/// Opens `path` with FFmpeg allowed the `file` protocol alone and the
+/// [`DEMUXERS`], so no file can make it open another file or a URL.
+pub(crate) fn open_input(path: &Path) -> Result<ff::format::context::Input, ff::Error> {
+    let mut o = ff::Dictionary::new();
+    o.set("protocol_whitelist", "file");
+    o.set("format_whitelist", DEMUXERS);
+    ff::format::input_with_dictionary(path, o)
+}
+
 fn err(path: &Path, what: &str, e: impl std::fmt::Display) -> String {
     format!("{what} {}: {e}", path.display())
 }
@@ -139,7 +155,7 @@ impl VideoFile {
     /// stream, or has no decoder for it.
     pub fn open(path: &Path) -> Result<Self, String> {
         init();
-        let ictx = ff::format::input(path).map_err(|e| err(path, "cannot open video", e))?;
+        let ictx = open_input(path).map_err(|e| err(path, "cannot open video", e))?;
         let (stream, params, fps) = {
             let s = ictx
                 .streams()

@@ -362,12 +362,13 @@ pub fn decode_frames(
             decode_rgb_raw(f, width, height, out).map_err(|e| (i, e))
         };
         if frames.len() > 1 && n > 64 * 1024 {
-            crate::util::in_read_pool(|| {
+            crate::util::in_pool(|| {
                 buf.par_chunks_mut(per)
                     .zip(frames.par_iter())
                     .enumerate()
                     .try_for_each(work)
-            })?;
+            })
+            .map_err(|e| (0, e.to_string()))??;
         } else {
             buf.chunks_mut(per)
                 .zip(frames.iter())

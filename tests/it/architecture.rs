@@ -257,6 +257,45 @@ fn no_module_imports_another_that_imports_it_back() {
     assert!(g.len() > 40, "found only {} modules", g.len());
 }
 
+/// Rayon's global pool cannot be rebuilt in a forked child (a DataLoader
+/// worker), so no library code may run parallel work outside a pool it
+/// names: a file that splits work over a pool (parallel iterators, rayon's
+/// `join`/`scope`/`spawn`, or jpeg-decoder, which splits a decode over the
+/// calling thread's pool) also calls `in_pool(` or a pool of its own.
+#[test]
+fn parallel_work_never_runs_on_rayons_global_pool() {
+    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
+    let mut files = Vec::new();
+    rs_files(&src, &mut files);
+    let parallel = [
+        "par_iter",
+        "par_chunks",
+        "par_bridge",
+        "rayon::join",
+        "rayon::scope",
+        "rayon::spawn",
+        "rayon::in_place_scope",
+        "jpeg_decoder::Decoder::new",
+    ];
+    let pools = ["in_pool(", ".install(", "pool.spawn", "pool.scope"];
+    let mut checked = 0;
+    let mut wrong = Vec::new();
+    for f in files {
+        let c = code(&std::fs::read_to_string(&f).unwrap());
+        if let Some(p) = parallel.iter().find(|p| c.contains(*p)) {
+            checked += 1;
+            if !pools.iter().any(|q| c.contains(q)) {
+                wrong.push(format!("{} uses {p} without a pool", f.display()));
+            }
+        }
+    }
+    assert!(
+        checked >= 5,
+        "only {checked} files with parallel calls found"
+    );
+    assert!(wrong.is_empty(), "{wrong:#?}");
+}
+
 #[test]
 fn the_path_reader_resolves_groups_and_super() {
     let p = paths_named(

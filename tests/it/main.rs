@@ -13,6 +13,8 @@ mod download;
 mod edit;
 mod fidelity;
 mod fixed_arrays;
+#[cfg(all(feature = "video", feature = "s3"))]
+mod fork;
 mod fuzz_replay;
 mod golden;
 mod integrity;
@@ -27,6 +29,8 @@ mod pyarrow;
 mod read_modes;
 mod roundtrip;
 mod sampler;
+#[cfg(feature = "video")]
+mod trust;
 #[cfg(feature = "video")]
 mod video;
 #[cfg(feature = "video")]

@@ -16,12 +16,12 @@ use shardset::{open_cache, ArrowWriteOptions, Dtype, Example, Value};
 
 use crate::common::{python_json, python_path, shardset_cli, succeeded};
 
-const BUCKET: &str = "shardset-test";
+pub(crate) const BUCKET: &str = "shardset-test";
 const ACCESS_KEY: &str = "testkey";
 const SECRET_KEY: &str = "testsecret";
 
 /// The running server: its S3 endpoint.
-struct Server {
+pub(crate) struct Server {
     endpoint: String,
 }
 
@@ -47,7 +47,7 @@ fn weed() -> PathBuf {
 /// Starts the server once per test binary and points this process's AWS
 /// environment at it (before any object storage is opened); every test
 /// that uses it calls this first.
-fn server() -> &'static Server {
+pub(crate) fn server() -> &'static Server {
     static S: OnceLock<Server> = OnceLock::new();
     S.get_or_init(|| {
         let weed = weed();

@@ -9,8 +9,8 @@
 //! consecutive ranges through the same sessions, two reads decoding at once
 //! on the Lance runtime. Fragments are the shards that samplers shuffle.
 //!
-//! The dataset, sessions and cache live behind the process id: after a fork
-//! the child opens its own.
+//! The dataset, sessions and cache are per process (`util::ForkLocal`):
+//! after a fork the child opens its own.
 
 use std::collections::{HashMap, VecDeque};
 use std::num::NonZeroU64;
@@ -72,7 +72,7 @@ struct Inner {
     opts: LanceReadOptions,
     /// The Lance version to read (None: the latest).
     version: Option<u64>,
-    state: Mutex<Option<(u32, Arc<State>)>>,
+    state: crate::util::ForkLocal<Arc<State>>,
 }
 
 struct State {
@@ -134,7 +134,7 @@ impl LanceRows {
                 ),
                 opts,
                 version: None,
-                state: Mutex::new(None),
+                state: crate::util::ForkLocal::new(),
             }),
         }
     }
@@ -165,7 +165,7 @@ impl LanceRows {
                 core,
                 opts,
                 version: None,
-                state: Mutex::new(None),
+                state: crate::util::ForkLocal::new(),
             }),
         }
     }
@@ -177,7 +177,7 @@ impl LanceRows {
                 core: self.inner.core.clone(),
                 opts: self.inner.opts,
                 version,
-                state: Mutex::new(None),
+                state: crate::util::ForkLocal::new(),
             }),
         }
     }
@@ -268,13 +268,11 @@ impl LanceRows {
     }
 
     fn state(&self) -> Result<Arc<State>> {
-        let pid = std::process::id();
-        let mut g = self.inner.state.lock().unwrap_or_else(|p| p.into_inner());
-        if let Some((p, s)) = &*g {
-            if *p == pid {
-                return Ok(s.clone());
-            }
-        }
+        self.inner.state.get_or_try_init(|| self.open_state())
+    }
+
+    /// The dataset, sessions and cache of this process.
+    fn open_state(&self) -> Result<Arc<State>> {
         let dir = &self.inner.core.dir;
         let uri = dir.to_string_lossy().into_owned();
         let version = self.inner.version;
@@ -339,7 +337,6 @@ impl LanceRows {
             fragments,
             cache: Mutex::new(ChunkCache::default()),
         });
-        *g = Some((pid, state.clone()));
         Ok(state)
     }
 

@@ -465,7 +465,7 @@ impl LanceVideoFrames {
         let (batch, t) = self.frame_bytes(rows, &ws)?;
         let frames = self.webp_frames(&batch)?;
         let dir = &self.inner.core.dir;
-        crate::util::in_read_pool(|| {
+        crate::util::in_pool(|| {
             ws.par_iter()
                 .enumerate()
                 .map(|(k, &w)| {
@@ -478,7 +478,7 @@ impl LanceVideoFrames {
                     Ok(self.window_of(w, v, start, idx, tensor))
                 })
                 .collect()
-        })
+        })?
     }
 
     /// Decoded windows at `indices` stacked into one `[B, T, H, W, 3]`

@@ -185,7 +185,7 @@ impl SegmentFrames {
         // stayed at 435 MB after a batch of 128 testsrc2 windows was
         // dropped (179 MB now).
         let kept = work.iter().rposition(|w| w.cached.is_none());
-        let decoded: Vec<Option<Decoded>> = crate::util::in_read_pool(|| {
+        let decoded: Vec<Option<Decoded>> = crate::util::in_pool(|| {
             work.into_par_iter()
                 .enumerate()
                 .map(|(j, mut w)| match w.cached {
@@ -212,7 +212,7 @@ impl SegmentFrames {
                     }
                 })
                 .collect::<Result<Vec<_>>>()
-        })?;
+        })??;
         if let Some(d) = decoded.into_iter().flatten().last() {
             *self.last.lock().unwrap_or_else(|p| p.into_inner()) = Some(Arc::new(d));
         }

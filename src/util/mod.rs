@@ -1,7 +1,14 @@
-//! Small shared helpers: hashing, hex, a seeded RNG, directory fsync.
+//! Small shared helpers: hashing, hex, a seeded RNG, directory fsync; the
+//! process-wide pools and runtimes (`process`).
+
+mod process;
+
+pub(crate) use process::in_pool;
+pub use process::ForkLocal;
+#[cfg(any(feature = "lance", feature = "s3"))]
+pub(crate) use process::{block_on, io_runtime};
 
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex};
 
 use sha2::{Digest, Sha256};
 
@@ -96,55 +103,6 @@ pub fn fault_point(name: &str) {
     }
 }
 
-/// Runs `f` (which may use rayon's parallel iterators) in this process's
-/// read pool, or in place when the caller is already on a rayon pool (its
-/// pool then decides the threads). The read pool is per process: a child
-/// made by `fork` (a PyTorch DataLoader worker) inherits the parent's pool
-/// without its threads, where a parallel call would wait forever, so the
-/// child builds its own on first use (as the Lance runtime does).
-pub(crate) fn in_read_pool<R: Send>(f: impl FnOnce() -> R + Send) -> R {
-    if rayon::current_thread_index().is_some() {
-        return f();
-    }
-    match read_pool() {
-        Some(pool) => pool.install(f),
-        None => f(),
-    }
-}
-
-fn read_pool() -> Option<Arc<rayon::ThreadPool>> {
-    static POOL: Mutex<Option<(u32, Arc<rayon::ThreadPool>)>> = Mutex::new(None);
-    per_process(&POOL, || {
-        rayon::ThreadPoolBuilder::new()
-            .thread_name(|i| format!("shardset-read-{i}"))
-            .build()
-            .map(Arc::new)
-    })
-    .ok()
-}
-
-/// The value in `slot` for this process: made on first use, and made again
-/// in a child of `fork`, whose inherited copy (a pool or runtime without its
-/// threads) is forgotten, never dropped (dropping it could hang).
-pub(crate) fn per_process<T: Clone, E>(
-    slot: &Mutex<Option<(u32, T)>>,
-    make: impl FnOnce() -> std::result::Result<T, E>,
-) -> std::result::Result<T, E> {
-    let pid = std::process::id();
-    let mut g = slot.lock().unwrap_or_else(|p| p.into_inner());
-    if let Some((p, v)) = &*g {
-        if *p == pid {
-            return Ok(v.clone());
-        }
-    }
-    let v = make()?;
-    if let Some((_, parent)) = g.take() {
-        std::mem::forget(parent);
-    }
-    *g = Some((pid, v.clone()));
-    Ok(v)
-}
-
 /// Memory this process can still take, in bytes: the kernel's
 /// `MemAvailable` (free memory plus what the page cache can give back),
 /// lowered to what the cgroup's `memory.max` leaves when one is set.
@@ -173,50 +131,6 @@ pub fn available_memory() -> Option<u64> {
         Some(left) => available.min(left),
         None => available,
     })
-}
-
-/// The process's tokio runtime, shared by the libraries whose API is async
-/// (Lance, the S3 client): two worker threads, made again in a child of
-/// `fork` (see [`per_process`]).
-///
-/// # Errors
-/// [`crate::Error::InvalidArgument`] when it cannot start (out of threads).
-#[cfg(any(feature = "lance", feature = "s3"))]
-pub(crate) fn io_runtime() -> crate::error::Result<Arc<tokio::runtime::Runtime>> {
-    static RT: Mutex<Option<(u32, Arc<tokio::runtime::Runtime>)>> = Mutex::new(None);
-    per_process(&RT, || {
-        tokio::runtime::Builder::new_multi_thread()
-            .worker_threads(2)
-            .thread_name("shardset-io")
-            .enable_all()
-            .build()
-            .map(Arc::new)
-            .map_err(|e| {
-                crate::error::Error::InvalidArgument(format!("cannot start the I/O runtime: {e}"))
-            })
-    })
-}
-
-/// Runs a future to completion on [`io_runtime`] from synchronous code, also
-/// when the caller is itself inside a tokio runtime (then on a helper thread).
-///
-/// # Errors
-/// As [`io_runtime`]; a panic of the future as [`crate::Error`].
-#[cfg(any(feature = "lance", feature = "s3"))]
-pub(crate) fn block_on<F>(fut: F) -> crate::error::Result<F::Output>
-where
-    F: std::future::Future + Send,
-    F::Output: Send,
-{
-    let rt = io_runtime()?;
-    if tokio::runtime::Handle::try_current().is_ok() {
-        return std::thread::scope(|s| {
-            s.spawn(|| rt.block_on(fut))
-                .join()
-                .map_err(|p| crate::error::Error::from_panic("io runtime", p))
-        });
-    }
-    Ok(rt.block_on(fut))
 }
 
 #[cfg(test)]
