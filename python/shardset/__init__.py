@@ -157,7 +157,7 @@ def open_cache(path, columns=None, decode_images=True, window=None, lance_chunk_
     cells may name (also `SHARDSET_TRUSTED_ROOTS`, separated by `:`). By
     default a cell may only name a regular file inside the cache: an
     absolute path elsewhere, a `..` escape, a symlink out, a device, a FIFO
-    or a protocol string is a BadInputError naming the path, before any
+    or a protocol string is a CorruptCacheError naming the path, before any
     file is opened. Caches the reference wrote with absolute paths open with
     the directory of their videos trusted."""
     if isinstance(window, int):

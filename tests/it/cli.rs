@@ -1057,3 +1057,17 @@ fn bad_options_are_usage_errors() {
     assert!(e.contains("reel"), "{e}");
     assert!(published(&root).is_empty());
 }
+
+#[test]
+fn help_describes_each_command_under_its_own_name() {
+    let out = crate::common::succeeded(crate::common::shardset_cli().arg("--help"));
+    let help = String::from_utf8_lossy(&out.stdout);
+    let line = |cmd: &str| {
+        help.lines()
+            .find(|l| l.trim_start().starts_with(&format!("{cmd} ")))
+            .unwrap_or_else(|| panic!("no `{cmd}` in\n{help}"))
+            .to_string()
+    };
+    assert!(line("gc").contains("Remove temp dirs"), "{help}");
+    assert!(line("download").contains("Download a file"), "{help}");
+}

@@ -14,7 +14,7 @@ use arrow_array::{Array, ArrayRef, RecordBatch, StringArray, StructArray};
 use shardset::features::trust::TrustedRoots;
 use shardset::{open_cache_with, Dataset, OpenOptions, Value, VideoDecode};
 
-use crate::common::{copy_dir, golden};
+use crate::common::{copy_dir, golden, shardset_cli, succeeded};
 
 /// The golden path cache with every stored path replaced by `stored`.
 fn crafted(t: &Path, name: &str, stored: &str) -> PathBuf {
@@ -192,6 +192,22 @@ fn trusted_roots_allow_exactly_what_they_name() {
     let escape = format!("{}/../videos-b/c.mp4", a.display());
     let (plain, _) = read(&crafted(t.path(), "escape", &escape), &trust_a);
     assert!(plain.unwrap_err().to_string().contains("outside the cache"));
+    // The CLI: refused with the same words, and allowed through the
+    // environment variable that names trusted roots.
+    let out = shardset_cli()
+        .args(["cat", in_a.to_str().unwrap(), "--rows", "0"])
+        .env_remove("SHARDSET_TRUSTED_ROOTS")
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("is refused") && err.contains("SHARDSET_TRUSTED_ROOTS"), "{err}");
+    let out = succeeded(
+        shardset_cli()
+            .args(["cat", in_a.to_str().unwrap(), "--rows", "0"])
+            .env("SHARDSET_TRUSTED_ROOTS", &a),
+    );
+    assert!(String::from_utf8_lossy(&out.stdout).contains(a.to_str().unwrap()));
     // A root that does not exist is refused when named.
     let e = TrustedRoots::try_new([t.path().join("nope")]).unwrap_err();
     assert!(e.to_string().contains("nope"), "{e}");

@@ -189,8 +189,6 @@ enum Cmd {
         #[arg(long)]
         json: bool,
     },
-    /// Remove temp dirs of builds that did not finish and replaced caches
-    /// left behind, except those whose build lock a live build holds.
     /// Download a file as a builder's asset is downloaded (resumable,
     /// retried, fallbacks in order, checksum checked, once across
     /// processes) and print its local path.
@@ -216,6 +214,8 @@ enum Cmd {
         #[arg(long)]
         quiet: bool,
     },
+    /// Remove temp dirs of builds that did not finish and replaced caches
+    /// left behind, except those whose build lock a live build holds.
     Gc {
         /// The root (default: $STABLE_DATASETS_CACHE_DIR, else ~/.stable-datasets).
         root: Option<PathBuf>,
