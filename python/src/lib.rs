@@ -21,32 +21,35 @@ use shardset::{
     TestSize, Value, VideoRef, WindowSpec,
 };
 
+// Named by their importable module, so an error raised in a DataLoader
+// worker pickles back to the main process (a class of module `_shardset`
+// does not, and the loader would wait for the batch until its timeout).
 pyo3::create_exception!(
-    _shardset,
+    shardset._shardset,
     ShardsetError,
     PyException,
     "Base of every error the library raises."
 );
 pyo3::create_exception!(
-    _shardset,
+    shardset._shardset,
     CacheNotFoundError,
     ShardsetError,
     "A cache, shard or input file is missing."
 );
 pyo3::create_exception!(
-    _shardset,
+    shardset._shardset,
     CorruptCacheError,
     ShardsetError,
     "A cache's files or metadata are damaged or unreadable."
 );
 pyo3::create_exception!(
-    _shardset,
+    shardset._shardset,
     SchemaMismatchError,
     ShardsetError,
     "A cache was written with other features than the ones given."
 );
 pyo3::create_exception!(
-    _shardset,
+    shardset._shardset,
     BadInputError,
     ShardsetError,
     "An argument, example or feature definition is not valid."

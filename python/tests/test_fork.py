@@ -96,53 +96,59 @@ CHILD = OPS + textwrap.dedent('''
     import torch
     from torch.utils.data import DataLoader, Dataset as TorchDataset
 
-    USES = json.loads(sys.argv[1])
-    c = json.loads(sys.argv[2])
-    parent_use, how = sys.argv[3], sys.argv[4]
-
     class Ops(TorchDataset):
+        def __init__(self, uses, c):
+            self.uses, self.c = uses, c
         def __len__(self):
-            return len(USES)
+            return len(self.uses)
         def __getitem__(self, k):
-            return run(USES[k], c)
+            return run(self.uses[k], self.c)
 
-    def by_pool(k):
-        return run(USES[k], c)
+    def by_pool(args):
+        use, c = args
+        return run(use, c)
 
-    if parent_use != "none":
-        run(parent_use, c)
-    if how in ("fork", "spawn", "forkserver"):
-        loader = DataLoader(Ops(), batch_size=None, num_workers=2, multiprocessing_context=how,
-                            timeout=200)
-        got = list(loader)
-    elif how == "os.fork":
-        r, w = os.pipe()
-        pid = os.fork()
-        if pid == 0:
-            os.close(r)
-            out = json.dumps([run(u, c) for u in USES]).encode()
-            os.write(w, out)
-            os._exit(0)
-        os.close(w)
-        data = b""
-        while chunk := os.read(r, 1 << 16):
-            data += chunk
-        _, status = os.waitpid(pid, 0)
-        assert status == 0, status
-        got = json.loads(data)
-    elif how == "pool":
-        import multiprocessing
-        with multiprocessing.get_context("fork").Pool(2) as pool:
-            got = pool.map(by_pool, range(len(USES)))
-    else:
+    def main(uses, c, parent_use, how):
+        if parent_use != "none":
+            run(parent_use, c)
+        if how in ("fork", "spawn", "forkserver"):
+            loader = DataLoader(Ops(uses, c), batch_size=None, num_workers=2,
+                                multiprocessing_context=how, timeout=200)
+            return list(loader)
+        if how == "os.fork":
+            r, w = os.pipe()
+            pid = os.fork()
+            if pid == 0:
+                os.close(r)
+                os.write(w, json.dumps([run(u, c) for u in uses]).encode())
+                os._exit(0)
+            os.close(w)
+            data = b""
+            while chunk := os.read(r, 1 << 16):
+                data += chunk
+            _, status = os.waitpid(pid, 0)
+            assert status == 0, status
+            return json.loads(data)
+        if how == "pool":
+            import multiprocessing
+            with multiprocessing.get_context("fork").Pool(2) as pool:
+                return pool.map(by_pool, [(u, c) for u in uses])
         raise ValueError(how)
-    print(json.dumps(got))
+
+    if __name__ == "__main__":
+        print(json.dumps(main(json.loads(sys.argv[1]), json.loads(sys.argv[2]), sys.argv[3],
+                              sys.argv[4])))
 ''')
 
 
 def _run(caches, parent_use, how):
+    # A file, not `-c`: spawned workers import the main module by its path.
+    script = os.path.join(caches["tmp"], "fork_child.py")
+    if not os.path.exists(script):
+        with open(script, "w") as f:
+            f.write(CHILD)
     try:
-        out = subprocess.run([sys.executable, "-c", CHILD, json.dumps(USES), json.dumps(caches),
+        out = subprocess.run([sys.executable, script, json.dumps(USES), json.dumps(caches),
                               parent_use, how], capture_output=True, text=True,
                              timeout=DEADLINE, env=os.environ.copy())
     except subprocess.TimeoutExpired as e:
