@@ -201,7 +201,10 @@ fn trusted_roots_allow_exactly_what_they_name() {
         .unwrap();
     assert!(!out.status.success());
     let err = String::from_utf8_lossy(&out.stderr);
-    assert!(err.contains("is refused") && err.contains("SHARDSET_TRUSTED_ROOTS"), "{err}");
+    assert!(
+        err.contains("is refused") && err.contains("SHARDSET_TRUSTED_ROOTS"),
+        "{err}"
+    );
     let out = succeeded(
         shardset_cli()
             .args(["cat", in_a.to_str().unwrap(), "--rows", "0"])
