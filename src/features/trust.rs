@@ -82,7 +82,8 @@ impl TrustedRoots {
 
 /// True for a string FFmpeg would take as a protocol or URL (`concat:a|b`,
 /// `http://…`, `file:x`, `subfile,,…:x`): FFmpeg's own rule, a run of
-/// scheme characters followed by a colon.
+/// scheme characters followed by a colon (spaces counted among them too,
+/// which refuses a little more than FFmpeg would take as a protocol).
 fn names_a_protocol(s: &str) -> bool {
     let scheme = s
         .find(|c: char| !(c.is_ascii_alphanumeric() || "+-. ".contains(c)))
@@ -145,10 +146,12 @@ pub fn resolve_stored_path(
     };
     let real =
         std::fs::canonicalize(&joined).map_err(|e| refuse(format!("{}: {e}", joined.display())))?;
-    let inside_cache = match cache_dir {
-        Some(d) => std::fs::canonicalize(d).is_ok_and(|d| real.starts_with(d)),
-        None => false,
-    };
+    // `real` is canonical, so a prefix of it names a real directory: a
+    // cache directory already canonical (as `open_cache` passes it) needs
+    // no lookup per cell.
+    let inside_cache = cache_dir.is_some_and(|d| {
+        real.starts_with(d) || std::fs::canonicalize(d).is_ok_and(|d| real.starts_with(d))
+    });
     if !inside_cache && !trusted.roots().iter().any(|r| real.starts_with(r)) {
         let dir = real.parent().unwrap_or(Path::new("/"));
         return Err(refuse(format!(

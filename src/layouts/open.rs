@@ -424,6 +424,9 @@ type Opened = (Arc<dyn Backend>, FeaturesSource);
 /// [`Error::InvalidArgument`] for a bad `SHARDSET_TRUSTED_ROOTS`.
 fn decoder(dir: &Path, features: &Arc<Features>, opts: &OpenOptions) -> Result<RowDecoder> {
     let trusted = crate::features::trust::TrustedRoots::from_env()?.merged(&opts.trusted_roots);
+    // Canonical once here, so video path cells are checked against it
+    // without a lookup per cell (an object-store location stays as it is).
+    let dir = std::fs::canonicalize(dir).unwrap_or_else(|_| dir.to_path_buf());
     Ok(RowDecoder::new(
         features.clone(),
         DecodeOptions::default()

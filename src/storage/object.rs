@@ -115,7 +115,6 @@ where
 /// An S3 bucket (or S3-compatible server) as a [`Storage`].
 #[derive(Debug)]
 pub struct ObjectStorage {
-    bucket: String,
     client: Arc<Client>,
     disk: Arc<DiskCache>,
     part_bytes: std::result::Result<u64, String>,
@@ -190,7 +189,6 @@ impl ObjectStorage {
             ),
         };
         ObjectStorage {
-            bucket: bucket.to_string(),
             client: Arc::new(Client {
                 bucket: bucket.to_string(),
                 config,
@@ -259,18 +257,18 @@ impl ObjectStorage {
 
     fn key(&self, path: &Path) -> Result<Key> {
         let (bucket, key) = split_uri(path)?;
-        if bucket != self.bucket {
+        if bucket != self.client.bucket {
             return Err(Error::InvalidArgument(format!(
                 "{} is not in bucket {}",
                 path.display(),
-                self.bucket
+                self.client.bucket
             )));
         }
         Ok(Key::from(key.as_str()))
     }
 
     fn uri(&self, key: &str) -> PathBuf {
-        PathBuf::from(format!("{S3_SCHEME}{}/{key}", self.bucket))
+        PathBuf::from(format!("{S3_SCHEME}{}/{key}", self.client.bucket))
     }
 
     /// An object as a file entry.
@@ -693,7 +691,7 @@ impl Storage for ObjectStorage {
         let s = store.clone();
         let meta = runtime_block_on(async move { s.head(&k).await })?
             .map_err(|e| store_error("open", path, e))?;
-        let object = format!("{}/{}", self.bucket, key.as_ref());
+        let object = format!("{}/{}", self.client.bucket, key.as_ref());
         let version = format!("{}:{}", meta.size, meta.e_tag.unwrap_or_default());
         Ok(Some(Arc::new(ObjectRanges {
             client: self.client.clone(),
