@@ -76,7 +76,8 @@ pub use layouts::{LanceReadOptions, LanceRows};
 #[cfg(feature = "video")]
 pub use layouts::{LanceVideoFrames, Window, WindowBatch};
 pub use sampler::{
-    Loader, LoaderOptions, LoaderState, Order, Partition, Remainder, Sampler, WithinShard,
+    EpochBatches, EpochPosition, Loader, LoaderOptions, LoaderState, Order, Partition, Remainder,
+    Sampler, WithinShard,
 };
 pub use util::{sha256_hex, SplitMix64};
 pub use value::{Example, ImageData, Label, Row, Tensor, Value, VideoRef};

@@ -148,13 +148,19 @@ fn fewer_shards_than_workers_loses_and_duplicates_nothing() {
     assert_eq!(d.backend().num_shards(), 2);
     let mut all = Vec::new();
     for w in 0..8 {
-        let p = Partition::new(0, 1, w, 8, Remainder::DropLast).unwrap();
+        let p = Partition::new(0, 1, w, 8, Remainder::Partial).unwrap();
         let mut l = Loader::new(
             d.clone(),
             opts(Order::ShardShuffle(WithinShard::Random), 3, p, 3),
         );
         let got = drain(&mut l);
-        assert_eq!(got.len(), 4);
+        // Eleven batches of three (the last of two) round-robin over eight workers.
+        let want = match w {
+            0 | 1 => 6,
+            2 => 5,
+            _ => 3,
+        };
+        assert_eq!(got.len(), want);
         all.extend(got);
     }
     all.sort();
@@ -190,7 +196,7 @@ fn resume_refuses_a_foreign_state() {
     .is_err());
     assert!(Loader::resume(d.slice(0, 50).unwrap(), o, st).is_err());
     let mut bad = st;
-    bad.position = 1000;
+    bad.next = 1000;
     assert!(Loader::resume(d.clone(), o, bad).is_err());
     // The state serialises to a few bytes of JSON.
     let j = serde_json::to_string(&st).unwrap();
@@ -202,9 +208,10 @@ fn resume_refuses_a_foreign_state() {
 proptest! {
     #![proptest_config(ProptestConfig::with_cases(40))]
 
-    /// Partitions are disjoint, complete (up to the explicit remainder
-    /// policy) and equal in size; resuming any consumer from any stop point
-    /// yields exactly the rest of its epoch.
+    /// Across ranks × workers an epoch reads every row exactly once
+    /// (partial), at most once with equal shares per rank (drop_last), or
+    /// every row with equal shares (pad); resuming any consumer from its own
+    /// state saved at any batch yields exactly the rest of its epoch.
     #[test]
     fn partitions_and_resume_are_exact(
         n in 1usize..300,
@@ -214,16 +221,16 @@ proptest! {
         epoch in 0u64..3,
         batch in 1usize..20,
         stop_frac in 0.0f64..1.0,
-        pad in any::<bool>(),
+        rem_ix in 0usize..3,
         order_ix in 0usize..4,
     ) {
         let (_t, d) = ds_with(n, 8, 60);
         let order = ORDERS[order_ix];
-        let rem = if pad { Remainder::Pad } else { Remainder::DropLast };
-        let consumers = (world * workers) as usize;
+        let rem = Remainder::NAMES[rem_ix].1;
         let mut all = Vec::new();
-        let mut per = None;
+        let mut per_rank = Vec::new();
         for rank in 0..world {
+            let mut rank_rows = 0;
             for w in 0..workers {
                 let p = Partition::new(rank, world, w, workers, rem).unwrap();
                 let o = opts(order, seed, p, batch);
@@ -242,17 +249,77 @@ proptest! {
                 let mut r = Loader::resume(d.clone(), o, serde_json::from_str(&saved).unwrap()).unwrap();
                 got.extend(drain(&mut r));
                 prop_assert_eq!(&got, &want);
-                prop_assert_eq!(*per.get_or_insert(want.len()), want.len(), "equal share per consumer");
+                rank_rows += want.len();
                 all.extend(want);
             }
+            per_rank.push(rank_rows);
         }
         let distinct: HashSet<u64> = all.iter().copied().collect();
-        if pad {
-            prop_assert_eq!(distinct.len(), n, "padding covers every row");
-            prop_assert_eq!(all.len(), n.div_ceil(consumers) * consumers);
-        } else {
-            prop_assert_eq!(distinct.len(), all.len(), "no duplicates");
-            prop_assert_eq!(all.len(), n - n % consumers);
+        match rem {
+            Remainder::Partial => {
+                prop_assert_eq!(all.len(), n);
+                prop_assert_eq!(distinct.len(), n);
+            }
+            Remainder::DropLast => {
+                prop_assert_eq!(distinct.len(), all.len(), "no duplicates");
+                prop_assert!(n - all.len() < batch * world as usize);
+                prop_assert!(per_rank.iter().all(|&r| r == per_rank[0]), "equal shares per rank");
+            }
+            Remainder::Pad => {
+                prop_assert_eq!(distinct.len(), n, "padding covers every row");
+                prop_assert!(per_rank.iter().all(|&r| r == per_rank[0]), "equal shares per rank");
+            }
         }
+    }
+
+    /// Every rank stops after the same number of batches read round-robin
+    /// from its workers; the saved worker states, restated as a rank's
+    /// place, continue under another world size and worker count: the
+    /// epoch's rows are then read exactly once in all.
+    #[test]
+    fn a_resume_with_another_world_size_and_worker_count_is_exact(
+        n in 1usize..200,
+        world in 1u32..4,
+        workers in 1u32..4,
+        world2 in 1u32..4,
+        workers2 in 1u32..4,
+        batch in 1usize..12,
+        stop_frac in 0.0f64..1.0,
+        order_ix in 0usize..4,
+    ) {
+        let (_t, d) = ds_with(n, 8, 60);
+        let order = ORDERS[order_ix];
+        let plan = shardset::EpochBatches::try_new(n as u64, batch as u64, Remainder::Partial, world).unwrap();
+        let start = shardset::EpochPosition::start(1, world);
+        let least = (0..world).map(|r| plan.rank_total(r, &start)).min().unwrap();
+        let stop = (least as f64 * stop_frac) as u64;
+        let mut seen = Vec::new();
+        let mut rank0_states = Vec::new();
+        for rank in 0..world {
+            let mut loaders: Vec<Loader> = (0..workers)
+                .map(|w| {
+                    let p = Partition::new(rank, world, w, workers, Remainder::Partial).unwrap();
+                    let mut l = Loader::new(d.clone(), opts(order, 5, p, batch));
+                    l.set_epoch(1);
+                    l
+                })
+                .collect();
+            for i in 0..stop {
+                seen.extend(loaders[(i % u64::from(workers)) as usize].next_positions().unwrap());
+            }
+            if rank == 0 {
+                rank0_states = loaders.iter().rev().map(|l| l.state()).collect();
+            }
+        }
+        let place = LoaderState::rank_position(&rank0_states).unwrap();
+        for rank in 0..world2 {
+            for w in 0..workers2 {
+                let p = Partition::new(rank, world2, w, workers2, Remainder::Partial).unwrap();
+                let mut l = Loader::resume_at(d.clone(), opts(order, 5, p, batch), place).unwrap();
+                seen.extend(drain(&mut l));
+            }
+        }
+        seen.sort();
+        prop_assert_eq!(seen, (0..n as u64).collect::<Vec<_>>());
     }
 }

@@ -792,7 +792,7 @@ fn the_loader_reads_windows_shard_shuffled() {
             LoaderOptions::default()
                 .with_order(Order::ShardShuffle(WithinShard::Random))
                 .with_seed(3)
-                .with_partition(Partition::new(0, 1, worker, 3, Remainder::DropLast).unwrap())
+                .with_partition(Partition::new(0, 1, worker, 3, Remainder::Partial).unwrap())
                 .try_with_batch_size(2)
                 .unwrap(),
         );
