@@ -64,6 +64,7 @@ pub use layouts::lance_rows::write::{
     try_write_lance_cache, write_lance_cache, LanceStorageVersion, LanceWriteOptions, WrittenLance,
 };
 pub use layouts::open::{open_cache, open_cache_with, Cache, FeaturesSource, OpenOptions};
+pub use layouts::spec::{write_cache, Layout, WriteSpec, Written};
 pub use layouts::verify::{stamp_checksums, verify_cache, Damage, VerifyReport};
 #[cfg(feature = "video")]
 pub use layouts::video_frames::write::{

@@ -13,6 +13,7 @@ pub mod edit;
 #[cfg(feature = "lance")]
 pub mod lance_rows;
 pub mod open;
+pub mod spec;
 pub mod stats;
 pub mod verify;
 #[cfg(feature = "video")]

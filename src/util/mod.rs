@@ -133,6 +133,37 @@ pub fn available_memory() -> Option<u64> {
     })
 }
 
+/// Reads a byte size: `256MB`, `1.5GB`, `64KiB`, `1000` (bytes); the
+/// suffixes K, M, G (with or without `B` or `iB`) are powers of 1024.
+///
+/// # Errors
+/// A message saying what was not understood.
+pub fn parse_bytes(s: &str) -> std::result::Result<u64, String> {
+    let t = s.trim().to_ascii_uppercase();
+    let (num, mul) = [
+        ("GIB", 1u64 << 30),
+        ("MIB", 1 << 20),
+        ("KIB", 1 << 10),
+        ("GB", 1u64 << 30),
+        ("MB", 1 << 20),
+        ("KB", 1 << 10),
+        ("G", 1u64 << 30),
+        ("M", 1 << 20),
+        ("K", 1 << 10),
+        ("B", 1),
+    ]
+    .iter()
+    .find_map(|(suf, m)| t.strip_suffix(suf).map(|n| (n.trim().to_string(), *m)))
+    .unwrap_or((t.clone(), 1));
+    let v: f64 = num
+        .parse()
+        .map_err(|_| format!("cannot read size '{s}' (e.g. 256MB)"))?;
+    if !v.is_finite() || v <= 0.0 {
+        return Err(format!("size '{s}' must be positive"));
+    }
+    Ok((v * mul as f64) as u64)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

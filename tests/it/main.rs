@@ -35,6 +35,7 @@ mod trust;
 mod video;
 #[cfg(feature = "video")]
 mod video_segments;
+mod write_spec;
 
 #[global_allocator]
 static ALLOC: alloc_count::Counting = alloc_count::Counting;
