@@ -1,13 +1,15 @@
 """PyTorch loaders side by side: the same DataLoader loop over the same data
 with shardset and its peers, each used its documented way.
 
-    STABLE_DATASETS_REPO=/path/to/stable-datasets python3 benches/loaders.py
+    python3 benches/loaders.py
 
 It makes its own Python environment (~/.cache/shardset/loaders-venv, the
 pinned packages of benches/loaders-requirements.txt: torch and every peer
 from PyPI), installs the shardset package into it (the wheel named by
 $SHARDSET_WHEEL, else a release wheel built here with maturin), and imports
-the reference (stable-datasets) from a checkout of its public repository.
+the reference (stable-datasets) from a checkout of its public repository
+named by $STABLE_DATASETS_REPO, else from the pinned snapshot
+../shared/reference/stable-datasets beside the checkout.
 
 Workloads (chosen before any run; all of them are reported):
   scalar   1,000,000 rows {id int64, x float32, y int32, label class id}

@@ -51,15 +51,27 @@ def reexec(reqs=REQS, venv=VENV, no_deps=False):
     os.execv(py, [py] + sys.argv)
 
 
+# The pinned snapshot of the reference's public repository
+# (galilai-group/stable-datasets) beside the checkout, used when
+# $STABLE_DATASETS_REPO is unset; the commit it was taken at.
+REFERENCE_SNAPSHOT = os.path.normpath(os.path.join(ROOT, "..", "shared", "reference",
+                                                   "stable-datasets"))
+REFERENCE_SNAPSHOT_COMMIT = "f38ac71"
+
+
 def reference_package():
     """The reference's modules `(cache, dataset, schema)` imported from the
-    checkout named by $STABLE_DATASETS_REPO (its public repository), and
-    the checkout's commit; stops with a message when it is missing."""
-    repo = os.environ.get("STABLE_DATASETS_REPO")
-    if not repo or not os.path.isdir(os.path.join(repo, "stable_datasets")):
-        sys.exit("STABLE_DATASETS_REPO must name a checkout of the reference's public "
-                 "repository (galilai-group/stable-datasets); it is missing"
-                 + (f" at {repo}" if repo else ""))
+    checkout named by $STABLE_DATASETS_REPO (its public repository), else
+    from the pinned snapshot beside the checkout (REFERENCE_SNAPSHOT), and
+    the commit it is at; stops with a message when it is missing."""
+    repo = os.path.abspath(os.environ.get("STABLE_DATASETS_REPO") or REFERENCE_SNAPSHOT)
+    if not os.path.isdir(os.path.join(repo, "stable_datasets")):
+        sys.exit(f"the reference package (stable_datasets) is missing at {repo}: set "
+                 "STABLE_DATASETS_REPO to a checkout of its public repository "
+                 "(galilai-group/stable-datasets), or lay the pinned snapshot at "
+                 f"{REFERENCE_SNAPSHOT}")
+    # Its spawned workers find it through the shim below, by this variable.
+    os.environ["STABLE_DATASETS_REPO"] = repo
     # A package shim on sys.path (and PYTHONPATH, for the reference's own
     # spawned workers) whose only content is the checkout's module path:
     # the checkout's top-level __init__ imports every dataset builder.
@@ -81,11 +93,15 @@ def reference_package():
     import stable_datasets.cache as cache
     import stable_datasets.dataset as dataset
     import stable_datasets.schema as schema
-    try:
-        commit = subprocess.run(["git", "-C", repo, "rev-parse", "--short", "HEAD"],
-                                capture_output=True, text=True).stdout.strip()
-    except OSError:
-        commit = "?"
+    commit = "?"
+    if os.path.exists(os.path.join(repo, ".git")):
+        try:
+            commit = subprocess.run(["git", "-C", repo, "rev-parse", "--short", "HEAD"],
+                                    capture_output=True, text=True).stdout.strip() or "?"
+        except OSError:
+            pass
+    elif os.path.realpath(repo) == os.path.realpath(REFERENCE_SNAPSHOT):
+        commit = f"{REFERENCE_SNAPSHOT_COMMIT} (snapshot)"
     return cache, dataset, schema, commit
 
 

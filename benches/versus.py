@@ -2,11 +2,12 @@
 """shardset against the stable-datasets reference, run as itself.
 
 The Python side imports the reference's own package from a checkout of its
-public repository (`STABLE_DATASETS_REPO=/path/to/stable-datasets`) and
-calls its own writers (`write_sharded_arrow_cache`, `write_lance_cache`)
-and readers (`open_cache` -> `ArrowBackend` / `LanceBackend`, wrapped in
-`StableDataset`: `ds[i]`, `ds.__getitems__(idx)`, `for row in ds`), with
-their default settings. Only the package's `__init__` is bypassed: it
+public repository (`STABLE_DATASETS_REPO=/path/to/stable-datasets`; unset,
+the pinned snapshot ../shared/reference/stable-datasets beside the
+checkout) and calls its own writers (`write_sharded_arrow_cache`,
+`write_lance_cache`) and readers (`open_cache` -> `ArrowBackend` /
+`LanceBackend`, wrapped in `StableDataset`: `ds[i]`, `ds.__getitems__(idx)`,
+`for row in ds`), with their default settings. Only the package's `__init__` is bypassed: it
 imports the dataset zoo (torch, scipy, h5py, ...), which none of these
 modules needs; the modules that run are the reference's, unchanged.
 

@@ -1,7 +1,8 @@
 """Caches written from Python, read by the reference package itself (not an
-emulation): the same values. Marked `reference` (deselected by `./dev
-test`): the reference is not on PyPI, so these run where a checkout is at
-hand, `STABLE_DATASETS_REPO=... pytest -m reference python/tests`."""
+emulation): the same values. Marked `reference`: the reference is not on
+PyPI, so they import it from the checkout STABLE_DATASETS_REPO names, by
+default the pinned snapshot in ../shared (conftest's `ref`), and fail when
+it is missing; `pytest -m reference python/tests` runs them alone."""
 
 import os
 
