@@ -16,6 +16,7 @@ use crate::layouts::open::{open_cache_with, OpenOptions};
 
 use super::merge::build_units;
 pub use super::options::{LoadOptions, LoadReport, StorageFormat};
+use super::reasons::RebuildReason;
 use super::sources::source_changes;
 use super::{DatasetBuilder, DatasetInfo, Version};
 
@@ -105,7 +106,7 @@ fn damaged(e: &Error) -> bool {
 
 enum Warm {
     Ready(Box<Cache>),
-    Stale(Vec<String>),
+    Stale(Vec<RebuildReason>),
 }
 
 /// Whether the cache at `dir` can be used as is; `Stale` says why not.
@@ -116,26 +117,27 @@ fn check_warm(
     config_json: &serde_json::Value,
 ) -> Result<Warm> {
     if !crate::storage::storage_for(dir).is_file(&dir.join(METADATA_FILE)) {
-        return Ok(Warm::Stale(vec!["no cache has been built yet".into()]));
+        return Ok(Warm::Stale(vec![RebuildReason::NotBuilt]));
     }
     match open_cache_with(dir, open_opts) {
         Ok(c) => {
             let mut reasons = Vec::new();
             match (c.metadata.sources(), stamp) {
-                (Some(r), Some(n)) => reasons.extend(source_changes(r, n)),
-                (None, Some(_)) => {
-                    reasons.push("sources are declared now, but the cache recorded none".into())
-                }
-                (Some(_), None) => {
-                    reasons.push("the cache recorded sources that are no longer declared".into())
-                }
+                (Some(r), Some(n)) => reasons.extend(
+                    source_changes(r, n)
+                        .into_iter()
+                        .map(|change| RebuildReason::SourceChanged { change }),
+                ),
+                (None, Some(_)) => reasons.push(RebuildReason::SourcesNowDeclared),
+                (Some(_), None) => reasons.push(RebuildReason::SourcesNoLongerDeclared),
                 (None, None) => {}
             }
             if let Some(rc) = c.metadata.config() {
                 if rc != config_json {
-                    reasons.push(format!(
-                        "config changed: the cache has {rc}, the builder now gives {config_json}"
-                    ));
+                    reasons.push(RebuildReason::ConfigChanged {
+                        recorded: rc.clone(),
+                        now: config_json.clone(),
+                    });
                 }
             }
             Ok(if reasons.is_empty() {
@@ -144,7 +146,10 @@ fn check_warm(
                 Warm::Stale(reasons)
             })
         }
-        Err(e) if damaged(&e) => Ok(Warm::Stale(vec![format!("the cache is damaged: {e}")])),
+        Err(e) if damaged(&e) => Ok(Warm::Stale(vec![RebuildReason::Damaged {
+            path: PathBuf::new(),
+            detail: e.to_string(),
+        }])),
         Err(e) => Err(e),
     }
 }
@@ -242,12 +247,18 @@ pub(crate) fn assets_stamp(assets: &[(String, DownloadInfo)]) -> serde_json::Val
 ///
 /// # Errors
 /// As [`load`], except that a features mismatch is a reason, not an error.
-pub fn why(builder: &dyn DatasetBuilder, split: &str, opts: &LoadOptions) -> Result<Vec<String>> {
+pub fn why(
+    builder: &dyn DatasetBuilder,
+    split: &str,
+    opts: &LoadOptions,
+) -> Result<Vec<RebuildReason>> {
     let p = plan(builder, split, opts)?;
     match check_warm(&p.dir, &p.open_opts, p.stamp.as_ref(), &p.config_json) {
         Ok(Warm::Ready(_)) => Ok(Vec::new()),
         Ok(Warm::Stale(r)) => Ok(r),
-        Err(e @ Error::SchemaMismatch { .. }) => Ok(vec![format!("features changed: {e}")]),
+        Err(e @ Error::SchemaMismatch { .. }) => Ok(vec![RebuildReason::FeaturesChanged {
+            detail: e.to_string(),
+        }]),
         Err(e) => Err(e),
     }
 }
@@ -304,7 +315,7 @@ pub fn load_with_report(
     };
     let lock = CacheLock::acquire(&build_dir)?;
     let reasons = if opts.rebuild {
-        vec!["a rebuild was requested".to_string()]
+        vec![RebuildReason::Requested]
     } else {
         match check_warm(&p.dir, &p.open_opts, p.stamp.as_ref(), &p.config_json)? {
             Warm::Ready(c) => return Ok((Dataset::new(*c), report(false, 0, Vec::new()))),

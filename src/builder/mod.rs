@@ -12,6 +12,7 @@
 pub mod load;
 mod merge;
 pub mod options;
+mod reasons;
 pub mod sources;
 
 use crate::error::{BoxError, Error, Result};
@@ -22,6 +23,7 @@ pub use load::{
     cache_dir_for, cache_status, load, load_with_report, resolve_config, why, LoadOptions,
     LoadReport, StorageFormat,
 };
+pub use reasons::RebuildReason;
 pub use sources::{source_changes, why_cache, why_cache_report, Sources, WhyReport};
 
 /// A `major.minor.patch` version.

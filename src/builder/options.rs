@@ -172,5 +172,5 @@ pub struct LoadReport {
     /// for a `lance-video-frames` cache, the examples, one video each).
     pub resumed_rows: u64,
     /// Why the cache was (re)built, when it was.
-    pub reasons: Vec<String>,
+    pub reasons: Vec<super::reasons::RebuildReason>,
 }

@@ -3,6 +3,7 @@
 
 use std::path::{Path, PathBuf};
 
+use super::reasons::RebuildReason;
 use crate::error::{Error, Result};
 
 /// Source files a split is built from. A changed source (by size and
@@ -95,15 +96,15 @@ impl Sources {
 ///
 /// # Errors
 /// Never for a damaged cache (that is a reason); only for internal failures.
-pub fn why_cache(dir: &Path) -> Result<Vec<String>> {
+pub fn why_cache(dir: &Path) -> Result<Vec<RebuildReason>> {
     Ok(why_cache_report(dir)?.reasons)
 }
 
 /// [`why_cache`]'s reasons, with what was checked to find them.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct WhyReport {
-    /// Reasons to rebuild, one line each (empty: up to date).
-    pub reasons: Vec<String>,
+    /// Reasons to rebuild (empty: up to date).
+    pub reasons: Vec<RebuildReason>,
     /// What the verification checked and could not check, in words.
     pub checked: String,
     /// True when the cache records its sources (so changes could be seen).
@@ -119,25 +120,27 @@ pub fn why_cache_report(dir: &Path) -> Result<WhyReport> {
         Ok(r) => r,
         Err(e) => {
             return Ok(WhyReport {
-                reasons: vec![format!("the cache is missing or damaged: {e}")],
+                reasons: vec![RebuildReason::Unreadable {
+                    detail: e.to_string(),
+                }],
                 checked: String::new(),
                 sources_recorded: false,
             })
         }
     };
-    let mut out: Vec<String> = rep
+    let mut out: Vec<RebuildReason> = rep
         .damage
         .iter()
         .map(|d| {
             if d.reason.starts_with("xxh64") {
-                let what = if d.path.extension().is_some_and(|e| e == "arrow") {
-                    "shard "
-                } else {
-                    ""
-                };
-                format!("{what}{} does not match its checksum", d.path.display())
+                RebuildReason::ChecksumMismatch {
+                    path: d.path.clone(),
+                }
             } else {
-                format!("the cache is damaged: {}: {}", d.path.display(), d.reason)
+                RebuildReason::Damaged {
+                    path: d.path.clone(),
+                    detail: d.reason.clone(),
+                }
             }
         })
         .collect();
@@ -180,7 +183,11 @@ pub fn why_cache_report(dir: &Path) -> Result<WhyReport> {
         if let Some(a) = rec.get("assets") {
             now["assets"] = a.clone();
         }
-        out.extend(source_changes(rec, &now));
+        out.extend(
+            source_changes(rec, &now)
+                .into_iter()
+                .map(|change| RebuildReason::SourceChanged { change }),
+        );
     }
     Ok(WhyReport {
         reasons: out,

@@ -313,3 +313,41 @@ fn the_path_reader_resolves_groups_and_super() {
         ]
     );
 }
+
+/// Files a contributor can read whole: none in `src/` or `python/src/` over
+/// 800 lines, and one over 600 only when it is in this short list and its
+/// first doc line gives the reason written here.
+const LONG_FILES: &[(&str, &str)] = &[];
+
+#[test]
+fn files_stay_short_enough_to_read_whole() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let mut files = Vec::new();
+    rs_files(&root.join("src"), &mut files);
+    rs_files(&root.join("python/src"), &mut files);
+    assert!(LONG_FILES.len() <= 4, "at most four long files");
+    let mut wrong = Vec::new();
+    for f in &files {
+        let text = std::fs::read_to_string(f).unwrap();
+        let lines = text.lines().count();
+        let rel = f.strip_prefix(root).unwrap().to_string_lossy().into_owned();
+        if lines > 800 {
+            wrong.push(format!(
+                "{rel}: {lines} lines, over 800: split it by concern"
+            ));
+        } else if lines > 600 {
+            let first = text.lines().next().unwrap_or("");
+            match LONG_FILES.iter().find(|(p, _)| *p == rel) {
+                Some((_, why)) if first.starts_with("//!") && first.contains(why) => {}
+                Some((_, why)) => wrong.push(format!(
+                    "{rel}: {lines} lines; its first doc line must say why ({why:?})"
+                )),
+                None => wrong.push(format!(
+                    "{rel}: {lines} lines, over 600: split it, or add it to LONG_FILES with a reason its first doc line gives"
+                )),
+            }
+        }
+    }
+    assert!(files.len() > 50, "only {} files found", files.len());
+    assert!(wrong.is_empty(), "{wrong:#?}");
+}

@@ -210,8 +210,11 @@ fn changed_features_under_the_same_version_say_what_and_how() {
     let reasons = shardset::builder::why(&changed, "train", &opts(tmp.path())).unwrap();
     assert!(
         reasons.len() == 1
-            && reasons[0].starts_with("features changed")
-            && reasons[0].contains("'label'"),
+            && matches!(
+                reasons[0],
+                shardset::builder::RebuildReason::FeaturesChanged { .. }
+            )
+            && reasons[0].to_string().contains("'label'"),
         "{reasons:?}"
     );
     let msg = e.to_string();

@@ -21,6 +21,10 @@ use shardset::{Dtype, Error, Example, Feature, Features, LoadOptions};
 
 use crate::common::*;
 
+fn texts(reasons: Vec<shardset::builder::RebuildReason>) -> Vec<String> {
+    reasons.iter().map(ToString::to_string).collect()
+}
+
 /// What the server does for a path.
 #[derive(Debug, Clone)]
 pub enum Fault {
@@ -598,13 +602,13 @@ fn load_downloads_builds_and_opens_warm_without_a_request() {
     let (_, rep) = load_with_report(&b, "train", &opts).unwrap();
     assert!(!rep.built);
     assert_eq!(srv.requests().len(), n);
-    assert!(why(&b, "train", &opts).unwrap().is_empty());
+    assert!(texts(why(&b, "train", &opts).unwrap()).is_empty());
     // A changed checksum: `why` names it, the next load rebuilds (and
     // downloads again under the same name, which is already there).
     let mut changed = b.urls.clone();
     changed[0].1 = changed[0].1.clone().with_fallback(srv.url("mirror.txt"));
     let b2 = Lines { urls: changed };
-    let reasons = why(&b2, "train", &opts).unwrap();
+    let reasons = texts(why(&b2, "train", &opts).unwrap());
     assert_eq!(reasons.len(), 1, "{reasons:?}");
     assert!(
         reasons[0].contains("asset 'train' fallbacks changed"),
@@ -612,12 +616,12 @@ fn load_downloads_builds_and_opens_warm_without_a_request() {
     );
     let (_, rep) = load_with_report(&b2, "train", &opts).unwrap();
     assert!(rep.built);
-    assert_eq!(rep.reasons, reasons);
+    assert_eq!(texts(rep.reasons), reasons);
     let url2 = Lines {
         urls: vec![("train".into(), DownloadInfo::new(srv.url("other.txt")))],
     };
     srv.put("other.txt", b"one\ntwo\n".to_vec(), Fault::None);
-    let reasons = why(&url2, "train", &opts).unwrap();
+    let reasons = texts(why(&url2, "train", &opts).unwrap());
     assert!(
         reasons
             .iter()
@@ -724,7 +728,7 @@ fn the_example_mnist_builder_builds_from_a_local_mirror() {
         ],
         md5b,
     );
-    let reasons = why(&b2, "train", &opts).unwrap();
+    let reasons = texts(why(&b2, "train", &opts).unwrap());
     assert_eq!(reasons.len(), 1, "{reasons:?}");
     assert!(
         reasons[0].starts_with("asset 'train[1]' checksum changed"),

@@ -14,6 +14,10 @@ use shardset::{
 
 use crate::common::*;
 
+fn texts(reasons: Vec<shardset::builder::RebuildReason>) -> Vec<String> {
+    reasons.iter().map(ToString::to_string).collect()
+}
+
 /// Reads one integer per line from each source file.
 struct FromFiles {
     root: PathBuf,
@@ -92,8 +96,8 @@ fn changed_sources_and_config_values_rebuild_and_say_why() {
     let (ds, rep) = load_with_report(&b, "train", &opts).unwrap();
     assert!(rep.built);
     assert_eq!(vs(&ds), vec![1, 2, 3]);
-    assert!(why(&b, "train", &opts).unwrap().is_empty());
-    assert!(why_cache(&rep.dir).unwrap().is_empty());
+    assert!(texts(why(&b, "train", &opts).unwrap()).is_empty());
+    assert!(texts(why_cache(&rep.dir).unwrap()).is_empty());
     // Execution knobs do not change the cache key or make it stale.
     let knobs = opts.clone().with_write_options(
         ArrowWriteOptions::default()
@@ -107,10 +111,10 @@ fn changed_sources_and_config_values_rebuild_and_say_why() {
     // A changed source: `why` names it, the next load rebuilds.
     std::thread::sleep(std::time::Duration::from_millis(10));
     std::fs::write(src.path().join("b.txt"), "3\n4\n").unwrap();
-    let reasons = why(&b, "train", &opts).unwrap();
+    let reasons = texts(why(&b, "train", &opts).unwrap());
     assert_eq!(reasons, vec!["source b.txt changed (size)".to_string()]);
     assert_eq!(
-        why_cache(&rep.dir).unwrap(),
+        texts(why_cache(&rep.dir).unwrap()),
         reasons,
         "the cache alone tells the same"
     );
@@ -124,7 +128,7 @@ fn changed_sources_and_config_values_rebuild_and_say_why() {
     let (ds, rep3) = load_with_report(&b, "train", &opts).unwrap();
     assert!(rep3.built);
     assert!(
-        rep3.reasons.iter().any(|r| r.contains("b.txt")),
+        rep3.reasons.iter().any(|r| r.to_string().contains("b.txt")),
         "{:?}",
         rep3.reasons
     );
@@ -139,16 +143,16 @@ fn changed_sources_and_config_values_rebuild_and_say_why() {
     std::thread::sleep(std::time::Duration::from_millis(10));
     std::fs::write(src.path().join("a.txt"), "1\n2\n").unwrap();
     assert!(
-        why(&c, "train", &opts).unwrap().is_empty(),
+        texts(why(&c, "train", &opts).unwrap()).is_empty(),
         "content unchanged"
     );
     assert_eq!(
-        why(&b, "train", &opts).unwrap(),
+        texts(why(&b, "train", &opts).unwrap()),
         vec!["sources are now stamped differently (content hash vs size+mtime)".to_string()]
     );
     std::fs::write(src.path().join("a.txt"), "1\n9\n").unwrap();
     assert_eq!(
-        why(&c, "train", &opts).unwrap(),
+        texts(why(&c, "train", &opts).unwrap()),
         vec!["source a.txt changed (content)".to_string()]
     );
     // A config value: recorded, compared, named.
@@ -158,7 +162,7 @@ fn changed_sources_and_config_values_rebuild_and_say_why() {
         by_content: true,
         scale: 10,
     };
-    let r = why(&d, "train", &opts).unwrap();
+    let r = texts(why(&d, "train", &opts).unwrap());
     assert!(
         r.len() == 1 && r[0].contains("config changed") && r[0].contains("\"scale\":10"),
         "{r:?}"
@@ -167,9 +171,7 @@ fn changed_sources_and_config_values_rebuild_and_say_why() {
     assert_eq!(vs(&ds), vec![10, 90, 30, 40]);
     // A removed source: the cache alone says so; load names the missing file.
     std::fs::remove_file(src.path().join("a.txt")).unwrap();
-    assert!(why_cache(&rep.dir)
-        .unwrap()
-        .contains(&"source a.txt was removed".to_string()));
+    assert!(texts(why_cache(&rep.dir).unwrap()).contains(&"source a.txt was removed".to_string()));
     let e = load_with_report(&d, "train", &opts)
         .unwrap_err()
         .to_string();

@@ -601,7 +601,10 @@ fn build_splits(
         let reasons = why(b, split, &opts)?;
         // Changed data can change inferred features (a new class folder, a
         // column that became float): that is a rebuild, not a mismatch.
-        if reasons.iter().any(|r| r.starts_with("features changed")) {
+        if reasons
+            .iter()
+            .any(|r| matches!(r, shardset::builder::RebuildReason::FeaturesChanged { .. }))
+        {
             opts.rebuild = true;
         }
         let building = opts.rebuild || !reasons.is_empty();
