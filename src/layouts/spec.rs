@@ -25,60 +25,18 @@ use crate::layouts::arrow_shards::write::{ArrowWriteOptions, DEFAULT_SHARD_SIZE_
 use crate::util::parse_bytes;
 use crate::value::Example;
 
-/// The on-disk layout of a cache.
-#[derive(
-    Debug, Clone, Copy, PartialEq, Eq, Hash, Default, Serialize, Deserialize, clap::ValueEnum,
-)]
-#[serde(rename_all = "kebab-case")]
-pub enum Layout {
-    /// Arrow IPC shards rotated by a byte budget (the reference's `arrow`).
-    #[default]
-    Arrow,
-    /// A Lance dataset of rows (the reference's `lance`).
-    Lance,
-    /// A Lance video cache: every frame of the one video column as a WebP
-    /// image, or (with [`VideoSpec::segments`]) encoded segments.
-    VideoFrames,
-}
-
-impl Layout {
-    /// Every layout with its name, the one spelling of the CLI, Python and
-    /// serialised specs.
-    pub const NAMES: [(&'static str, Layout); 3] = [
-        ("arrow", Layout::Arrow),
-        ("lance", Layout::Lance),
-        ("video-frames", Layout::VideoFrames),
-    ];
-
-    /// The layout's name (see [`Layout::NAMES`]).
-    pub fn name(self) -> &'static str {
-        Layout::NAMES
-            .iter()
-            .find(|(_, l)| *l == self)
-            .map(|(n, _)| *n)
-            .expect("every layout is named")
-    }
-}
-
-impl std::fmt::Display for Layout {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(self.name())
-    }
-}
-
-impl std::str::FromStr for Layout {
-    type Err = Error;
-
-    fn from_str(s: &str) -> Result<Self> {
-        Layout::NAMES
-            .iter()
-            .find(|(n, _)| *n == s)
-            .map(|(_, l)| *l)
-            .ok_or_else(|| {
-                Error::InvalidArgument(format!(
-                    "layout must be arrow, lance or video-frames, got '{s}'"
-                ))
-            })
+crate::util::named_enum! {
+    /// The on-disk layout of a cache.
+    #[derive(Default)]
+    pub enum Layout("layout") {
+        /// Arrow IPC shards rotated by a byte budget (the reference's `arrow`).
+        #[default]
+        Arrow = "arrow",
+        /// A Lance dataset of rows (the reference's `lance`).
+        Lance = "lance",
+        /// A Lance video cache: every frame of the one video column as a WebP
+        /// image, or (with the `segments` option) encoded segments.
+        VideoFrames = "video-frames",
     }
 }
 
@@ -656,7 +614,7 @@ mod tests {
     #[test]
     fn each_option_on_each_layout_is_applied_or_refused_by_name() {
         for opt in OPTIONS {
-            for (_, layout) in Layout::NAMES {
+            for &(_, layout) in Layout::NAMES {
                 let applies = opt.layouts.contains(&layout);
                 let alone = Map::from_iter([(opt.name.to_string(), sample(opt.name))]);
                 let given = if applies { with(opt.name) } else { alone };
@@ -747,13 +705,14 @@ mod tests {
 
     #[test]
     fn layouts_have_one_spelling() {
-        for (name, l) in Layout::NAMES {
+        for &(name, l) in Layout::NAMES {
             assert_eq!(name.parse::<Layout>().unwrap(), l);
             assert_eq!(
                 serde_json::to_value(l).unwrap(),
                 serde_json::json!(name),
                 "serde"
             );
+            #[cfg(feature = "cli")]
             assert_eq!(
                 clap::ValueEnum::to_possible_value(&l).unwrap().get_name(),
                 name,

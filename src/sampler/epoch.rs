@@ -18,65 +18,25 @@
 
 use std::num::{NonZeroU32, NonZeroU64};
 use std::ops::Range;
-use std::str::FromStr;
 
 use serde::{Deserialize, Serialize};
 
 use crate::error::{Error, Result};
 
-/// What an epoch does with the rows that do not fill whole batches for
-/// every rank.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
-pub enum Remainder {
-    /// Every rank gets the same number of full batches; the rest of the
-    /// epoch's order is left out (it differs per epoch under a shuffle).
-    DropLast,
-    /// The last batches wrap to the start of the epoch's order, so every row
-    /// is read and every rank gets the same number of full batches.
-    Pad,
-    /// Every row exactly once: the epoch's last batch may be short and a rank
-    /// may get one batch more than another (for one process or evaluation,
-    /// not for lock-step data-parallel training).
-    Partial,
-}
-
-impl Remainder {
-    /// Every policy with its name, in the one spelling used everywhere.
-    pub const NAMES: [(&'static str, Remainder); 3] = [
-        ("drop_last", Remainder::DropLast),
-        ("pad", Remainder::Pad),
-        ("partial", Remainder::Partial),
-    ];
-
-    /// The policy's name (see [`Remainder::NAMES`]).
-    pub fn name(self) -> &'static str {
-        Remainder::NAMES
-            .iter()
-            .find(|(_, r)| *r == self)
-            .map(|(n, _)| *n)
-            .expect("every remainder policy is named")
-    }
-}
-
-impl std::fmt::Display for Remainder {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(self.name())
-    }
-}
-
-impl FromStr for Remainder {
-    type Err = Error;
-
-    fn from_str(s: &str) -> Result<Self> {
-        Remainder::NAMES
-            .iter()
-            .find(|(n, _)| *n == s)
-            .map(|(_, r)| *r)
-            .ok_or_else(|| {
-                Error::InvalidArgument(format!(
-                    "remainder must be one of drop_last, pad, partial, got '{s}'"
-                ))
-            })
+crate::util::named_enum! {
+    /// What an epoch does with the rows that do not fill whole batches for
+    /// every rank.
+    pub enum Remainder("remainder") {
+        /// Every rank gets the same number of full batches; the rest of the
+        /// epoch's order is left out (it differs per epoch under a shuffle).
+        DropLast = "drop_last",
+        /// The last batches wrap to the start of the epoch's order, so every row
+        /// is read and every rank gets the same number of full batches.
+        Pad = "pad",
+        /// Every row exactly once: the epoch's last batch may be short and a rank
+        /// may get one batch more than another (for one process or evaluation,
+        /// not for lock-step data-parallel training).
+        Partial = "partial",
     }
 }
 
@@ -373,12 +333,12 @@ mod tests {
 
     #[test]
     fn names_parse_back_and_bad_ones_say_what_is_allowed() {
-        for (name, r) in Remainder::NAMES {
+        for &(name, r) in Remainder::NAMES {
             assert_eq!(name.parse::<Remainder>().unwrap(), r);
             assert_eq!(r.to_string(), name);
         }
         let e = "last".parse::<Remainder>().unwrap_err().to_string();
-        assert!(e.contains("drop_last, pad, partial"), "{e}");
+        assert!(e.contains("one of drop_last, pad, partial"), "{e}");
         assert!(EpochBatches::try_new(5, 0, Remainder::Pad, 1).is_err());
         assert!(EpochBatches::try_new(5, 1, Remainder::Pad, 0).is_err());
     }

@@ -1,7 +1,10 @@
 //! Small shared helpers: hashing, hex, a seeded RNG, directory fsync; the
 //! process-wide pools and runtimes (`process`).
 
+mod names;
 mod process;
+
+pub(crate) use names::named_enum;
 
 pub(crate) use process::in_pool;
 pub use process::ForkLocal;
