@@ -113,8 +113,8 @@ impl LanceVideoFrames {
     /// A windows backend over a frames cache with parsed metadata.
     ///
     /// # Errors
-    /// [`Error::InvalidArgument`] for a bad window spec or when no video is
-    /// long enough for one window.
+    /// [`Error::InvalidArgument`](crate::Error::InvalidArgument) for a bad
+    /// window spec or when no video is long enough for one window.
     pub fn new(
         dir: &Path,
         meta: VideoFramesMetadata,
