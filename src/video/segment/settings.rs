@@ -4,25 +4,20 @@
 
 use ffmpeg_next as ff;
 
-/// The codec of a segment.
-#[derive(
-    Debug, Clone, Copy, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize, clap::ValueEnum,
-)]
-#[serde(rename_all = "lowercase")]
-pub enum SegmentCodec {
-    /// H.264 (libx264 to encode).
-    H264,
-    /// AV1 (SVT-AV1 to encode).
-    Av1,
+crate::util::named_enum! {
+    /// The codec of a segment.
+    pub enum SegmentCodec("segment codec") {
+        /// H.264 (libx264 to encode).
+        H264 = "h264",
+        /// AV1 (SVT-AV1 to encode).
+        Av1 = "av1",
+    }
 }
 
 impl SegmentCodec {
-    /// `h264` or `av1`.
+    /// `h264` or `av1` (its [`name`](SegmentCodec::name)).
     pub fn as_str(self) -> &'static str {
-        match self {
-            SegmentCodec::H264 => "h264",
-            SegmentCodec::Av1 => "av1",
-        }
+        self.name()
     }
 
     /// The FFmpeg encoder used.
@@ -147,21 +142,6 @@ impl SegmentCodec {
         match self {
             SegmentCodec::H264 => ff::codec::Id::H264,
             SegmentCodec::Av1 => ff::codec::Id::AV1,
-        }
-    }
-}
-
-impl std::str::FromStr for SegmentCodec {
-    type Err = crate::error::Error;
-
-    /// Parses `h264` or `av1`.
-    fn from_str(s: &str) -> crate::error::Result<Self> {
-        match s {
-            "h264" => Ok(SegmentCodec::H264),
-            "av1" => Ok(SegmentCodec::Av1),
-            other => Err(crate::error::Error::InvalidArgument(format!(
-                "a segment codec is h264 or av1, got '{other}'"
-            ))),
         }
     }
 }
