@@ -13,6 +13,7 @@ pub mod csv;
 pub mod imagefolder;
 pub mod infer;
 pub mod jsonl;
+mod rows;
 pub mod videofolder;
 
 use std::path::Path;
@@ -20,6 +21,7 @@ use std::path::Path;
 pub use self::csv::CsvFile;
 pub use imagefolder::{ImageCheck, ImageFolder};
 pub use jsonl::JsonLines;
+pub use rows::{read_rows, set_cells};
 pub use videofolder::VideoFolder;
 
 use crate::builder::Sources;

@@ -1,15 +1,14 @@
 //! `shardset edit` (cells set, rows deleted and appended, committed as a new
 //! version) and `shardset log` (the versions of a cache).
 
-use std::io::BufRead;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 
 use serde_json::{json, Value as J};
 use shardset::cache::versions::{list_versions, VersionEntry};
 use shardset::layouts::edit::{EditPlan, Staging};
-use shardset::sources::infer::{csv_to_value, json_to_value};
+use shardset::sources::{read_rows, set_cells};
 use shardset::storage::storage_for;
-use shardset::{open_cache, Example, Features};
+use shardset::{open_cache, Features};
 
 use crate::fmt::{human, CliError, CliResult};
 
@@ -22,114 +21,6 @@ pub struct EditArgs {
     pub message: Option<String>,
     pub dry_run: bool,
     pub json: bool,
-}
-
-fn bad(path: &Path, line: u64, reason: impl std::fmt::Display) -> CliError {
-    shardset::Error::Input {
-        path: path.to_path_buf(),
-        location: if line > 0 {
-            format!(":{line}")
-        } else {
-            String::new()
-        },
-        reason: reason.to_string(),
-    }
-    .into()
-}
-
-/// The lines of a JSON lines file, each an object, with their line numbers.
-fn json_lines(path: &Path) -> CliResult<Vec<(u64, serde_json::Map<String, J>)>> {
-    let f = std::fs::File::open(path).map_err(|e| shardset::Error::Io {
-        op: "open",
-        path: path.to_path_buf(),
-        source: e,
-    })?;
-    let mut out = Vec::new();
-    for (i, line) in std::io::BufReader::new(f).lines().enumerate() {
-        let n = i as u64 + 1;
-        let line = line.map_err(|e| shardset::Error::Io {
-            op: "read",
-            path: path.to_path_buf(),
-            source: e,
-        })?;
-        if line.trim().is_empty() {
-            continue;
-        }
-        match serde_json::from_str::<J>(&line) {
-            Ok(J::Object(o)) => out.push((n, o)),
-            Ok(_) => return Err(bad(path, n, "not a JSON object")),
-            Err(e) => return Err(bad(path, n, format!("not valid JSON ({e})"))),
-        }
-    }
-    Ok(out)
-}
-
-/// One example of every feature from a JSON object.
-fn example_from_json(
-    obj: &serde_json::Map<String, J>,
-    features: &Features,
-    path: &Path,
-    line: u64,
-) -> CliResult<Example> {
-    let base = path.parent().unwrap_or(Path::new("."));
-    let mut ex = Example::new();
-    for (name, f) in features.iter() {
-        let v = obj.get(name).unwrap_or(&J::Null);
-        let v = json_to_value(v, f, base).map_err(|r| bad(path, line, format!("{name}: {r}")))?;
-        ex.set(name.to_string(), v);
-    }
-    if let Some(k) = obj.keys().find(|k| features.get(k).is_none()) {
-        return Err(bad(
-            path,
-            line,
-            format!("'{k}' is not a column (columns: {:?})", features.names()),
-        ));
-    }
-    Ok(ex)
-}
-
-/// Rows appended from a JSON lines file, or a CSV file with a header.
-fn appended_rows(path: &Path, features: &Features) -> CliResult<Vec<Example>> {
-    let is_csv = path
-        .extension()
-        .is_some_and(|e| e.eq_ignore_ascii_case("csv"));
-    if !is_csv {
-        return json_lines(path)?
-            .iter()
-            .map(|(n, o)| example_from_json(o, features, path, *n))
-            .collect();
-    }
-    let base = path.parent().unwrap_or(Path::new("."));
-    let mut r = csv::Reader::from_path(path).map_err(|e| bad(path, 0, e))?;
-    let header: Vec<String> = r
-        .headers()
-        .map_err(|e| bad(path, 1, e))?
-        .iter()
-        .map(str::to_string)
-        .collect();
-    if let Some(k) = header.iter().find(|k| features.get(k).is_none()) {
-        return Err(bad(
-            path,
-            1,
-            format!("'{k}' is not a column (columns: {:?})", features.names()),
-        ));
-    }
-    let mut out = Vec::new();
-    for (i, rec) in r.records().enumerate() {
-        let n = i as u64 + 2;
-        let rec = rec.map_err(|e| bad(path, n, e))?;
-        let mut ex = Example::new();
-        for (name, f) in features.iter() {
-            let v = match header.iter().position(|h| h == name) {
-                Some(j) => csv_to_value(rec.get(j).unwrap_or(""), f, base)
-                    .map_err(|r| bad(path, n, format!("{name}: {r}")))?,
-                None => shardset::Value::Null,
-            };
-            ex.set(name.to_string(), v);
-        }
-        out.push(ex);
-    }
-    Ok(out)
 }
 
 /// Row numbers from `3,7,10..20` (ranges end-exclusive).
@@ -164,24 +55,7 @@ fn plan_json(p: &EditPlan) -> J {
 /// version), then appended rows.
 fn stage(args: &EditArgs, staging: &mut Staging, features: &Features) -> CliResult {
     if let Some(path) = &args.set {
-        let base = path.parent().unwrap_or(Path::new("."));
-        for (n, obj) in json_lines(path)? {
-            let row = obj
-                .get("row")
-                .and_then(J::as_i64)
-                .ok_or_else(|| bad(path, n, "needs an integer 'row'"))?;
-            for (k, v) in obj.iter().filter(|(k, _)| *k != "row") {
-                let f = features.get(k).ok_or_else(|| {
-                    bad(
-                        path,
-                        n,
-                        format!("'{k}' is not a column (columns: {:?})", features.names()),
-                    )
-                })?;
-                let v = json_to_value(v, f, base).map_err(|r| bad(path, n, format!("{k}: {r}")))?;
-                staging.set_cell(row, k, v).map_err(|e| bad(path, n, e))?;
-            }
-        }
+        set_cells(staging, path, features)?;
     }
     if let Some(spec) = &args.delete {
         let mut rows = parse_row_list(spec)?;
@@ -193,7 +67,7 @@ fn stage(args: &EditArgs, staging: &mut Staging, features: &Features) -> CliResu
         }
     }
     if let Some(path) = &args.append {
-        for ex in appended_rows(path, features)? {
+        for ex in read_rows(path, features)? {
             staging.append(ex)?;
         }
     }
