@@ -42,8 +42,9 @@ pub struct ObjectGcReport {
 /// `min_age` old (a build still uploading is younger).
 ///
 /// # Errors
-/// [`Error::Io`] naming the object a list or delete failed on;
-/// [`Error::Metadata`] for a damaged committed metadata (nothing is removed).
+/// [`Error::Io`](crate::error::Error::Io) naming the object a list or
+/// delete failed on; [`Error::Metadata`](crate::error::Error::Metadata)
+/// for a damaged committed metadata (nothing is removed).
 pub fn collect_object_garbage(
     uri: &Path,
     min_age: Duration,

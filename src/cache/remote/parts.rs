@@ -109,12 +109,12 @@ pub fn publish_part(
 /// `_metadata.json` whose rows are the parts' rows in that order (shard
 /// names, row counts, sizes and checksums concatenated; the rest is the
 /// parts' own, which must agree), put with the same conditional commit as
-/// [`publish_to_object_store`].
+/// [`publish_to_object_store`](super::publish_to_object_store).
 ///
 /// # Errors
 /// [`Error::InvalidArgument`] for no parts, or parts that disagree
 /// (features, schema, compression, build id, row checksums);
-/// [`Error::Io`] for a failed or lost commit (as [`publish_to_object_store`]).
+/// [`Error::Io`] for a failed or lost commit (as [`publish_to_object_store`](super::publish_to_object_store)).
 pub fn commit_parts(uri: &Path, build: &str, parts: &[serde_json::Value]) -> Result<PublishReport> {
     use crate::cache::metadata::ArrowShardsMetadata;
     let root_meta = uri.join(METADATA_FILE);

@@ -1,7 +1,7 @@
 //! Staged edits of an `arrow-shards` or `lance-rows` cache, committed as
 //! a new version.
 //!
-//! [`Cache::edit`](crate::layouts::open::Cache::edit) returns a [`Staging`] over the opened version: rows and
+//! [`Cache::edit`] returns a [`Staging`] over the opened version: rows and
 //! single cells set, rows deleted and appended are checked against the
 //! features and encoded at once, and held in memory; reads through the
 //! staging area see them (a set wins, deleted rows are gone, appended rows
@@ -39,6 +39,8 @@
 //! opens the Lance version it was, and a Lance commit whose cache version
 //! never became current is undone (Lance's restore) by the next commit or
 //! `gc`.
+//!
+//! [`Cache::edit`]: crate::layouts::open::Cache::edit
 
 mod arrow_commit;
 mod commit;

@@ -9,7 +9,7 @@ use crate::layouts::arrow_shards::read::DEFAULT_DECOMPRESSED_CACHE_BYTES;
 #[cfg(feature = "lance")]
 use crate::layouts::LanceReadOptions;
 
-/// Options of [`open_cache_with`]: private fields, validated when set
+/// Options of [`open_cache_with`](super::open_cache_with): private fields, validated when set
 /// (the same pattern as the write options).
 #[derive(Debug, Clone)]
 pub struct OpenOptions {

@@ -48,10 +48,10 @@ fn endpoint() -> Option<String> {
         .ok()
 }
 
-/// The configuration of [`ObjectStorage`] as Lance storage options, for
-/// Lance's own S3 client (Lance reads the credentials from the AWS
-/// environment itself): region, endpoint override, plain HTTP for an
-/// `http://` endpoint, and the same retries.
+/// The configuration of [`ObjectStorage`](super::ObjectStorage) as Lance
+/// storage options, for Lance's own S3 client (Lance reads the credentials
+/// from the AWS environment itself): region, endpoint override, plain HTTP
+/// for an `http://` endpoint, and the same retries.
 #[cfg(feature = "lance")]
 pub(crate) fn lance_storage_options() -> HashMap<String, String> {
     let mut o = HashMap::new();
@@ -95,8 +95,8 @@ pub(super) fn store_config(bucket: &str) -> std::result::Result<AmazonS3Builder,
     Ok(b)
 }
 
-/// What an [`ObjectStorage`] is configured from: the `AWS_*` and
-/// `SHARDSET_OBJECT_*` variables, as one string.
+/// What an [`ObjectStorage`](super::ObjectStorage) is configured from: the
+/// `AWS_*` and `SHARDSET_OBJECT_*` variables, as one string.
 pub(super) fn config_key() -> String {
     let mut vars: Vec<(String, String)> = std::env::vars()
         .filter(|(k, _)| k.starts_with("AWS_") || k.starts_with("SHARDSET_OBJECT_"))

@@ -24,6 +24,14 @@
 //! - [`Storage::lance_uri`] is the `s3://` location itself: Lance reads
 //!   and writes it with its own S3 support, given the same configuration
 //!   (`lance_storage_options`, see `crate::lance`).
+//!
+//! [`Storage`]: crate::storage::Storage
+//! [`Storage::rename`]: crate::storage::Storage::rename
+//! [`Storage::create`]: crate::storage::Storage::create
+//! [`Storage::write_atomic`]: crate::storage::Storage::write_atomic
+//! [`Storage::map`]: crate::storage::Storage::map
+//! [`Storage::ranged`]: crate::storage::Storage::ranged
+//! [`Storage::lance_uri`]: crate::storage::Storage::lance_uri
 
 mod config;
 mod files;
@@ -55,7 +63,7 @@ pub const MAX_RETRIES: usize = 8;
 /// How long a request is retried at most.
 pub const RETRY_TIMEOUT: Duration = Duration::from_secs(120);
 
-/// Range requests of one object in flight at once ([`RangedFile::read_ranges`]).
+/// Range requests of one object in flight at once ([`RangedFile::read_ranges`](crate::storage::RangedFile::read_ranges)).
 pub const CONCURRENT_RANGES: usize = 8;
 
 /// The scheme of object-store locations.
@@ -117,7 +125,7 @@ where
     crate::util::block_on(f)
 }
 
-/// An S3 bucket (or S3-compatible server) as a [`Storage`].
+/// An S3 bucket (or S3-compatible server) as a [`Storage`](crate::storage::Storage).
 #[derive(Debug)]
 pub struct ObjectStorage {
     client: Arc<Client>,

@@ -69,7 +69,8 @@ impl LanceRowsMetadata {
     /// Lance dataset's manifest directory is there).
     ///
     /// # Errors
-    /// [`Error::Metadata`] for wrong keys or counts; [`Error::MissingShard`]
+    /// [`Error::Metadata`](crate::error::Error::Metadata) for wrong keys or
+    /// counts; [`Error::MissingShard`](crate::error::Error::MissingShard)
     /// when the Lance dataset is missing.
     pub fn from_common(dir: &Path, common: &CommonMetadata) -> Result<Self> {
         let m: LanceRowsMetadata =
