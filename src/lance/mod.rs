@@ -10,9 +10,8 @@
 //! nothing Lance-related is shared across fork.
 
 use std::future::Future;
-use std::sync::Arc;
-
 use std::path::Path;
+use std::sync::Arc;
 
 use lance::dataset::Dataset;
 

@@ -89,12 +89,14 @@ impl std::str::FromStr for LanceStorageVersion {
     }
 }
 
-/// Options of [`write_lance_cache`](super::write::write_lance_cache): private fields, validated when set.
+/// Options of [`write_lance_cache`](super::write::write_lance_cache):
+/// private fields, validated when set.
 ///
 /// Rows go to Lance one data file's worth (`max_rows_per_file`) at a time,
 /// each committed as a Lance version; a build through
 /// [`crate::load`] records each commit in its resume log, so a killed build
-/// continues after its last committed file (see [`prepare_resumable`](super::write::prepare_resumable)).
+/// continues after its last committed file (see
+/// [`prepare_resumable`](super::write::prepare_resumable)).
 #[derive(Debug, Clone)]
 pub struct LanceWriteOptions {
     pub(super) batch_size: NonZeroUsize,
