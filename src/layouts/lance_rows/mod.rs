@@ -1,5 +1,6 @@
 //! `lance-rows`: one Lance dataset whose fragments are the shards.
 
 pub(crate) mod edit;
+mod options;
 pub mod read;
 pub mod write;

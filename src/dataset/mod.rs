@@ -20,6 +20,8 @@ use crate::layouts::open::Cache;
 use crate::util::SplitMix64;
 use crate::value::Row;
 
+pub mod collate;
+
 /// Which physical rows a dataset shows, in order.
 #[derive(Debug, Clone)]
 pub(crate) enum View {

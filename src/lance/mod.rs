@@ -1,0 +1,148 @@
+//! What both Lance layouts (`lance-rows`, `lance-video-frames`) need from the
+//! `lance` crate: a tokio runtime hidden behind a synchronous API, errors
+//! naming the dataset, reads of a whole dataset, and the fsync of a written
+//! dataset; the resumable writes (`segments`) and the publication and
+//! clean-up of datasets on object storage (`remote`) have modules of their
+//! own.
+//!
+//! The runtime is per process: after a `fork` the child's first Lance call
+//! builds its own (the parent's worker threads do not exist in the child), so
+//! nothing Lance-related is shared across fork.
+
+use std::future::Future;
+use std::path::Path;
+use std::sync::Arc;
+
+use lance::dataset::Dataset;
+
+use crate::error::{Error, Result};
+
+#[cfg(feature = "s3")]
+mod remote;
+mod segments;
+
+#[cfg(feature = "s3")]
+pub(crate) use remote::{collect_remote_versions, LocalBuild};
+pub(crate) use segments::{rewind_dataset, LanceSegments};
+
+type Rt = Arc<tokio::runtime::Runtime>;
+
+/// The process's runtime Lance runs on (the library's one I/O runtime).
+///
+/// # Errors
+/// [`Error::InvalidArgument`] when the runtime cannot start (out of threads).
+pub fn runtime() -> Result<Rt> {
+    crate::util::io_runtime()
+}
+
+/// Runs a future to completion from synchronous code, also when the caller
+/// is itself inside a tokio runtime (then on a helper thread).
+///
+/// # Errors
+/// As [`runtime`].
+pub fn block_on<F>(fut: F) -> Result<F::Output>
+where
+    F: Future + Send,
+    F::Output: Send,
+{
+    crate::util::block_on(fut)
+}
+
+/// Opens the Lance dataset at `uri`: a local directory, or an `s3://`
+/// location read through Lance's own S3 support (its `aws` feature), given
+/// the configuration every `s3://` cache uses (`lance_storage_options`).
+///
+/// # Errors
+/// Lance's, for a dataset that cannot be opened.
+pub(crate) async fn open_dataset(uri: &str) -> lance::Result<Dataset> {
+    #[cfg(feature = "s3")]
+    if uri.starts_with(crate::storage::object::S3_SCHEME) {
+        return lance::dataset::builder::DatasetBuilder::from_uri(uri)
+            .with_storage_options(crate::storage::object::lance_storage_options())
+            .load()
+            .await;
+    }
+    Dataset::open(uri).await
+}
+
+/// A local directory as the URI Lance takes.
+///
+/// # Errors
+/// [`Error::InvalidArgument`] when the path is not UTF-8.
+pub(crate) fn dir_uri(dir: &std::path::Path) -> Result<String> {
+    crate::storage::storage_for(dir).lance_uri(dir)
+}
+
+/// A Lance error as ours, naming the dataset.
+pub fn lance_err(path: &std::path::Path, e: impl std::fmt::Display) -> Error {
+    Error::CorruptShard {
+        path: path.to_path_buf(),
+        reason: format!("lance: {e}"),
+    }
+}
+
+/// Reads every row of the Lance dataset at `dir` (the `columns` given), one
+/// fragment after another and in row order (of Lance version `version`;
+/// None: the latest), handing each decoded batch to
+/// `f`; returns each fragment's row count. Memory stays at a batch or so.
+///
+/// # Errors
+/// [`Error::CorruptShard`] naming the dataset when Lance cannot open it or a
+/// batch does not decode.
+pub fn scan_dataset<F>(
+    dir: &std::path::Path,
+    version: Option<u64>,
+    columns: &[String],
+    mut f: F,
+) -> Result<Vec<u64>>
+where
+    F: FnMut(&arrow_array::RecordBatch) + Send,
+{
+    use futures::StreamExt;
+    let uri = dir_uri(dir)?;
+    block_on(async move {
+        let ds = crate::lance::open_dataset(&uri).await?;
+        let ds = match version {
+            Some(v) if ds.version().version != v => ds.checkout_version(v).await?,
+            _ => ds,
+        };
+        let ds = Arc::new(ds);
+        let mut counts = Vec::new();
+        for frag in ds.get_fragments() {
+            let mut scan = frag.scan();
+            scan.project(columns)?;
+            scan.scan_in_order(true);
+            scan.batch_size(1024);
+            let mut stream = scan.try_into_stream().await?;
+            let mut rows = 0u64;
+            while let Some(batch) = stream.next().await {
+                let batch = batch?;
+                rows += batch.num_rows() as u64;
+                f(&batch);
+            }
+            counts.push(rows);
+        }
+        Ok::<_, lance::Error>(counts)
+    })?
+    .map_err(|e| lance_err(dir, e))
+}
+
+/// Rows of each fragment of a dataset just written.
+pub(crate) fn fragment_rows(ds: &Dataset, dir: &Path) -> Result<Vec<u64>> {
+    block_on(async {
+        let mut counts = Vec::new();
+        for f in ds.get_fragments() {
+            counts.push(f.physical_rows().await.map(|n| n as u64));
+        }
+        counts
+    })?
+    .into_iter()
+    .collect::<std::result::Result<Vec<u64>, _>>()
+    .map_err(|e| lance_err(dir, e))
+}
+
+/// Makes everything Lance wrote under `dir` durable (the frames writer's).
+#[cfg(feature = "video")]
+pub(crate) fn fsync_tree(dir: &Path) -> Result<()> {
+    crate::storage::storage_for(dir).sync_tree(dir)
+}
