@@ -87,7 +87,7 @@ def psnr(a, b):
 
 def shardset_frames(binary, folder, out, quality, webp_input):
     subprocess.run([binary, "build", "videofolder", folder, "--storage", "frames",
-                    "--quality", str(quality), "--webp-input", webp_input,
+                    "--webp-quality", str(quality), "--webp-input", webp_input,
                     "--out", out], check=True, stdout=subprocess.DEVNULL)
     ds = lance.dataset(os.path.join(out, "train"))
     t = ds.to_table(columns=["video_id", "frame_idx", "bytes"])

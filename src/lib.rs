@@ -44,7 +44,7 @@ pub mod video;
 
 pub use builder::{
     load, load_with_report, BuilderConfig, DatasetBuilder, DatasetInfo, ExampleStream, LoadOptions,
-    LoadReport, StorageFormat, Version, WorkUnit,
+    LoadReport, Version, WorkUnit,
 };
 pub use cache::metadata::ArrowShardsMetadata;
 pub use cache::naming::{cache_fingerprint, cache_root};

@@ -37,18 +37,7 @@ type OrderKey = (String, u64, u64);
 
 /// An epoch order by name, as the torch datasets take it.
 fn parse_order(order: &str) -> PyRes<shardset::Order> {
-    use shardset::{Order, WithinShard};
-    Ok(match order {
-        "sequential" => Order::Sequential,
-        "random" => Order::Random,
-        "shard-shuffle" => Order::ShardShuffle(WithinShard::Random),
-        "shard-sequential" => Order::ShardShuffle(WithinShard::Sequential),
-        other => {
-            return Err(BadInputError::new_err(format!(
-                "order must be 'sequential', 'random', 'shard-shuffle' or 'shard-sequential', got '{other}'"
-            )))
-        }
-    })
+    order.parse().py()
 }
 
 impl PyDataset {

@@ -8,7 +8,7 @@
 //!
 //! One module per concern: `error` (the exceptions), `convert` (values
 //! both ways), `arrow` (record batches), `open` and `dataset` (reading),
-//! `write`, `edit`, and `remote` (distributed builds on object storage);
+//! `write`, `edit`, `epoch` (the epoch model for `shardset.torch`) and `remote` (distributed builds on object storage);
 //! this file registers them as the module `shardset._shardset`.
 
 use pyo3::prelude::*;
@@ -17,6 +17,7 @@ mod arrow;
 mod convert;
 mod dataset;
 mod edit;
+mod epoch;
 mod error;
 mod open;
 mod remote;
@@ -39,6 +40,10 @@ fn _shardset(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<arrow::BatchIter>()?;
     m.add_class::<convert::HostBuffer>()?;
     m.add_class::<edit::PyStaging>()?;
+    m.add_class::<epoch::PyEpochBatches>()?;
+    m.add_function(wrap_pyfunction!(epoch::_check_order, m)?)?;
+    m.add_function(wrap_pyfunction!(write::write_options, m)?)?;
+    m.add_function(wrap_pyfunction!(write::_check_write_options, m)?)?;
     m.add_function(wrap_pyfunction!(edit::edit, m)?)?;
     m.add_function(wrap_pyfunction!(dataset::open_cache, m)?)?;
     m.add_function(wrap_pyfunction!(dataset::_reopen, m)?)?;

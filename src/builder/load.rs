@@ -15,10 +15,11 @@ use crate::layouts::open::Cache;
 use crate::layouts::open::{open_cache_with, OpenOptions};
 
 use super::merge::build_units;
-pub use super::options::{LoadOptions, LoadReport, StorageFormat};
+pub use super::options::{LoadOptions, LoadReport};
 use super::reasons::RebuildReason;
 use super::sources::source_changes;
 use super::{DatasetBuilder, DatasetInfo, Version};
+use crate::layouts::spec::WriteSpec;
 
 fn check_name(kind: &str, s: &str) -> Result<()> {
     if s.is_empty() || s.contains(['/', '\\', '\0']) || s == "." || s == ".." {
@@ -80,7 +81,7 @@ pub fn cache_dir_for(
         &version.to_string(),
         config,
         split,
-        opts.format.as_str(),
+        opts.layout().cache_format(),
     )))
 }
 
@@ -363,13 +364,16 @@ pub fn load_with_report(
         layout: layout.into(),
         hint: format!("; this build was compiled without the `{feature}` feature"),
     };
-    let resumed_rows = match opts.format {
+    let resumed_rows = match &opts.write {
         #[cfg(feature = "video")]
-        StorageFormat::VideoFrames => {
+        WriteSpec::VideoFrames(spec) => {
             // The frames writer takes over a killed build itself (its
             // progress file knows the videos done), so every example is
             // handed to it.
-            let v = opts.video_frames.clone().with_sources(p.stamp.clone());
+            let mut v = spec.video()?.with_sources(p.stamp.clone());
+            if let Some(c) = &opts.progress {
+                v = v.with_progress(c.clone());
+            }
             build_units(
                 builder,
                 &p.config,
@@ -392,16 +396,15 @@ pub fn load_with_report(
             .resumed_videos
         }
         #[cfg(not(feature = "video"))]
-        StorageFormat::VideoFrames => return Err(compiled_without("lance-video-frames", "video")),
+        WriteSpec::VideoFrames(_) => return Err(compiled_without("lance-video-frames", "video")),
         #[cfg(feature = "lance")]
-        StorageFormat::Lance => {
+        WriteSpec::Lance(spec) => {
             use crate::layouts::lance_rows::write::{prepare_resumable, LanceBuildHeader};
-            let header = LanceBuildHeader::new(
-                &build_dir,
-                &p.info.features,
-                &opts.lance_write,
-                inputs_digest,
-            );
+            let mut lw = spec.lance()?;
+            if let Some(c) = &opts.progress {
+                lw = lw.with_progress(c.clone());
+            }
+            let header = LanceBuildHeader::new(&build_dir, &p.info.features, &lw, inputs_digest);
             let prepared = prepare_resumable(&build_dir, &lock, &header)?;
             let resume = prepared.resume_point().clone();
             build_units(
@@ -413,15 +416,19 @@ pub fn load_with_report(
                 &resume,
                 |stream| {
                     let rows = stream.map(|r| r.map(|(_, ex)| ex));
-                    prepared.run(rows, &p.info.features, &opts.lance_write, extra)
+                    prepared.run(rows, &p.info.features, &lw, extra)
                 },
             )?
             .resumed_rows
         }
         #[cfg(not(feature = "lance"))]
-        StorageFormat::Lance => return Err(compiled_without("lance-rows", "lance")),
-        StorageFormat::Arrow => {
-            let w = &opts.write;
+        WriteSpec::Lance(_) => return Err(compiled_without("lance-rows", "lance")),
+        WriteSpec::Arrow(spec) => {
+            let mut w = spec.arrow()?;
+            if let Some(c) = &opts.progress {
+                w = w.with_progress(c.clone());
+            }
+            let w = &w;
             let name = p
                 .dir
                 .file_name()

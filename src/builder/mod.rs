@@ -21,7 +21,7 @@ use crate::value::Example;
 
 pub use load::{
     cache_dir_for, cache_status, load, load_with_report, resolve_config, why, LoadOptions,
-    LoadReport, StorageFormat,
+    LoadReport,
 };
 pub use reasons::RebuildReason;
 pub use sources::{source_changes, why_cache, why_cache_report, Sources, WhyReport};

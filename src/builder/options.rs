@@ -1,65 +1,12 @@
-//! What [`load`](super::load) is asked and what it reports: the layout to
-//! build ([`StorageFormat`]), [`LoadOptions`] and [`LoadReport`].
+//! What [`load`](super::load) is asked and what it reports:
+//! [`LoadOptions`] (where, and the [`WriteSpec`] of the layout to build)
+//! and [`LoadReport`].
 
 use std::path::PathBuf;
+use std::sync::atomic::AtomicU64;
+use std::sync::Arc;
 
-use crate::error::{Error, Result};
-use crate::layouts::arrow_shards::write::ArrowWriteOptions;
-
-/// The physical layout `load` builds.
-#[derive(
-    Debug,
-    Clone,
-    Copy,
-    PartialEq,
-    Eq,
-    Default,
-    serde::Serialize,
-    serde::Deserialize,
-    clap::ValueEnum,
-)]
-#[serde(rename_all = "lowercase")]
-pub enum StorageFormat {
-    /// Arrow IPC shards (default).
-    #[default]
-    Arrow,
-    /// A Lance dataset of rows.
-    Lance,
-    /// A `lance-video-frames` cache: every frame of the one
-    /// `Video(storage='frames')` column as a WebP image
-    /// ([`LoadOptions::with_video_frames_options`]).
-    #[serde(rename = "video-frames")]
-    #[value(name = "video-frames")]
-    VideoFrames,
-}
-
-impl StorageFormat {
-    /// The spelling in the cache key (the reference's `arrow` and `lance`;
-    /// `lance-video-frames` for frames caches).
-    pub fn as_str(self) -> &'static str {
-        match self {
-            StorageFormat::Arrow => "arrow",
-            StorageFormat::Lance => "lance",
-            StorageFormat::VideoFrames => "lance-video-frames",
-        }
-    }
-}
-
-impl std::str::FromStr for StorageFormat {
-    type Err = Error;
-
-    /// Parses `arrow`, `lance` or `video-frames` (also `lance-video-frames`).
-    fn from_str(s: &str) -> Result<Self> {
-        match s.to_ascii_lowercase().as_str() {
-            "arrow" => Ok(StorageFormat::Arrow),
-            "lance" => Ok(StorageFormat::Lance),
-            "video-frames" | "lance-video-frames" => Ok(StorageFormat::VideoFrames),
-            _ => Err(Error::InvalidArgument(format!(
-                "format must be arrow, lance or video-frames, got '{s}'"
-            ))),
-        }
-    }
-}
+use crate::layouts::spec::{Layout, WriteSpec};
 
 /// Options of [`load`].
 #[derive(Debug, Clone, Default)]
@@ -71,18 +18,13 @@ pub struct LoadOptions {
     pub cache_dir: Option<PathBuf>,
     /// The config (default: the builder's default).
     pub config: Option<String>,
-    /// The layout to build.
-    pub format: StorageFormat,
     /// Build afresh even if a cache exists (the old one is replaced atomically).
     pub rebuild: bool,
-    /// Shard writer knobs (they never change the cache key).
-    pub write: ArrowWriteOptions,
-    /// Lance writer knobs, for [`StorageFormat::Lance`].
-    #[cfg(feature = "lance")]
-    pub lance_write: crate::layouts::lance_rows::write::LanceWriteOptions,
-    /// Frames writer knobs, for [`StorageFormat::VideoFrames`].
-    #[cfg(feature = "video")]
-    pub video_frames: crate::layouts::video_frames::options::VideoFramesOptions,
+    /// The layout and its writer's options (they never change the cache
+    /// key, but for the layout).
+    pub write: WriteSpec,
+    /// Counts rows (frames for a video cache) as they are written.
+    pub progress: Option<Arc<AtomicU64>>,
     /// Work units generated at once (0 = one per core).
     pub unit_parallelism: usize,
     /// Where assets are downloaded (default `<cache root>/downloads`).
@@ -107,39 +49,24 @@ impl LoadOptions {
         self.config = Some(config.into());
         self
     }
-    /// Sets the layout.
-    pub fn with_format(mut self, format: StorageFormat) -> Self {
-        self.format = format;
-        self
-    }
     /// Forces a rebuild.
     pub fn with_rebuild(mut self, yes: bool) -> Self {
         self.rebuild = yes;
         self
     }
-    /// Sets the writer options.
-    pub fn with_write_options(mut self, w: ArrowWriteOptions) -> Self {
-        self.write = w;
+    /// Sets the layout and its writer's options.
+    pub fn with_write_spec(mut self, spec: WriteSpec) -> Self {
+        self.write = spec;
         self
     }
-    /// Sets the Lance writer options.
-    #[cfg(feature = "lance")]
-    pub fn with_lance_write_options(
-        mut self,
-        w: crate::layouts::lance_rows::write::LanceWriteOptions,
-    ) -> Self {
-        self.lance_write = w;
+    /// Counts rows (frames for a video cache) in `counter` as they are written.
+    pub fn with_progress(mut self, counter: Arc<AtomicU64>) -> Self {
+        self.progress = Some(counter);
         self
     }
-    /// Sets the frames writer options (for [`StorageFormat::VideoFrames`];
-    /// `load` sets their sources to the builder's).
-    #[cfg(feature = "video")]
-    pub fn with_video_frames_options(
-        mut self,
-        v: crate::layouts::video_frames::options::VideoFramesOptions,
-    ) -> Self {
-        self.video_frames = v;
-        self
+    /// The layout built.
+    pub fn layout(&self) -> Layout {
+        self.write.layout()
     }
     /// Sets how many work units run at once.
     pub fn with_unit_parallelism(mut self, n: usize) -> Self {

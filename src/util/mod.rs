@@ -172,6 +172,16 @@ mod tests {
     use super::*;
 
     #[test]
+    fn sizes() {
+        assert_eq!(parse_bytes("256MB"), Ok(256 << 20));
+        assert_eq!(parse_bytes("1.5k"), Ok(1536));
+        assert_eq!(parse_bytes("64KiB"), Ok(64 << 10));
+        assert_eq!(parse_bytes("10"), Ok(10));
+        assert!(parse_bytes("-1MB").is_err());
+        assert!(parse_bytes("lots").is_err());
+    }
+
+    #[test]
     fn shuffle_is_a_deterministic_permutation() {
         let mut a: Vec<u32> = (0..100).collect();
         SplitMix64::new(7).shuffle(&mut a);

@@ -516,7 +516,7 @@ fn bad_options_are_refused() {
 /// metadata and resume files), and refuses anything else naming the value.
 #[test]
 fn option_enums_have_one_spelling() {
-    use shardset::{Compression, StorageFormat};
+    use shardset::{Compression, Layout};
     fn check<T>(names: &[&str], bad: &str)
     where
         T: std::str::FromStr<Err = Error> + serde::Serialize + std::fmt::Debug,
@@ -532,7 +532,8 @@ fn option_enums_have_one_spelling() {
         mentions(&e, bad);
     }
     check::<Compression>(&["none", "lz4", "zstd"], "gzip");
-    check::<StorageFormat>(&["arrow", "lance"], "parquet");
+    check::<Layout>(&["arrow", "lance", "video-frames"], "parquet");
+    check::<shardset::Remainder>(&["drop_last", "pad", "partial"], "all");
     #[cfg(feature = "video")]
     {
         check::<shardset::WebpInput>(&["rgb", "yuv"], "bgr");

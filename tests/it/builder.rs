@@ -6,8 +6,8 @@ use std::time::SystemTime;
 
 use shardset::error::BoxError;
 use shardset::{
-    load, load_with_report, ArrowWriteOptions, BuilderConfig, DatasetBuilder, DatasetInfo, Dtype,
-    Error, Example, ExampleStream, Feature, Features, LoadOptions, StorageFormat, Value, WorkUnit,
+    load, load_with_report, BuilderConfig, DatasetBuilder, DatasetInfo, Dtype, Error, Example,
+    ExampleStream, Feature, Features, Layout, LoadOptions, Value, WorkUnit,
 };
 
 use crate::common::*;
@@ -108,16 +108,20 @@ impl DatasetBuilder for Tiny {
     }
 }
 
+fn spec(layout: Layout, options: serde_json::Value) -> shardset::WriteSpec {
+    let serde_json::Value::Object(m) = options else {
+        panic!("options are an object")
+    };
+    shardset::WriteSpec::from_options(layout, &m).unwrap()
+}
+
 fn opts(root: &Path) -> LoadOptions {
     LoadOptions::default()
         .with_cache_root(root)
-        .with_write_options(
-            ArrowWriteOptions::default()
-                .try_with_batch_size(64)
-                .unwrap()
-                .try_with_shard_size_bytes(Some(2000))
-                .unwrap(),
-        )
+        .with_write_spec(spec(
+            Layout::Arrow,
+            serde_json::json!({"batch_size": 64, "shard_size": 2000}),
+        ))
 }
 
 fn xs(ds: &shardset::Dataset) -> Vec<i64> {
@@ -440,7 +444,8 @@ fn the_lance_format_builds_a_lance_cache_beside_the_arrow_one() {
     let (lance_ds, rep) = load_with_report(
         &b,
         "train",
-        &opts(tmp.path()).with_format(StorageFormat::Lance),
+        &opts(tmp.path())
+            .with_write_spec(spec(Layout::Lance, serde_json::json!({"batch_size": 64}))),
     )
     .unwrap();
     assert!(rep.built);
@@ -455,7 +460,8 @@ fn the_lance_format_builds_a_lance_cache_beside_the_arrow_one() {
     let (_, warm) = load_with_report(
         &b,
         "train",
-        &opts(tmp.path()).with_format(StorageFormat::Lance),
+        &opts(tmp.path())
+            .with_write_spec(spec(Layout::Lance, serde_json::json!({"batch_size": 64}))),
     )
     .unwrap();
     assert!(!warm.built);

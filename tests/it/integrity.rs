@@ -99,12 +99,12 @@ fn changed_sources_and_config_values_rebuild_and_say_why() {
     assert!(texts(why(&b, "train", &opts).unwrap()).is_empty());
     assert!(texts(why_cache(&rep.dir).unwrap()).is_empty());
     // Execution knobs do not change the cache key or make it stale.
-    let knobs = opts.clone().with_write_options(
-        ArrowWriteOptions::default()
-            .try_with_batch_size(1)
-            .unwrap()
-            .with_encode_threads(1),
-    );
+    let serde_json::Value::Object(m) = serde_json::json!({"batch_size": 1, "threads": 1}) else {
+        unreachable!()
+    };
+    let knobs = opts
+        .clone()
+        .with_write_spec(shardset::WriteSpec::from_options(shardset::Layout::Arrow, &m).unwrap());
     let (_, r2) = load_with_report(&b, "train", &knobs).unwrap();
     assert!(!r2.built);
     assert_eq!(r2.dir, rep.dir);

@@ -1017,7 +1017,7 @@ fn a_killed_segments_build_resumes_and_equals_a_build_in_one_go() {
             v,
             "--storage",
             "segments",
-            "--segment-frames",
+            "--frames-per-segment",
             "4",
             "--encoder-params",
             "bframes=2",

@@ -8,12 +8,12 @@ use std::time::Instant;
 
 use shardset::error::BoxError;
 use shardset::{
-    load_with_report, ArrowWriteOptions, BuilderConfig, Compression, DatasetBuilder, DatasetInfo,
-    Dtype, Example, ExampleStream, Feature, Features, ImageData, LoadOptions, Loader,
-    LoaderOptions, Order, Partition, TestSize, Value, WithinShard, WorkUnit,
+    load_with_report, BuilderConfig, Compression, DatasetBuilder, DatasetInfo, Dtype, Example,
+    ExampleStream, Feature, Features, ImageData, LoadOptions, Loader, LoaderOptions, Order,
+    Partition, TestSize, Value, WithinShard, WorkUnit,
 };
 
-use crate::fmt::{human, parse_size};
+use crate::fmt::human;
 
 const CLASSES: [&str; 10] = [
     "airplane",
@@ -125,7 +125,7 @@ pub struct DemoArgs {
     pub threads: usize,
     pub rebuild: bool,
     pub json: bool,
-    pub format: shardset::StorageFormat,
+    pub format: shardset::Layout,
     pub max_rows_per_file: Option<usize>,
 }
 
@@ -140,29 +140,26 @@ pub fn demo(a: DemoArgs) -> Result<(), String> {
         (None, Some(_)) => shardset::cache_root(),
         (None, None) => std::env::temp_dir().join(format!("shardset-demo-{}", std::process::id())),
     };
+    // The demo's options by name; the library's spec says which apply.
+    let mut given = serde_json::Map::new();
+    given.insert("batch_size".into(), a.batch_size.into());
+    if a.threads != 0 {
+        given.insert("threads".into(), a.threads.into());
+    }
+    if !a.compression.is_none() {
+        given.insert("compression".into(), a.compression.name().into());
+    }
+    if a.format == shardset::Layout::Arrow {
+        given.insert("shard_size".into(), a.shard_size.clone().into());
+    }
+    if let Some(n) = a.max_rows_per_file {
+        given.insert("max_rows_per_file".into(), n.into());
+    }
+    let spec = shardset::WriteSpec::from_options(a.format, &given).map_err(|e| e.to_string())?;
     let opts = LoadOptions::default()
         .with_cache_root(&root)
         .with_rebuild(a.rebuild)
-        .with_write_options(
-            ArrowWriteOptions::default()
-                .try_with_shard_size_bytes(Some(parse_size(&a.shard_size)?))
-                .and_then(|o| o.try_with_batch_size(a.batch_size))
-                .map_err(|e| e.to_string())?
-                .with_compression(a.compression)
-                .with_encode_threads(a.threads),
-        )
-        .with_format(a.format);
-    #[cfg(feature = "lance")]
-    let opts = {
-        let mut w = shardset::LanceWriteOptions::default()
-            .try_with_batch_size(a.batch_size)
-            .map_err(|e| e.to_string())?
-            .with_encode_threads(a.threads);
-        if let Some(n) = a.max_rows_per_file {
-            w = w.try_with_max_rows_per_file(n).map_err(|e| e.to_string())?;
-        }
-        opts.with_lance_write_options(w)
-    };
+        .with_write_spec(spec);
     let builder = SyntheticImages { rows: a.rows };
     let mut result = run_demo(&builder, &opts, &a);
     #[cfg(feature = "video")]

@@ -21,33 +21,6 @@ pub enum CliError {
 /// Result of a command.
 pub type CliResult<T = ()> = Result<T, CliError>;
 
-/// Reads `256MB`, `1.5GB`, `64KB`, `1000` (bytes).
-pub fn parse_size(s: &str) -> Result<u64, String> {
-    let t = s.trim().to_ascii_uppercase();
-    let (num, mul) = [
-        ("GIB", 1u64 << 30),
-        ("MIB", 1 << 20),
-        ("KIB", 1 << 10),
-        ("GB", 1u64 << 30),
-        ("MB", 1 << 20),
-        ("KB", 1 << 10),
-        ("G", 1u64 << 30),
-        ("M", 1 << 20),
-        ("K", 1 << 10),
-        ("B", 1),
-    ]
-    .iter()
-    .find_map(|(suf, m)| t.strip_suffix(suf).map(|n| (n.trim().to_string(), *m)))
-    .unwrap_or((t.clone(), 1));
-    let v: f64 = num
-        .parse()
-        .map_err(|_| format!("cannot read size '{s}' (e.g. 256MB)"))?;
-    if !v.is_finite() || v <= 0.0 {
-        return Err(format!("size '{s}' must be positive"));
-    }
-    Ok((v * mul as f64) as u64)
-}
-
 /// Reads `90s`, `30m`, `1h`, `2d`, `1w`.
 pub fn parse_duration(s: &str) -> Result<Duration, String> {
     let t = s.trim();
@@ -164,12 +137,7 @@ mod tests {
     use super::*;
 
     #[test]
-    fn sizes_and_durations() {
-        assert_eq!(parse_size("256MB"), Ok(256 << 20));
-        assert_eq!(parse_size("1.5k"), Ok(1536));
-        assert_eq!(parse_size("10"), Ok(10));
-        assert!(parse_size("-1MB").is_err());
-        assert!(parse_size("lots").is_err());
+    fn durations() {
         assert_eq!(parse_duration("1h"), Ok(Duration::from_secs(3600)));
         assert_eq!(parse_duration("2d"), Ok(Duration::from_secs(172_800)));
         assert!(parse_duration("10").is_err());

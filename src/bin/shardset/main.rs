@@ -59,8 +59,8 @@ enum Cmd {
         #[arg(long)]
         json: bool,
         /// arrow (Arrow IPC shards) or lance (a Lance dataset).
-        #[arg(long, value_enum, default_value_t = shardset::StorageFormat::Arrow)]
-        format: shardset::StorageFormat,
+        #[arg(long, value_enum, default_value_t = shardset::Layout::Arrow)]
+        format: shardset::Layout,
         /// lance: rows per data file, each committed on its own (default 1,048,576).
         #[arg(long)]
         max_rows_per_file: Option<usize>,

@@ -32,7 +32,19 @@ crate::util::named_enum! {
         Lance = "lance",
         /// A Lance video cache: every frame of the one video column as a WebP
         /// image, or (with the `segments` option) encoded segments.
-        VideoFrames = "video-frames",
+        VideoFrames = "video-frames" | "lance-video-frames",
+    }
+}
+
+impl Layout {
+    /// The spelling in a builder's cache key (the reference's `arrow` and
+    /// `lance`; `lance-video-frames` for video caches).
+    pub fn cache_format(self) -> &'static str {
+        match self {
+            Layout::Arrow => "arrow",
+            Layout::Lance => "lance",
+            Layout::VideoFrames => "lance-video-frames",
+        }
     }
 }
 

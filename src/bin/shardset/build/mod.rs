@@ -9,10 +9,11 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use clap::{Args, Subcommand};
+use serde_json::{json, Map, Value as J};
 use shardset::sources::{CsvFile, ImageCheck, ImageFolder, JsonLines, VideoFolder};
-use shardset::{Compression, Features, StorageFormat};
+use shardset::{Compression, Features, Layout};
 
-use crate::fmt::{parse_size, CliError, CliResult};
+use crate::fmt::{CliError, CliResult};
 
 mod features;
 mod splits;
@@ -31,8 +32,8 @@ pub struct BuildOpts {
     #[arg(long)]
     pub name: Option<String>,
     /// arrow (Arrow IPC shards) or lance (a Lance dataset).
-    #[arg(long, value_enum, default_value_t = StorageFormat::Arrow)]
-    pub format: StorageFormat,
+    #[arg(long, value_enum, default_value_t = Layout::Arrow)]
+    pub format: Layout,
     /// Shard byte budget, e.g. 256MB (arrow only; default 256 MiB, the
     /// library's `DEFAULT_SHARD_SIZE_BYTES`).
     #[arg(long, value_name = "SIZE")]
@@ -145,13 +146,13 @@ pub enum BuildSource {
         #[arg(long)]
         encoder_params: Option<String>,
         /// segments: frames per segment (a closed group of pictures).
-        #[arg(long, default_value_t = shardset::video::segment::DEFAULT_FRAMES_PER_SEGMENT)]
+        #[arg(long = "frames-per-segment", alias = "segment-frames", default_value_t = shardset::video::segment::DEFAULT_FRAMES_PER_SEGMENT)]
         segment_frames: u32,
         /// frames: WebP quality 0-100.
-        #[arg(long, default_value_t = 65.0)]
+        #[arg(long = "webp-quality", alias = "quality", default_value_t = 65.0)]
         quality: f32,
         /// frames: WebP method 0 (fastest) - 6 (smallest).
-        #[arg(long, default_value_t = 4)]
+        #[arg(long = "webp-method", alias = "method", default_value_t = 4)]
         method: u8,
         /// frames: what the WebP encoder is given: rgb (as the reference's
         /// OpenCV encoder: the same quality gives the same size) or yuv (the
@@ -233,7 +234,7 @@ pub fn run(source: BuildSource) -> CliResult {
                 Some(n) => b.with_name(n),
                 None => b,
             };
-            let lopts = load_options(&opts, Arc::default(), 1000)?;
+            let lopts = load_options(&opts, Arc::default(), 1000, None)?;
             let (features, rows) = file_features(
                 features,
                 || reuse_features(&named(JsonLines::new(&file, Features::new())), &lopts),
@@ -276,7 +277,7 @@ pub fn run(source: BuildSource) -> CliResult {
                     None => b,
                 }
             };
-            let lopts = load_options(&opts, Arc::default(), 1000)?;
+            let lopts = load_options(&opts, Arc::default(), 1000, None)?;
             let (features, rows) = file_features(
                 features,
                 || reuse_features(&named(CsvFile::new(&file, Features::new())), &lopts),
@@ -347,37 +348,30 @@ pub fn run(source: BuildSource) -> CliResult {
                     None,
                 );
             }
-            let buffer_bytes = parse_size(&buffer)
-                .map_err(|e| CliError::Usage(format!("--buffer: {e}")))?
-                .try_into()
-                .map_err(|_| CliError::Usage(format!("--buffer {buffer} is too large")))?;
-            let usage = |flag: &str, e: shardset::Error| CliError::Usage(format!("{flag}: {e}"));
-            let mut segments = shardset::video::segment::SegmentSettings::new(codec)
-                .try_with_frames_per_segment(segment_frames)
-                .map_err(|e| usage("--segment-frames", e))?;
-            if let Some(c) = crf {
-                segments = segments.try_with_crf(c).map_err(|e| usage("--crf", e))?;
+            let mut segments = Map::new();
+            segments.insert("codec".into(), json!(codec.name()));
+            segments.insert("frames_per_segment".into(), json!(segment_frames));
+            let mut put = |k: &str, v: Option<J>| {
+                if let Some(v) = v {
+                    segments.insert(k.into(), v);
+                }
+            };
+            put("crf", crf.map(J::from));
+            put("preset", preset.map(J::from));
+            put("tune", tune.map(J::from));
+            put("encoder_params", encoder_params.map(J::from));
+            let mut video = Map::new();
+            video.insert("webp_quality".into(), json!(quality));
+            video.insert("webp_method".into(), json!(method));
+            video.insert("webp_input".into(), json!(webp_input.name()));
+            if let Some(r) = resize {
+                video.insert("resize".into(), json!(r));
             }
-            if let Some(p) = preset {
-                segments = segments.with_preset(p);
-            }
-            if let Some(t) = tune {
-                segments = segments.try_with_tune(t).map_err(|e| usage("--tune", e))?;
-            }
-            if let Some(p) = encoder_params {
-                segments = segments
-                    .try_with_encoder_params(p)
-                    .map_err(|e| usage("--encoder-params", e))?;
-            }
-            let vopts = shardset::VideoFramesOptions::default()
-                .with_webp(shardset::WebpSettings::try_new(quality, method)?.with_input(webp_input))
-                .with_segments(segments)
-                .try_with_resize(resize)?
-                .with_resize_mode(resize_mode)
-                .with_threads(opts.threads)
-                .with_skip_corrupt(!strict)
-                .with_buffer_bytes(buffer_bytes)
-                .with_checkpoint_frames(checkpoint_frames);
+            video.insert("resize_mode".into(), json!(resize_mode.name()));
+            video.insert("skip_corrupt".into(), json!(!strict));
+            video.insert("buffer".into(), json!(buffer));
+            video.insert("checkpoint_frames".into(), json!(checkpoint_frames));
+            video.insert("segments".into(), J::Object(segments));
             // One lance-video-frames cache per split, through `load` like
             // every layout: reference naming (config `videofolder-frames`,
             // format `lance-video-frames`) or `--out DIR/<split>`, kept while
@@ -389,7 +383,7 @@ pub fn run(source: BuildSource) -> CliResult {
                 &opts,
                 16,
                 &|| Ok(None),
-                Some(vopts),
+                Some(video),
             )
         }
     }

@@ -6,83 +6,73 @@ use std::sync::atomic::AtomicU64;
 use std::sync::Arc;
 use std::time::Instant;
 
-use serde_json::json;
+use serde_json::{json, Map, Value as J};
 use shardset::builder::why;
 use shardset::layouts::stats::dir_size;
-use shardset::{load_with_report, ArrowWriteOptions, DatasetBuilder, LoadOptions, StorageFormat};
+use shardset::{load_with_report, DatasetBuilder, Layout, LoadOptions, WriteSpec};
 
 use super::BuildOpts;
-use crate::fmt::{count, human, parse_size, CliError, CliResult};
+use crate::fmt::{count, human, CliError, CliResult};
 use crate::progress::{self, Progress};
 
+/// The load options of a build: the command line's write options by name
+/// (only those given, and the source's batch size for the row layouts), the
+/// library's spec deciding which apply to the layout.
 pub(super) fn load_options(
     o: &BuildOpts,
     counter: Arc<AtomicU64>,
     batch: usize,
+    video: Option<&Map<String, J>>,
 ) -> CliResult<LoadOptions> {
-    let format = o.format;
-    if format == StorageFormat::Lance
-        && (o.shard_size.is_some() || o.record_checksums || o.dedup.is_some())
-    {
-        return Err(CliError::Usage(
-            "--shard-size, --record-checksums and --dedup apply to --format arrow only".into(),
-        ));
-    }
-    let batch = o.batch_size.unwrap_or(batch);
-    let usage = |e: shardset::Error| CliError::Usage(format!("--batch-size: {e}"));
-    let level = |e: shardset::Error| CliError::Usage(format!("--compression-level: {e}"));
-    let arrow_level = if format == StorageFormat::Arrow {
-        o.compression_level
-    } else {
-        None
+    let mut given = Map::new();
+    let mut put = |k: &str, v: Option<J>| {
+        if let Some(v) = v {
+            given.insert(k.into(), v);
+        }
     };
-    let mut write = ArrowWriteOptions::default()
-        .try_with_batch_size(batch)
-        .map_err(usage)?
-        .try_with_compression_level(o.compression.unwrap_or_default(), arrow_level)
-        .map_err(level)?
-        .with_record_checksums(o.record_checksums)
-        .try_with_dedup(
-            o.dedup
-                .as_deref()
-                .map(parse_size)
-                .transpose()
-                .map_err(|e| CliError::Usage(format!("--dedup: {e}")))?,
-        )
-        .map_err(|e| CliError::Usage(format!("--dedup: {e}")))?
-        .with_encode_threads(o.threads)
-        .with_progress(counter.clone());
-    if let Some(s) = &o.shard_size {
-        let shard = parse_size(s).map_err(CliError::Usage)?;
-        write = write
-            .try_with_shard_size_bytes(Some(shard))
-            .map_err(|e| CliError::Usage(format!("--shard-size: {e}")))?;
-    }
-    let opts = LoadOptions::default()
-        .with_format(format)
+    put("shard_size", o.shard_size.clone().map(J::from));
+    put("compression", o.compression.map(|c| J::from(c.name())));
+    put("compression_level", o.compression_level.map(J::from));
+    put(
+        "record_checksums",
+        o.record_checksums.then_some(J::Bool(true)),
+    );
+    put("dedup", o.dedup.clone().map(J::from));
+    put("threads", (o.threads != 0).then(|| J::from(o.threads)));
+    let layout = match video {
+        Some(v) => {
+            given.extend(v.clone());
+            Layout::VideoFrames
+        }
+        None => {
+            put("batch_size", Some(J::from(o.batch_size.unwrap_or(batch))));
+            o.format
+        }
+    };
+    let spec = WriteSpec::from_options(layout, &given).map_err(flag_error)?;
+    Ok(LoadOptions::default()
+        .with_write_spec(spec)
+        .with_progress(counter)
         .with_rebuild(o.rebuild)
         .with_unit_parallelism(o.threads)
-        .with_write_options(write)
         // A builder's asset downloads show their own progress (bytes, rate, ETA).
         .with_download(
             shardset::download::DownloadOptions::default()
                 .with_progress(std::io::IsTerminal::is_terminal(&std::io::stderr())),
-        );
-    #[cfg(feature = "lance")]
-    let opts = {
-        let mut lance = shardset::LanceWriteOptions::default()
-            .try_with_batch_size(batch)
-            .map_err(usage)?
-            .with_encode_threads(o.threads)
-            .with_progress(counter);
-        if let (Some(c), StorageFormat::Lance) = (o.compression, format) {
-            lance = lance
-                .try_with_compression(c, o.compression_level)
-                .map_err(level)?;
-        }
-        opts.with_lance_write_options(lance)
-    };
-    Ok(opts)
+        ))
+}
+
+/// A write option's error in the command line's words: each option is the
+/// flag of the same name with dashes (`dedup` is `--dedup`).
+fn flag_error(e: shardset::Error) -> CliError {
+    let mut m = e.to_string();
+    for o in shardset::layouts::spec::OPTIONS {
+        let flag = format!("--{}", o.name.replace('_', "-"));
+        m = m
+            .replace(&format!("write option '{}'", o.name), &flag)
+            .replace(&format!("write option {}:", o.name), &format!("{flag}:"));
+    }
+    CliError::Usage(m)
 }
 
 pub(super) type RowCounter<'a> = &'a dyn Fn() -> CliResult<Option<u64>>;
@@ -95,18 +85,12 @@ pub(super) fn build_splits(
     o: &BuildOpts,
     default_batch: usize,
     count_rows: RowCounter<'_>,
-    frames: Option<shardset::VideoFramesOptions>,
+    frames: Option<Map<String, J>>,
 ) -> CliResult {
     let mut summaries = Vec::new();
     for (split, total) in splits {
         let counter = Arc::new(AtomicU64::new(0));
-        let mut opts = load_options(o, counter.clone(), default_batch)?;
-        #[cfg(feature = "video")]
-        if let Some(v) = &frames {
-            opts = opts
-                .with_format(StorageFormat::VideoFrames)
-                .with_video_frames_options(v.clone().with_progress(counter.clone()));
-        }
+        let mut opts = load_options(o, counter.clone(), default_batch, frames.as_ref())?;
         if let Some(out) = &o.out {
             opts = opts.with_cache_dir(out.join(split));
         }
