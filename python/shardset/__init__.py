@@ -186,41 +186,25 @@ def edit(path):
     return _shardset.edit(str(path))
 
 
-def write_cache(examples, features, path, format="arrow", shard_size=None, compression=None,
-                threads=None, png_level=None, max_rows_per_file=None, webp_quality=None,
-                batch_size=None, build_id=None, compression_level=None, record_checksums=False,
-                dedup=None, segments=None):
+def write_cache(examples, features, path, format="arrow", **options):
     """Writes a cache from `examples` (an iterable of dicts or `(key, dict)`
     pairs) with `features` (ours, the reference's, or a JSON description),
     published atomically at `path`. The encoding runs in Rust on all cores
-    (`threads` to cap it) while Python only yields the examples.
+    (`threads` to cap it) while Python only yields the examples. Returns the
+    number of rows (frames for "video-frames") written.
 
-    format: "arrow" (shards rotated at `shard_size` bytes, `compression`
-    None, "zstd" or "lz4"; rotation happens between record batches of
-    `batch_size` rows), "lance" (`max_rows_per_file`), or "video-frames"
-    (`webp_quality`). Returns the number of rows (frames for
-    "video-frames") written. build_id: the id stamped into an Arrow cache's
-    shard footers (default: a random one per write); the same rows, options
-    and id give the same bytes as a write from Rust.
+    format: "arrow" (Arrow IPC shards), "lance" (a Lance dataset of rows) or
+    "video-frames" (a Lance video cache of WebP frames, or with `segments`,
+    of encoded segments). The options, by name (None is the default), are
+    the library's one table, the same as the CLI's flags; an option that
+    does not apply to `format` is a `BadInputError` naming it:
 
-    compression_level: the zstd level (Lance: 1 to 22; Arrow shards are
-    compressed by arrow-rs at level 3 only, and other levels are refused).
-    "lance" also takes `compression` ("zstd", "lz4" or "none"), asked of
-    Lance for every column. record_checksums: keep one checksum per row
-    (Arrow), which `open_cache(verify_on_read=True)` and `verify` check.
-    dedup: a size in bytes (4096 is usual): each binary cell (image, array,
-    bytes) at least that large is stored once, later repeats as refs to it
-    (Arrow); reads return the same bytes. A cache where something repeated
-    needs shardset to read it.
-    segments: for a `Video(storage="segments")` column ("video-frames"
-    format, a lance-video-segments cache), a dict of `codec` ("h264" or
-    "av1"), `crf`, `preset`, `tune`, `encoder_params` (the encoder's
-    own `key=value` pairs joined by ":", such as
-    "hierarchical-levels=5" for SVT-AV1) and `frames_per_segment` (each
-    optional)."""
+"""
     feats = Features.coerce(features)
-    return _shardset.write_cache(iter(examples), feats.to_json(), str(path), format, shard_size,
-                                 compression, threads, png_level, max_rows_per_file,
-                                 webp_quality, batch_size, build_id, compression_level,
-                                 record_checksums, dedup,
-                                 None if segments is None else json.dumps(segments))
+    return _shardset.write_cache(iter(examples), feats.to_json(), str(path), format,
+                                 json.dumps(options))
+
+
+write_cache.__doc__ += "\n".join(
+    f"    {name} ({', '.join(layouts)}): {help}"
+    for name, layouts, help in _shardset.write_options())

@@ -38,6 +38,7 @@ before uses these settings).
 """
 
 import dataclasses
+import json
 import os
 import tempfile
 import uuid
@@ -100,9 +101,9 @@ def _units_per_task(n_units, units_per_task):
     return max(1, -(-n_units // (4 * cpus)))
 
 
-def build(generate, units, features, path, *, shard_size=None, compression=None,
-          batch_size=None, record_checksums=False, threads=1, build_id=None, max_retries=3,
-          num_cpus=1, units_per_task=None, progress=None, scheduling_strategy="SPREAD"):
+def build(generate, units, features, path, *, threads=1, build_id=None, max_retries=3,
+          num_cpus=1, units_per_task=None, progress=None, scheduling_strategy="SPREAD",
+          **options):
     """Builds the arrow-shards cache at `path` (`s3://bucket/prefix`, or a
     directory of a file system every node shares) from
     `generate(unit)` for each of `units` on the connected Ray cluster (see
@@ -114,7 +115,10 @@ def build(generate, units, features, path, *, shard_size=None, compression=None,
     (default: about four tasks per CPU of the cluster).
     `scheduling_strategy`: Ray's, for the tasks (default "SPREAD": across
     the nodes, rather than Ray's default of filling the driver's node
-    first). Returns a `BuildReport`.
+    first). `options`: the arrow layout's write options of
+    `shardset.write_cache` (`shard_size`, `compression`, `batch_size`,
+    `record_checksums`, ...; checked here, before any task starts).
+    Returns a `BuildReport`.
 
     Raises the task's exception when a unit fails for a reason other than a
     lost worker; nothing is committed then."""
@@ -126,8 +130,9 @@ def build(generate, units, features, path, *, shard_size=None, compression=None,
     units = list(units)
     feats = Features.coerce(features)
     build = build_id or uuid.uuid4().hex[:16]
-    options = {"shard_size": shard_size, "compression": compression, "batch_size": batch_size,
-               "record_checksums": record_checksums, "threads": threads}
+    options = dict(options, threads=threads)
+    # Every option checked once, on the driver, by the library's table.
+    _shardset._check_write_options("arrow", json.dumps(dict(options, build_id=build)))
     # The settings go with each task rather than as a Ray runtime_env: a
     # runtime_env gets worker processes of its own, started for the build,
     # where plain tasks run on the workers Ray has started already.

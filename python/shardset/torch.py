@@ -14,16 +14,18 @@ Both pickle as their path and options: every worker process opens the cache
 itself, lazily, once per process (fork, spawn and forkserver alike); the
 library's runtimes are rebuilt in a forked child.
 
-How the iterable dataset splits an epoch. The epoch order (one permutation
-per `(order, seed, epoch)`, the same in every process) is cut into global
-batches of `batch_size` rows. Global batch `j` goes to rank `j % world_size`;
-within a rank, rank-local batch `i` goes to worker `i % num_workers`, and a
-DataLoader yields a rank's batches round-robin over its workers, so it yields
-rank-local batches 0, 1, 2, ... in order whatever the number of workers. Its
-position is then one number, the rank-local batches yielded, which is why a
-checkpoint resumes exactly after a change of `num_workers`, and (with every
-rank at the same step, as in synchronous data-parallel training) after a
-change of world size: the global batches consumed are a prefix of the epoch.
+How the iterable dataset splits an epoch: by the library's epoch model
+(`shardset::EpochBatches` in Rust, the same as the Rust `Loader`'s). The
+epoch order (one permutation per `(order, seed, epoch)`, the same in every
+process) is cut into global batches of `batch_size` rows. Global batch `j`
+goes to rank `j % world_size`; within a rank, rank-local batch `i` goes to
+worker `i % num_workers`, and a DataLoader yields a rank's batches
+round-robin over its workers, so it yields rank-local batches 0, 1, 2, ...
+in order whatever the number of workers. Its position is then one number,
+the rank-local batches yielded, which is why a checkpoint resumes exactly
+after a change of `num_workers`, and (with every rank at the same step, as
+in synchronous data-parallel training) after a change of world size: the
+global batches consumed are a prefix of the epoch.
 """
 
 import multiprocessing
@@ -36,6 +38,7 @@ from torch.utils.data import IterableDataset as _TorchIterable
 from torch.utils.data import get_worker_info
 
 import shardset
+from shardset import _shardset
 
 
 class _Lazy:
@@ -112,10 +115,6 @@ def to_torch(columns):
     return {k: out.get(k, v) for k, v in columns.items()}
 
 
-ORDERS = ("sequential", "random", "shard-shuffle", "shard-sequential")
-REMAINDERS = ("drop_last", "pad", "partial")
-
-
 def _dist():
     if torch.distributed.is_available() and torch.distributed.is_initialized():
         return torch.distributed.get_rank(), torch.distributed.get_world_size()
@@ -149,15 +148,11 @@ class IterableDataset(_TorchIterable):
     def __init__(self, path, batch_size=256, order="shard-shuffle", seed=0,
                  remainder="drop_last", rank=None, world_size=None, collate=True,
                  **open_kwargs):
-        if order not in ORDERS:
-            raise shardset.BadInputError(f"order must be one of {ORDERS}, got {order!r}")
-        if remainder not in REMAINDERS:
-            raise shardset.BadInputError(
-                f"remainder must be one of {REMAINDERS}, got {remainder!r}")
-        if int(batch_size) < 1:
-            raise shardset.BadInputError("batch_size must be at least 1")
+        _shardset._check_order(order)
         self._lazy = _Lazy(path, open_kwargs)
         self.num_rows = len(self._lazy.get())
+        # Checks batch_size and remainder (the library's one check).
+        _shardset.EpochBatches(self.num_rows, int(batch_size), remainder, 1)
         self.batch_size = int(batch_size)
         self.order = order
         self.seed = int(seed)
@@ -200,21 +195,12 @@ class IterableDataset(_TorchIterable):
             return int(self._rank or 0), int(self._world)
         return _dist()
 
-    def _global_batches(self, world):
-        """Global batches in the epoch: a multiple of the world size."""
-        b = self.batch_size
-        if self.remainder == "drop_last":
-            return (self.num_rows // b) // world * world
-        full = -(-self.num_rows // b)
-        if self.remainder == "partial":
-            return full
-        return -(-full // world) * world
+    def _plan(self, world):
+        return _shardset.EpochBatches(self.num_rows, self.batch_size, self.remainder, world)
 
     def _rank_total(self, rank, world):
-        """Rank-local batches of `rank` from `base` on: global batches
-        `base + i * world + rank` below the epoch's."""
-        left = self._global_batches(world) - self._base
-        return max(0, -(-(left - rank) // world))
+        """Rank-local batches of `rank` from `base` on."""
+        return self._plan(world).rank_total(rank, self._base)
 
     def rank_batches(self):
         """Rank-local batches of this rank in the epoch, from where it stands."""
@@ -238,9 +224,8 @@ class IterableDataset(_TorchIterable):
         info = get_worker_info()
         wid, nw = (info.id, info.num_workers) if info is not None else (0, 1)
         ds = self._lazy.get()
-        total = self._rank_total(rank, world)
-        b = self.batch_size
-        end_row = self.num_rows if self.remainder == "partial" else None
+        plan = self._plan(world)
+        total = plan.rank_total(rank, self._base)
         epoch = self.epoch
         if self._resume_next is not None:
             # A worker state loaded by StatefulDataLoader: its own next batch.
@@ -249,9 +234,8 @@ class IterableDataset(_TorchIterable):
             i = self._done + wid
         self._next = i
         while i < total:
-            j = self._base + i * world + rank
+            lo, hi = plan.span(rank, self._base, i)
             i += nw
-            lo, hi = j * b, (j + 1) * b if end_row is None else min((j + 1) * b, end_row)
             if self.collate:
                 batch = to_torch(ds._ds.epoch_columns(self.order, self.seed, epoch, lo, hi))
             else:
@@ -285,12 +269,9 @@ class IterableDataset(_TorchIterable):
                     f"the state is for {k}={state[k]!r}, this dataset has {getattr(self, k)!r}")
         _, world = self._rank_world()
         self._epoch.value = int(state["epoch"])
-        if state["world_size"] == world:
-            self._base, self._done = state["base"], state["done"]
-        else:
-            # Every rank at the same step: a prefix of the global batches.
-            self._base = state["base"] + state["done"] * state["world_size"]
-            self._done = 0
+        # Every rank at the same step: a prefix of the global batches.
+        self._base, self._done = _shardset.EpochBatches.restate(
+            state["base"], state["done"], state["world_size"], world)
         same = state["world_size"] == world and state.get("next") is not None
         self._resume_next = state["next"] if same else None
         self._next = None
@@ -317,5 +298,5 @@ def rank_state(loader_state):
     # its id; the loader has yielded exactly the batches before the least.
     nexts = [s["next"] if s["next"] is not None else s["done"] + k
              for k, s in enumerate(states)]
-    base.update(done=min(nexts), next=None, num_workers=nw)
+    base.update(done=_shardset.EpochBatches.rank_done(nexts), next=None, num_workers=nw)
     return base
