@@ -10,7 +10,7 @@ use shardset::{load_with_report, LoadOptions};
 
 fn main() -> Result<(), Box<dyn std::error::Error>> {
     let mut opts =
-        LoadOptions::default().with_download(DownloadOptions::default().with_progress(true));
+        LoadOptions::default().with_download(DownloadOptions::default().with_parallel(4));
     if let Some(root) = std::env::args().nth(1) {
         opts = opts.with_cache_root(root);
     }

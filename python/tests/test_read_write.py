@@ -337,8 +337,9 @@ def test_edits_from_python_commit_a_version(tmp_path, fmt):
     feats = Features({"i": Value("int64"), "label": ClassLabel(names=["a", "b", "c"]),
                       "a": Array3D((2, 3, 4), "float32")})
     d = tmp_path / "c"
-    shardset.write_cache(rows, feats, d, format=fmt, batch_size=4, max_rows_per_file=8,
-                         shard_size=2048)
+    # Several shards or data files: each option of the layout it applies to.
+    per_layout = {"arrow": {"shard_size": 2048}, "lance": {"max_rows_per_file": 8}}[fmt]
+    shardset.write_cache(rows, feats, d, format=fmt, batch_size=4, **per_layout)
     old = shardset.open_cache(d)
     st = shardset.edit(d)
     st.set_cell(3, "label", "c")
@@ -410,7 +411,7 @@ def test_segments_caches_are_written_and_read_from_python(tmp_path, codec):
     assert meta["segments"]["quality"]["psnr_mean"] > 35
     assert json.load(open(tmp_path / "exact" / "_metadata.json"))[
         "segments"]["quality"]["psnr_min"] == 100
-    with pytest.raises(shardset.ShardsetError, match="unknown key"):
+    with pytest.raises(shardset.ShardsetError, match="unknown field `gop`"):
         shardset.write_cache(vids, seg_feats, tmp_path / "x", format="video-frames",
                              segments={"gop": 8})
     # A tuning asked for is recorded.
@@ -433,3 +434,27 @@ def test_segments_caches_are_written_and_read_from_python(tmp_path, codec):
             shardset.write_cache(vids, seg_feats, tmp_path / "z", format="video-frames",
                                  segments={"codec": codec, "encoder_params": params})
         assert not (tmp_path / "z").exists()
+
+
+@pytest.mark.parametrize("fmt,option", [("lance", {"shard_size": 1024}),
+                                         ("arrow", {"max_rows_per_file": 8}),
+                                         ("lance", {"dedup": 4096}),
+                                         ("arrow", {"no_such_option": 1})])
+def test_an_option_that_does_not_apply_is_refused_by_name(tmp_path, fmt, option):
+    name = next(iter(option))
+    with pytest.raises(shardset.BadInputError, match=name):
+        shardset.write_cache([{"x": 1}], {"x": Value("int64")}, tmp_path / "c", format=fmt,
+                             **option)
+    assert not (tmp_path / "c").exists(), "nothing written"
+
+
+def test_shard_sizes_are_read_by_the_library(tmp_path):
+    rows = [{"x": i} for i in range(2000)]
+    shardset.write_cache(rows, {"x": Value("int64")}, tmp_path / "c", shard_size="1KB",
+                         batch_size=100)
+    assert len(list((tmp_path / "c").glob("*.arrow"))) > 1
+    shardset.write_cache(rows, {"x": Value("int64")}, tmp_path / "d", shard_size="one",
+                         batch_size=100)
+    assert len(list((tmp_path / "d").glob("*.arrow"))) == 1
+    with pytest.raises(shardset.BadInputError, match="shard_size"):
+        shardset.write_cache(rows, {"x": Value("int64")}, tmp_path / "e", shard_size=0)

@@ -7,7 +7,7 @@ use std::path::{Path, PathBuf};
 
 use super::checksum::Checksum;
 use super::lock::{with_suffix, FileLock};
-use super::{DownloadInfo, DownloadOptions};
+use super::{DownloadInfo, DownloadOptions, DownloadProgress};
 use crate::error::{Error, Result};
 
 /// Why one attempt failed, and whether trying the same URL again may help.
@@ -37,7 +37,7 @@ pub(super) fn fetch(
     info: &DownloadInfo,
     dir: &Path,
     opts: &DownloadOptions,
-    bar: &indicatif::ProgressBar,
+    bar: &DownloadProgress,
 ) -> Result<PathBuf> {
     let dest = dir.join(info.local_name());
     let _lock = FileLock::acquire(&dest)?;
@@ -117,7 +117,7 @@ fn transfer(
     client: &reqwest::blocking::Client,
     url: &str,
     tmp: &Path,
-    bar: &indicatif::ProgressBar,
+    bar: &DownloadProgress,
 ) -> std::result::Result<(), Failure> {
     if let Some(path) = url.strip_prefix("file://") {
         return copy_local(Path::new(path), tmp, bar);
@@ -172,9 +172,8 @@ fn transfer(
         .map_err(|e| permanent(format!("cannot write {}: {e}", tmp.display())))?;
     let start = if append { have } else { 0 };
     if let Some(t) = total {
-        bar.inc_length(t - start);
+        bar.add_total(t - start);
     }
-    bar.inc(0);
     let mut buf = vec![0u8; 64 << 10];
     let mut got = start;
     loop {
@@ -191,7 +190,7 @@ fn transfer(
         file.write_all(&buf[..n])
             .map_err(|e| permanent(format!("cannot write {}: {e}", tmp.display())))?;
         got += n as u64;
-        bar.inc(n as u64);
+        bar.add_done(n as u64);
     }
     file.flush()
         .map_err(|e| permanent(format!("cannot write {}: {e}", tmp.display())))?;
@@ -205,20 +204,16 @@ fn transfer(
     Ok(())
 }
 
-fn copy_local(
-    src: &Path,
-    tmp: &Path,
-    bar: &indicatif::ProgressBar,
-) -> std::result::Result<(), Failure> {
+fn copy_local(src: &Path, tmp: &Path, bar: &DownloadProgress) -> std::result::Result<(), Failure> {
     let mut from = std::fs::File::open(src)
         .map_err(|e| permanent(format!("cannot open {}: {e}", src.display())))?;
     let len = from.metadata().map(|m| m.len()).unwrap_or(0);
-    bar.inc_length(len);
+    bar.add_total(len);
     let mut to = std::fs::File::create(tmp)
         .map_err(|e| permanent(format!("cannot write {}: {e}", tmp.display())))?;
     let n =
         std::io::copy(&mut from, &mut to).map_err(|e| transient(format!("copy failed: {e}")))?;
-    bar.inc(n);
+    bar.add_done(n);
     if n != len {
         return Err(transient(format!("copied {n} of {len} bytes")));
     }

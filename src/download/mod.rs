@@ -21,6 +21,8 @@
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
 use std::time::Duration;
 
 use crate::error::{Error, Result};
@@ -162,8 +164,8 @@ pub struct DownloadOptions {
     pub connect_timeout: Duration,
     /// Longest wait for bytes of a response (default 300 s).
     pub read_timeout: Duration,
-    /// Show one progress bar for all files on stderr.
-    pub progress: bool,
+    /// Bytes done and to do, over all files (the caller draws them).
+    pub progress: Option<Arc<DownloadProgress>>,
 }
 
 impl Default for DownloadOptions {
@@ -174,7 +176,7 @@ impl Default for DownloadOptions {
             backoff: Duration::from_millis(250),
             connect_timeout: Duration::from_secs(10),
             read_timeout: Duration::from_secs(300),
-            progress: false,
+            progress: None,
         }
     }
 }
@@ -192,9 +194,11 @@ impl DownloadOptions {
         self
     }
 
-    /// Shows progress on stderr.
-    pub fn with_progress(mut self, yes: bool) -> Self {
-        self.progress = yes;
+    /// Counts the bytes downloaded, and the bytes to download as they
+    /// become known, in `progress` (for the caller's display; the library
+    /// prints nothing).
+    pub fn with_progress(mut self, progress: Arc<DownloadProgress>) -> Self {
+        self.progress = Some(progress);
         self
     }
 
@@ -250,7 +254,8 @@ pub fn download_all(
         .timeout(opts.read_timeout)
         .build()
         .map_err(|e| Error::InvalidArgument(format!("cannot start the HTTP client: {e}")))?;
-    let bar = progress_bar(opts.progress);
+    let quiet = DownloadProgress::default();
+    let bar = opts.progress.as_deref().unwrap_or(&quiet);
     let next = std::sync::atomic::AtomicUsize::new(0);
     let results: Vec<std::sync::Mutex<Option<Result<PathBuf>>>> =
         unique.iter().map(|_| std::sync::Mutex::new(None)).collect();
@@ -260,12 +265,11 @@ pub fn download_all(
             s.spawn(|| loop {
                 let k = next.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
                 let Some(info) = unique.get(k) else { break };
-                let r = fetch(&client, info, dest_dir, opts, &bar);
+                let r = fetch(&client, info, dest_dir, opts, bar);
                 *results[k].lock().unwrap_or_else(|p| p.into_inner()) = Some(r);
             });
         }
     });
-    bar.finish_and_clear();
     let results: Vec<Result<PathBuf>> = results
         .into_iter()
         .map(|m| {
@@ -288,21 +292,31 @@ pub fn download_all(
     Ok(out)
 }
 
-fn progress_bar(show: bool) -> indicatif::ProgressBar {
-    if !show {
-        return indicatif::ProgressBar::hidden();
-    }
-    let bar = indicatif::ProgressBar::with_draw_target(
-        Some(0),
-        indicatif::ProgressDrawTarget::stderr_with_hz(4),
-    );
-    bar.set_style(
-        indicatif::ProgressStyle::with_template(
-            "downloading {msg} {bytes}/{total_bytes} {bytes_per_sec} ETA {eta}",
+/// Bytes of a download: done, and to do as the sizes become known (a
+/// server's `Content-Length`, a local file's length); shared with the
+/// caller, which reads it from its own thread to draw progress.
+#[derive(Debug, Default)]
+pub struct DownloadProgress {
+    done: AtomicU64,
+    total: AtomicU64,
+}
+
+impl DownloadProgress {
+    /// `(bytes done, bytes known to do)`.
+    pub fn bytes(&self) -> (u64, u64) {
+        (
+            self.done.load(Ordering::Relaxed),
+            self.total.load(Ordering::Relaxed),
         )
-        .expect("a valid template"),
-    );
-    bar
+    }
+
+    pub(super) fn add_done(&self, n: u64) {
+        self.done.fetch_add(n, Ordering::Relaxed);
+    }
+
+    pub(super) fn add_total(&self, n: u64) {
+        self.total.fetch_add(n, Ordering::Relaxed);
+    }
 }
 
 /// The downloads folder under a cache root (`<root>/downloads`).

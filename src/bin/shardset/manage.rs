@@ -302,10 +302,17 @@ pub fn download(
     let dir = out.unwrap_or_else(|| {
         shardset::download::downloads_dir(&shardset::cache::naming::cache_root())
     });
-    let opts = shardset::download::DownloadOptions::default()
-        .with_retries(retries)
-        .with_progress(progress && std::io::IsTerminal::is_terminal(&std::io::stderr()));
-    let path = shardset::download::download(&info, &dir, &opts)?;
+    let mut opts = shardset::download::DownloadOptions::default().with_retries(retries);
+    let bytes = std::sync::Arc::new(shardset::download::DownloadProgress::default());
+    let shown = (progress && crate::progress::wanted(false)).then(|| {
+        opts = opts.clone().with_progress(bytes.clone());
+        crate::progress::Progress::start_download(bytes.clone())
+    });
+    let res = shardset::download::download(&info, &dir, &opts);
+    if let Some(p) = shown {
+        p.finish();
+    }
+    let path = res?;
     println!("{}", path.display());
     Ok(())
 }

@@ -122,6 +122,33 @@ impl Progress {
         Progress { bar, stop, handle }
     }
 
+    /// Starts showing a download's bytes (done out of known) on stderr,
+    /// redrawn every 200 ms; nothing is drawn until a size is known.
+    pub fn start_download(progress: Arc<shardset::download::DownloadProgress>) -> Self {
+        let style = ProgressStyle::with_template(
+            "downloading {bytes}/{total_bytes} {bytes_per_sec} ETA {eta}",
+        )
+        .expect("a valid template");
+        let bar = ProgressBar::with_draw_target(Some(0), ProgressDrawTarget::stderr_with_hz(4))
+            .with_style(style);
+        let stop = Arc::new(AtomicBool::new(false));
+        let (stop_t, bar_t) = (stop.clone(), bar.clone());
+        let handle = std::thread::Builder::new()
+            .name("shardset-download-progress".into())
+            .spawn(move || {
+                while !stop_t.load(Ordering::Relaxed) {
+                    std::thread::sleep(POLL);
+                    let (done, total) = progress.bytes();
+                    if total > 0 {
+                        bar_t.set_length(total);
+                        bar_t.set_position(done);
+                    }
+                }
+            })
+            .ok();
+        Progress { bar, stop, handle }
+    }
+
     /// Stops the display and clears its line.
     pub fn finish(mut self) {
         self.stop.store(true, Ordering::Relaxed);

@@ -6,51 +6,29 @@ use std::num::NonZeroUsize;
 use std::sync::atomic::AtomicU64;
 use std::sync::Arc;
 
-use serde::{Deserialize, Serialize};
-
 use crate::cache::pipeline::{checked_batch_size, DEFAULT_BATCH_SIZE};
 use crate::error::{Error, Result};
 use crate::features::image::PngCompression;
 use crate::features::Features;
 use crate::layouts::arrow_shards::format::Compression;
 
-/// The Lance file format version of the data files (`data_storage_version`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, clap::ValueEnum)]
-pub enum LanceStorageVersion {
-    /// The legacy (0.1) format.
-    #[serde(rename = "legacy")]
-    #[value(name = "legacy")]
-    Legacy,
-    /// 2.0.
-    #[serde(rename = "2.0")]
-    #[value(name = "2.0")]
-    V2_0,
-    /// 2.1.
-    #[serde(rename = "2.1")]
-    #[value(name = "2.1")]
-    V2_1,
-    /// 2.2.
-    #[serde(rename = "2.2")]
-    #[value(name = "2.2")]
-    V2_2,
-    /// The library's current stable version.
-    #[serde(rename = "stable")]
-    #[value(name = "stable")]
-    Stable,
+crate::util::named_enum! {
+    /// The Lance file format version of the data files (`data_storage_version`).
+    pub enum LanceStorageVersion("Lance data storage version") {
+        /// The legacy (0.1) format.
+        Legacy = "legacy" | "0.1",
+        /// 2.0.
+        V2_0 = "2.0",
+        /// 2.1.
+        V2_1 = "2.1",
+        /// 2.2.
+        V2_2 = "2.2",
+        /// The library's current stable version.
+        Stable = "stable",
+    }
 }
 
 impl LanceStorageVersion {
-    /// The name as Lance and `_metadata.json` spell it.
-    pub fn name(self) -> &'static str {
-        match self {
-            LanceStorageVersion::Legacy => "legacy",
-            LanceStorageVersion::V2_0 => "2.0",
-            LanceStorageVersion::V2_1 => "2.1",
-            LanceStorageVersion::V2_2 => "2.2",
-            LanceStorageVersion::Stable => "stable",
-        }
-    }
-
     pub(super) fn to_lance(self) -> lance_file::version::LanceFileVersion {
         use lance_file::version::LanceFileVersion as V;
         match self {
@@ -60,32 +38,6 @@ impl LanceStorageVersion {
             LanceStorageVersion::V2_2 => V::V2_2,
             LanceStorageVersion::Stable => V::Stable,
         }
-    }
-}
-
-impl std::fmt::Display for LanceStorageVersion {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(self.name())
-    }
-}
-
-impl std::str::FromStr for LanceStorageVersion {
-    type Err = Error;
-
-    /// Parses `legacy` (or `0.1`), `2.0`, `2.1`, `2.2` or `stable`.
-    fn from_str(v: &str) -> Result<Self> {
-        Ok(match v {
-            "legacy" | "0.1" => LanceStorageVersion::Legacy,
-            "2.0" => LanceStorageVersion::V2_0,
-            "2.1" => LanceStorageVersion::V2_1,
-            "2.2" => LanceStorageVersion::V2_2,
-            "stable" => LanceStorageVersion::Stable,
-            other => {
-                return Err(Error::InvalidArgument(format!(
-                "Lance data storage version must be legacy, 2.0, 2.1, 2.2 or stable, got '{other}'"
-            )))
-            }
-        })
     }
 }
 

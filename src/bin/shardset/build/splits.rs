@@ -54,12 +54,7 @@ pub(super) fn load_options(
         .with_write_spec(spec)
         .with_progress(counter)
         .with_rebuild(o.rebuild)
-        .with_unit_parallelism(o.threads)
-        // A builder's asset downloads show their own progress (bytes, rate, ETA).
-        .with_download(
-            shardset::download::DownloadOptions::default()
-                .with_progress(std::io::IsTerminal::is_terminal(&std::io::stderr())),
-        ))
+        .with_unit_parallelism(o.threads))
 }
 
 /// A write option's error in the command line's words: each option is the
