@@ -434,7 +434,7 @@ fn video_workloads(args: &[String], tmp: &Path) {
     let _ = w;
     let c = open_cache_with(
         &dir,
-        &OpenOptions::default().with_windows(WindowSpec::new(16, 0, 1)),
+        &OpenOptions::default().with_windows(WindowSpec::try_new(16, 0, 1).unwrap()),
     )
     .unwrap();
     let be = c
@@ -894,7 +894,7 @@ fn segments_build(args: &[String]) {
     // Quality: every frame through the window API against the source.
     let c = open_cache_with(
         dir,
-        &OpenOptions::default().with_windows(WindowSpec::new(1, 0, 1)),
+        &OpenOptions::default().with_windows(WindowSpec::try_new(1, 0, 1).unwrap()),
     )
     .unwrap();
     let be = c
@@ -1008,7 +1008,7 @@ fn versus_windows(args: &[String]) {
     let idx = read_indices(arg(args, "--indices").unwrap());
     let c = open_cache_with(
         &dir,
-        &OpenOptions::default().with_windows(WindowSpec::new(window, 0, 1)),
+        &OpenOptions::default().with_windows(WindowSpec::try_new(window, 0, 1).unwrap()),
     )
     .unwrap();
     let be = c

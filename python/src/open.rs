@@ -29,7 +29,7 @@ impl OpenSpec {
     pub(crate) fn open(&self) -> shardset::Result<Dataset> {
         let mut o = OpenOptions::default().with_decode_images(self.decode_images);
         if let Some((t, skip, hop)) = self.window {
-            o = o.with_windows(WindowSpec::new(t, skip, hop));
+            o = o.with_windows(WindowSpec::try_new(t, skip, hop)?);
         }
         if let Some(c) = self.lance_chunk_rows {
             o = o.try_with_lance_chunk_rows(c)?;

@@ -2,41 +2,75 @@
 //! make sample `i`, computed from the per-video frame counts at read time
 //! (reference-spec §4.4, same order and formulas).
 
+use std::num::NonZeroU32;
+
 use crate::error::{Error, Result};
 
-/// How windows are cut from each video.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+/// How windows are cut from each video: private fields, checked when made
+/// ([`WindowSpec::try_new`]), so a plan never meets a window of 0 frames.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct WindowSpec {
-    /// Frames per window (>= 1).
-    pub window_length: u32,
-    /// Frames skipped between two frames of a window (stride = skip + 1).
-    pub frame_skip: u32,
-    /// Frames between the starts of two windows (>= 1).
-    pub hop_size: u32,
-    /// Videos with fewer frames give no window (default: the window span).
-    pub min_video_frames: Option<u32>,
+    window_length: NonZeroU32,
+    frame_skip: u32,
+    hop_size: NonZeroU32,
+    min_video_frames: Option<u32>,
 }
 
 impl Default for WindowSpec {
     fn default() -> Self {
         WindowSpec {
-            window_length: 1,
+            window_length: NonZeroU32::MIN,
             frame_skip: 0,
-            hop_size: 1,
+            hop_size: NonZeroU32::MIN,
             min_video_frames: None,
         }
     }
 }
 
 impl WindowSpec {
-    /// A window spec with these three numbers.
-    pub fn new(window_length: u32, frame_skip: u32, hop_size: u32) -> Self {
-        WindowSpec {
-            window_length,
+    /// Windows of `window_length` frames, `frame_skip` frames skipped
+    /// between two frames of a window, starting every `hop_size` frames.
+    ///
+    /// # Errors
+    /// [`Error::InvalidArgument`] naming a window length or hop of 0.
+    pub fn try_new(window_length: u32, frame_skip: u32, hop_size: u32) -> Result<Self> {
+        let positive = |name: &str, v: u32| {
+            NonZeroU32::new(v).ok_or_else(|| {
+                Error::InvalidArgument(format!("{name} must be at least 1, got {v}"))
+            })
+        };
+        Ok(WindowSpec {
+            window_length: positive("window_length", window_length)?,
             frame_skip,
-            hop_size,
+            hop_size: positive("hop_size", hop_size)?,
             min_video_frames: None,
-        }
+        })
+    }
+
+    /// Videos with fewer frames give no window (default: the window span).
+    pub fn with_min_video_frames(mut self, frames: Option<u32>) -> Self {
+        self.min_video_frames = frames;
+        self
+    }
+
+    /// Frames per window.
+    pub fn window_length(&self) -> u32 {
+        self.window_length.get()
+    }
+
+    /// Frames skipped between two frames of a window (stride = skip + 1).
+    pub fn frame_skip(&self) -> u32 {
+        self.frame_skip
+    }
+
+    /// Frames between the starts of two windows.
+    pub fn hop_size(&self) -> u32 {
+        self.hop_size.get()
+    }
+
+    /// The least frames a video needs to give a window, if set.
+    pub fn min_video_frames(&self) -> Option<u32> {
+        self.min_video_frames
     }
 
     /// Distance between two frames of a window.
@@ -46,7 +80,7 @@ impl WindowSpec {
 
     /// Frames a window covers, first to last.
     pub fn span(&self) -> u64 {
-        (u64::from(self.window_length) - 1) * self.stride() + 1
+        (u64::from(self.window_length()) - 1) * self.stride() + 1
     }
 }
 
@@ -62,21 +96,8 @@ impl SegmentPlan {
     /// Plans windows over videos of `frames[v]` frames.
     ///
     /// # Errors
-    /// [`Error::InvalidArgument`] for a window length or hop of 0, or when
-    /// no video is long enough for one window.
+    /// [`Error::InvalidArgument`] when no video is long enough for one window.
     pub fn new(frames: &[u64], spec: WindowSpec) -> Result<Self> {
-        if spec.window_length < 1 {
-            return Err(Error::InvalidArgument(format!(
-                "window_length must be >= 1, got {}",
-                spec.window_length
-            )));
-        }
-        if spec.hop_size < 1 {
-            return Err(Error::InvalidArgument(format!(
-                "hop_size must be >= 1, got {}",
-                spec.hop_size
-            )));
-        }
         let span = spec.span();
         let min_t = span.max(spec.min_video_frames.map_or(span, u64::from));
         let mut starts = Vec::with_capacity(frames.len() + 1);
@@ -84,7 +105,7 @@ impl SegmentPlan {
         for &t in frames {
             starts.push(total);
             if t >= min_t {
-                total += (t - span) / u64::from(spec.hop_size) + 1;
+                total += (t - span) / u64::from(spec.hop_size()) + 1;
             }
         }
         starts.push(total);
@@ -124,13 +145,13 @@ impl SegmentPlan {
     /// Video position and start frame of window `i` (< len).
     pub fn locate(&self, i: u64) -> (usize, u64) {
         let v = self.starts.partition_point(|&s| s <= i) - 1;
-        (v, (i - self.starts[v]) * u64::from(self.spec.hop_size))
+        (v, (i - self.starts[v]) * u64::from(self.spec.hop_size()))
     }
 
     /// Frame numbers of window `i` within its video.
     pub fn frame_indices(&self, i: u64) -> Vec<u64> {
         let (_, start) = self.locate(i);
-        (0..u64::from(self.spec.window_length))
+        (0..u64::from(self.spec.window_length()))
             .map(|j| start + j * self.spec.stride())
             .collect()
     }
@@ -163,29 +184,33 @@ mod tests {
     #[test]
     fn reference_vectors() {
         // T=[10,4], window 3, skip 1, hop 2: span 5, starts [0,2,4] of video 0 only.
-        let p = SegmentPlan::new(&[10, 4], WindowSpec::new(3, 1, 2)).unwrap();
+        let p = SegmentPlan::new(&[10, 4], WindowSpec::try_new(3, 1, 2).unwrap()).unwrap();
         assert_eq!(p.len(), 3);
         let starts: Vec<_> = (0..3).map(|i| p.locate(i)).collect();
         assert_eq!(starts, vec![(0, 0), (0, 2), (0, 4)]);
         assert_eq!(p.frame_indices(2), vec![4, 6, 8]);
         // T=5, window 3, hop 2: two samples [0,1,2] and [2,3,4].
-        let p = SegmentPlan::new(&[5], WindowSpec::new(3, 0, 2)).unwrap();
+        let p = SegmentPlan::new(&[5], WindowSpec::try_new(3, 0, 2).unwrap()).unwrap();
         assert_eq!(p.len(), 2);
         assert_eq!(p.frame_indices(0), vec![0, 1, 2]);
         assert_eq!(p.frame_indices(1), vec![2, 3, 4]);
         // min_video_frames drops short videos.
-        let spec = WindowSpec {
-            min_video_frames: Some(6),
-            ..WindowSpec::new(3, 0, 2)
-        };
+        let spec = WindowSpec::try_new(3, 0, 2)
+            .unwrap()
+            .with_min_video_frames(Some(6));
         assert!(SegmentPlan::new(&[5], spec).is_err());
-        assert!(SegmentPlan::new(&[5], WindowSpec::new(0, 0, 1)).is_err());
-        assert!(SegmentPlan::new(&[5], WindowSpec::new(1, 0, 0)).is_err());
+        assert!(WindowSpec::try_new(0, 0, 1).is_err());
+        assert!(WindowSpec::try_new(2, 0, 0)
+            .unwrap_err()
+            .to_string()
+            .contains("hop_size"));
+        assert!(WindowSpec::try_new(1, 0, 0).is_err());
     }
 
     #[test]
     fn balanced_sampling_visits_videos_evenly() {
-        let p = SegmentPlan::new(&[1000, 10, 0, 10], WindowSpec::new(4, 0, 1)).unwrap();
+        let p =
+            SegmentPlan::new(&[1000, 10, 0, 10], WindowSpec::try_new(4, 0, 1).unwrap()).unwrap();
         let s = p.sample(3000, 7, true);
         let mut per = [0usize; 4];
         for i in s {

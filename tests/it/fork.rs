@@ -229,7 +229,7 @@ fn rows_of(path: &Path) -> Result<String, String> {
 fn windows_of(path: &Path) -> Result<String, String> {
     let c = open_cache_with(
         path,
-        &OpenOptions::default().with_windows(WindowSpec::new(4, 0, 2)),
+        &OpenOptions::default().with_windows(WindowSpec::try_new(4, 0, 2).unwrap()),
     )
     .map_err(|e| e.to_string())?;
     let v = c

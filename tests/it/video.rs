@@ -66,7 +66,7 @@ fn reference_frames_cache_reproduces_the_expected_windows() {
     .unwrap();
     let c = open_cache_with(
         &dir,
-        &OpenOptions::default().with_windows(WindowSpec::new(4, 1, 3)),
+        &OpenOptions::default().with_windows(WindowSpec::try_new(4, 1, 3).unwrap()),
     )
     .unwrap();
     assert_eq!(c.layout, "lance-video-frames");
@@ -140,7 +140,8 @@ fn reference_frames_cache_reproduces_the_expected_windows() {
     let one = be.with_windows(WindowSpec::default()).unwrap();
     assert_eq!(one.len(), 39);
     assert!(
-        be.with_windows(WindowSpec::new(30, 0, 1)).is_err(),
+        be.with_windows(WindowSpec::try_new(30, 0, 1).unwrap())
+            .is_err(),
         "no video has 30 frames"
     );
 }
@@ -196,7 +197,7 @@ fn frames_cache_of_the_reference_sources() {
     assert_eq!(m.skipped.as_ref().unwrap()[0]["id"], 1);
     // Windows read back with the same plan as the reference's cache, and
     // pixels close to it (both are lossy WebP of the same decoded frames).
-    let spec = WindowSpec::new(4, 1, 3);
+    let spec = WindowSpec::try_new(4, 1, 3).unwrap();
     let ours = open_cache_with(&dir, &OpenOptions::default().with_windows(spec)).unwrap();
     let (_g, gdir) = golden_copy("lance_video_frames");
     let theirs = open_cache_with(&gdir, &OpenOptions::default().with_windows(spec)).unwrap();
@@ -781,7 +782,7 @@ fn the_loader_reads_windows_shard_shuffled() {
     let (_t, dir) = golden_copy("lance_video_frames");
     let c = open_cache_with(
         &dir,
-        &OpenOptions::default().with_windows(WindowSpec::new(4, 1, 3)),
+        &OpenOptions::default().with_windows(WindowSpec::try_new(4, 1, 3).unwrap()),
     )
     .unwrap();
     let ds = Dataset::new(c);
@@ -884,7 +885,7 @@ fn videos_of_mixed_lengths_are_written_in_order_whatever_the_buffer() {
         // The Lance rows themselves: video_id and frame_idx in order.
         let c = open_cache_with(
             &dir,
-            &OpenOptions::default().with_windows(WindowSpec::new(1, 0, 1)),
+            &OpenOptions::default().with_windows(WindowSpec::try_new(1, 0, 1).unwrap()),
         )
         .unwrap();
         let raw = c.backend.slice(0, c.backend.len()).unwrap();
@@ -911,7 +912,7 @@ fn window_batches_stack_the_same_frames_as_single_windows() {
     let (_t, dir) = golden_copy("lance_video_frames");
     let c = open_cache_with(
         &dir,
-        &OpenOptions::default().with_windows(WindowSpec::new(4, 1, 3)),
+        &OpenOptions::default().with_windows(WindowSpec::try_new(4, 1, 3).unwrap()),
     )
     .unwrap();
     let be = c
@@ -980,7 +981,7 @@ type VideoSummary = (i64, u64, u64, Option<String>, J);
 fn frames_and_videos(dir: &Path) -> (Vec<u8>, Vec<VideoSummary>, J) {
     let c = open_cache_with(
         dir,
-        &OpenOptions::default().with_windows(WindowSpec::new(1, 0, 1)),
+        &OpenOptions::default().with_windows(WindowSpec::try_new(1, 0, 1).unwrap()),
     )
     .unwrap();
     let be = c

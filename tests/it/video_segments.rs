@@ -137,7 +137,7 @@ fn windows_are_frame_exact_at_every_start_across_segment_boundaries() {
     assert_eq!(want.len(), 45);
     let frame = 64 * 48 * 3;
     // Windows of 10 at every start: each crosses one or two boundaries.
-    let c = windows_of(&dir, WindowSpec::new(10, 0, 1));
+    let c = windows_of(&dir, WindowSpec::try_new(10, 0, 1).unwrap());
     let be = backend(&c);
     assert_eq!(be.len(), 36);
     for s in 0..36i64 {
@@ -171,7 +171,7 @@ fn windows_are_frame_exact_at_every_start_across_segment_boundaries() {
         );
     }
     // Frames skipped inside a window: frames s, s+3, s+6, s+9.
-    let c = windows_of(&dir, WindowSpec::new(4, 2, 1));
+    let c = windows_of(&dir, WindowSpec::try_new(4, 2, 1).unwrap());
     let be = backend(&c);
     for s in 0..be.len() as i64 {
         let win = be.window(s).unwrap();
@@ -182,7 +182,7 @@ fn windows_are_frame_exact_at_every_start_across_segment_boundaries() {
         }
     }
     // Raw rows and decoded rows of the Backend API hold the same window.
-    let c = windows_of(&dir, WindowSpec::new(3, 0, 1));
+    let c = windows_of(&dir, WindowSpec::try_new(3, 0, 1).unwrap());
     let row = c.backend.get(40).unwrap();
     match row.get("video") {
         Some(Value::Tensor(t)) => {
@@ -211,7 +211,7 @@ fn lossy_windows_hold_the_frame_of_their_index() {
     );
     assert_eq!(s.frames_per_segment, 32);
     let want = sequential_rgb(&src, 96, 64);
-    let c = windows_of(&dir, WindowSpec::new(1, 0, 1));
+    let c = windows_of(&dir, WindowSpec::try_new(1, 0, 1).unwrap());
     let be = backend(&c);
     let all: Vec<i64> = (0..40).collect();
     let got = be.windows_batch(&all).unwrap().frames.data;
@@ -268,7 +268,7 @@ fn every_frame_count_from_one_to_three_segments_round_trips() {
         row += n.div_ceil(u64::from(per));
     }
     assert_eq!(m.segments.as_ref().unwrap().num_segments, row);
-    let c = windows_of(&dir, WindowSpec::new(1, 0, 1));
+    let c = windows_of(&dir, WindowSpec::try_new(1, 0, 1).unwrap());
     let be = backend(&c);
     let all: Vec<i64> = (0..be.len() as i64).collect();
     let got = be.windows_batch(&all).unwrap();
@@ -316,7 +316,7 @@ fn odd_sizes_are_coded_one_pixel_larger_and_read_at_their_size() {
     assert_eq!((v.w, v.h, v.t), (97, 71, 20));
     let q = &w.metadata.segments.as_ref().unwrap().quality;
     assert_eq!(q.psnr_min, 100.0, "lossless, {q:?}");
-    let c = windows_of(&dir, WindowSpec::new(5, 0, 5));
+    let c = windows_of(&dir, WindowSpec::try_new(5, 0, 5).unwrap());
     let be = backend(&c);
     let win = be.window(1).unwrap();
     assert_eq!(win.frames.shape, vec![5, 71, 97, 3]);
@@ -497,7 +497,7 @@ fn av1_segments_read_the_same_windows_api() {
     assert!(why.contains("64x64"), "{why}");
     assert_eq!(w.metadata.encoding, "av1");
     let want = sequential_rgb(&src, 64, 64);
-    let c = windows_of(&dir, WindowSpec::new(8, 0, 1));
+    let c = windows_of(&dir, WindowSpec::try_new(8, 0, 1).unwrap());
     let be = backend(&c);
     for s in [0i64, 9, 12, 16] {
         let win = be.window(s).unwrap();
@@ -632,7 +632,7 @@ fn av1_mini_gops_of_32_read_frame_exact_windows_and_are_recorded() {
 fn windows_equal_the_every_unit_read(tmp: &Path, good: &Path, src: &Path, t: u32, n: u64) {
     let old = tmp.join("old");
     without_packet_frames(good, &old);
-    let spec = WindowSpec::new(t, 0, 1);
+    let spec = WindowSpec::try_new(t, 0, 1).unwrap();
     let (a, b) = (windows_of(good, spec), windows_of(&old, spec));
     let (a, b) = (backend(&a), backend(&b));
     assert_eq!(a.len(), n);
@@ -853,12 +853,12 @@ fn bad_settings_inputs_and_damaged_caches_are_typed_errors() {
     let d = tmp.path().join("zeroed");
     crate::common::copy_dir(&good, &d);
     let first = {
-        let c = windows_of(&good, WindowSpec::new(1, 0, 1));
+        let c = windows_of(&good, WindowSpec::try_new(1, 0, 1).unwrap());
         c.backend.len()
     };
     assert_eq!(first, 32);
     zero_segment_bytes(&d, 1);
-    let c = windows_of(&d, WindowSpec::new(4, 0, 4));
+    let c = windows_of(&d, WindowSpec::try_new(4, 0, 4).unwrap());
     let be = backend(&c);
     assert!(be.window(0).is_ok(), "segment 0 is intact");
     match be.window(2) {
@@ -905,7 +905,7 @@ fn windows_read_the_same_without_packet_frames_and_verify_finds_a_damaged_list()
     let want = sequential_rgb(&src, 64, 48);
     let frame = 64 * 48 * 3;
     let every_window_is_exact = |dir: &Path, what: &str| {
-        let c = windows_of(dir, WindowSpec::new(6, 0, 1));
+        let c = windows_of(dir, WindowSpec::try_new(6, 0, 1).unwrap());
         let be = backend(&c);
         for s in 0..be.len() as i64 {
             let win = be.window(s).unwrap();
@@ -1048,7 +1048,7 @@ fn a_killed_segments_build_resumes_and_equals_a_build_in_one_go() {
     let j: J = serde_json::from_slice(&o.stdout).unwrap();
     assert!(j["caches"][0]["resumed_rows"].as_u64().unwrap() >= 1, "{j}");
     let read = |d: &Path| {
-        let c = windows_of(&d.join("train"), WindowSpec::new(1, 0, 1));
+        let c = windows_of(&d.join("train"), WindowSpec::try_new(1, 0, 1).unwrap());
         let be = backend(&c);
         let all: Vec<i64> = (0..be.len() as i64).collect();
         let m = be.metadata().clone();
@@ -1176,7 +1176,7 @@ fn the_segment_decoded_last_serves_the_frames_it_holds_without_decoding() {
         }
         assert!(frames.next().is_none(), "{what}");
     };
-    let c = windows_of(&old, WindowSpec::new(6, 0, 1));
+    let c = windows_of(&old, WindowSpec::try_new(6, 0, 1).unwrap());
     let be = backend(&c);
     assert_eq!(be.segments_decoded(), 0);
     // Frames 20..26 decode frames 16..26 of segment 1.
@@ -1203,7 +1203,7 @@ fn the_segment_decoded_last_serves_the_frames_it_holds_without_decoding() {
     exact(&be.window(10).unwrap().frames.data, &[10], "segment 0");
     assert_eq!(be.segments_decoded(), 3);
     // A reader opened afresh holds nothing.
-    let again = windows_of(&old, WindowSpec::new(6, 0, 1));
+    let again = windows_of(&old, WindowSpec::try_new(6, 0, 1).unwrap());
     exact(
         &backend(&again).window(17).unwrap().frames.data,
         &[17],
@@ -1213,7 +1213,7 @@ fn the_segment_decoded_last_serves_the_frames_it_holds_without_decoding() {
 
     // With packet frames, the same window twice decodes once, and every
     // window of a reader read in a shuffled order is exact.
-    let c = windows_of(&good, WindowSpec::new(6, 0, 1));
+    let c = windows_of(&good, WindowSpec::try_new(6, 0, 1).unwrap());
     let be = backend(&c);
     exact(&be.window(20).unwrap().frames.data, &[20], "packet frames");
     exact(

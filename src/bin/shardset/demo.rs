@@ -350,7 +350,7 @@ fn video_demo(root: &std::path::Path, rebuild: bool, threads: usize) -> Result<(
         println!("shardset demo: the clips' frames cache is up to date");
     }
     crate::inspect::inspect(dir.clone(), false, false).map_err(|e| format!("{e:?}"))?;
-    let spec = WindowSpec::new(8, 1, 4);
+    let spec = WindowSpec::try_new(8, 1, 4).map_err(|e| e.to_string())?;
     let c = open_cache_with(&dir, &OpenOptions::default().with_windows(spec))
         .map_err(|e| e.to_string())?;
     let be = c

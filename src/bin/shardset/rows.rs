@@ -405,7 +405,7 @@ pub fn export(
 ) -> CliResult {
     #[cfg(feature = "video")]
     let ds = {
-        let spec = shardset::WindowSpec::new(window.0, window.1, 1);
+        let spec = shardset::WindowSpec::try_new(window.0, window.1, 1)?;
         let cache = open_cache_with(
             &path,
             &OpenOptions::default()

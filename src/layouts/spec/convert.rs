@@ -153,26 +153,31 @@ impl VideoSpec {
             o = o.with_checkpoint_frames(c);
         }
         if let Some(s) = &self.segments {
-            let seg = |e: Error| option_error("segments", &e);
+            let seg =
+                |key: &'static str| move |e: Error| option_error(&format!("segments.{key}"), &e);
             let codec: SegmentCodec = match &s.codec {
-                Some(c) => c.parse().map_err(seg)?,
+                Some(c) => c.parse().map_err(seg("codec"))?,
                 None => SegmentCodec::H264,
             };
             let mut st = SegmentSettings::new(codec);
             if let Some(c) = s.crf {
-                st = st.try_with_crf(c).map_err(seg)?;
+                st = st.try_with_crf(c).map_err(seg("crf"))?;
             }
             if let Some(p) = &s.preset {
                 st = st.with_preset(p.clone());
             }
             if let Some(t) = &s.tune {
-                st = st.try_with_tune(t.clone()).map_err(seg)?;
+                st = st.try_with_tune(t.clone()).map_err(seg("tune"))?;
             }
             if let Some(p) = &s.encoder_params {
-                st = st.try_with_encoder_params(p.clone()).map_err(seg)?;
+                st = st
+                    .try_with_encoder_params(p.clone())
+                    .map_err(seg("encoder_params"))?;
             }
             if let Some(n) = s.frames_per_segment {
-                st = st.try_with_frames_per_segment(n).map_err(seg)?;
+                st = st
+                    .try_with_frames_per_segment(n)
+                    .map_err(seg("frames_per_segment"))?;
             }
             o = o.with_segments(st);
         }

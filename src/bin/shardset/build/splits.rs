@@ -61,6 +61,20 @@ pub(super) fn load_options(
 /// flag of the same name with dashes (`dedup` is `--dedup`).
 fn flag_error(e: shardset::Error) -> CliError {
     let mut m = e.to_string();
+    for key in [
+        "codec",
+        "crf",
+        "preset",
+        "tune",
+        "encoder_params",
+        "frames_per_segment",
+    ] {
+        let flag = format!("--{}", key.replace('_', "-"));
+        m = m.replace(
+            &format!("write option segments.{key}:"),
+            &format!("{flag}:"),
+        );
+    }
     for o in shardset::layouts::spec::OPTIONS {
         let flag = format!("--{}", o.name.replace('_', "-"));
         m = m

@@ -72,7 +72,7 @@ impl LanceVideoFrames {
     /// Raw window rows for window numbers (already in range).
     fn raw(&self, ws: &[u64]) -> Result<RecordBatch> {
         let n = ws.len();
-        let t = self.inner.plan.spec().window_length as usize;
+        let t = self.inner.plan.spec().window_length() as usize;
         let frames: ArrayRef = match &self.inner.source {
             Source::Webp(rows) => {
                 let (batch, t) = self.frame_bytes(rows, ws)?;

@@ -68,7 +68,7 @@ impl LanceVideoFrames {
         frames: &LanceRows,
         windows: &[u64],
     ) -> Result<(RecordBatch, usize)> {
-        let t = self.inner.plan.spec().window_length as usize;
+        let t = self.inner.plan.spec().window_length() as usize;
         let mut rows = Vec::with_capacity(windows.len() * t);
         for &w in windows {
             let (v, _, idx) = self.locate(w);
@@ -112,7 +112,7 @@ impl LanceVideoFrames {
             Source::Webp(r) => r,
             Source::Segments(s) => {
                 let bufs = self.segment_windows(s, &ws, 1)?;
-                let t = self.inner.plan.spec().window_length as usize;
+                let t = self.inner.plan.spec().window_length() as usize;
                 return Ok(ws
                     .iter()
                     .zip(bufs)
@@ -179,7 +179,7 @@ impl LanceVideoFrames {
                 videos[other.0].w, videos[other.0].h
             )));
         }
-        let t = self.inner.plan.spec().window_length as usize;
+        let t = self.inner.plan.spec().window_length() as usize;
         let rows = match &self.inner.source {
             Source::Webp(r) => r,
             Source::Segments(s) => {
@@ -245,7 +245,7 @@ impl LanceVideoFrames {
         ws: &[u64],
         group: usize,
     ) -> Result<Vec<Vec<u8>>> {
-        let t = self.inner.plan.spec().window_length as usize;
+        let t = self.inner.plan.spec().window_length() as usize;
         let mut wanted = Vec::with_capacity(ws.len() * t);
         let mut sizes = Vec::with_capacity(ws.len());
         for &w in ws {
