@@ -163,10 +163,12 @@ def open_cache(path, columns=None, decode_images=True, window=None, lance_chunk_
     if isinstance(window, int):
         window = (window, 0, 1)
     fjson = None if features is None else Features.coerce(features).to_json()
-    modes = (bool(verify_on_read), bool(in_memory), memory_fraction, bool(in_memory_fallback),
-             version, [str(r) for r in trusted_roots])
-    return Dataset(_shardset.open_cache(str(path), None if columns is None else list(columns),
-                                        decode_images, window, lance_chunk_rows, fjson, modes))
+    return Dataset(_shardset.open_cache(
+        str(path), None if columns is None else list(columns), decode_images=decode_images,
+        window=window, lance_chunk_rows=lance_chunk_rows, features=fjson,
+        verify_on_read=bool(verify_on_read), in_memory=bool(in_memory),
+        memory_fraction=memory_fraction, in_memory_fallback=bool(in_memory_fallback),
+        version=version, trusted_roots=[str(r) for r in trusted_roots]))
 
 
 def edit(path):

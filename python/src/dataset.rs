@@ -17,7 +17,7 @@ use shardset::{Dataset, TestSize};
 use crate::arrow::{BatchIter, OwnedBatches};
 use crate::convert::{columns_to_py, row_to_py, tensor_to_py, window_to_py};
 use crate::error::{BadInputError, OrPy, PyRes};
-use crate::open::{OpenArgs, OpenSpec, ReadModes};
+use crate::open::{OpenKeywords, OpenSpec};
 
 /// Batches of an epoch looked ahead for prefetching, on object storage.
 const PREFETCH_BATCHES: u64 = 8;
@@ -424,15 +424,9 @@ impl PyDataset {
             }
             Some(p)
         };
-        let open: OpenArgs = (
-            self.spec.path.clone(),
-            self.spec.columns.clone(),
-            self.spec.decode_images,
-            self.spec.window,
-            self.spec.lance_chunk_rows,
-            self.spec.features.clone(),
-            self.spec.modes.clone(),
-        );
+        let options = serde_json::to_string(&self.spec.options)
+            .map_err(|e| BadInputError::new_err(format!("open options: {e}")))?;
+        let open = (self.spec.path.clone(), self.spec.columns.clone(), options);
         let args = (open, positions.map(|p| PyBytes::new(py, &p)));
         PyTuple::new(py, [f.into_any(), args.into_pyobject(py)?.into_any()])
     }
@@ -450,7 +444,7 @@ impl PyDataset {
 
 /// Opens a cache (any layout); see `shardset.open_cache`.
 #[pyfunction]
-#[pyo3(signature = (path, columns=None, decode_images=true, window=None, lance_chunk_rows=None, features=None, modes=(false, false, None, false, None, Vec::new())))]
+#[pyo3(signature = (path, columns=None, decode_images=true, window=None, lance_chunk_rows=None, features=None, verify_on_read=false, in_memory=false, memory_fraction=None, in_memory_fallback=false, version=None, trusted_roots=Vec::new()))]
 #[allow(clippy::too_many_arguments)]
 pub(crate) fn open_cache(
     py: Python<'_>,
@@ -460,17 +454,38 @@ pub(crate) fn open_cache(
     window: Option<(u32, u32, u32)>,
     lance_chunk_rows: Option<u64>,
     features: Option<String>,
-    modes: ReadModes,
+    verify_on_read: bool,
+    in_memory: bool,
+    memory_fraction: Option<f64>,
+    in_memory_fallback: bool,
+    version: Option<u64>,
+    trusted_roots: Vec<PathBuf>,
 ) -> PyRes<PyDataset> {
-    let spec = OpenSpec {
-        path,
-        columns,
+    let options = OpenKeywords {
         decode_images,
         window,
         lance_chunk_rows,
         features,
-        modes,
-    };
+        verify_on_read,
+        in_memory,
+        memory_fraction,
+        in_memory_fallback,
+        version,
+        trusted_roots,
+    }
+    .options()
+    .py()?;
+    open_spec(
+        py,
+        OpenSpec {
+            path,
+            columns,
+            options,
+        },
+    )
+}
+
+fn open_spec(py: Python<'_>, spec: OpenSpec) -> PyRes<PyDataset> {
     let s = spec.clone();
     let ds = py.detach(move || s.open()).py()?;
     Ok(PyDataset {
@@ -480,23 +495,24 @@ pub(crate) fn open_cache(
     })
 }
 
-/// Unpickles a dataset: opens the cache again, then the view's rows.
+/// Unpickles a dataset: opens the cache again with the options it was
+/// opened with (the library's serialised `OpenOptions`), then the view's rows.
 #[pyfunction]
 pub(crate) fn _reopen(
     py: Python<'_>,
-    args: OpenArgs,
+    args: (PathBuf, Option<Vec<String>>, String),
     positions: Option<Vec<u8>>,
 ) -> PyRes<PyDataset> {
-    let (path, columns, decode_images, window, lance_chunk_rows, features, modes) = args;
-    let d = open_cache(
+    let (path, columns, options) = args;
+    let options: shardset::OpenOptions = serde_json::from_str(&options)
+        .map_err(|e| BadInputError::new_err(format!("open options: {e}")))?;
+    let d = open_spec(
         py,
-        path,
-        columns,
-        decode_images,
-        window,
-        lance_chunk_rows,
-        features,
-        modes,
+        OpenSpec {
+            path,
+            columns,
+            options,
+        },
     )?;
     match positions {
         None => Ok(d),

@@ -3,6 +3,7 @@
 mod features;
 mod lance_layouts;
 mod options;
+mod serial;
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;

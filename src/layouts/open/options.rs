@@ -10,8 +10,13 @@ use crate::layouts::arrow_shards::read::DEFAULT_DECOMPRESSED_CACHE_BYTES;
 use crate::layouts::LanceReadOptions;
 
 /// Options of [`open_cache_with`](super::open_cache_with): private fields, validated when set
-/// (the same pattern as the write options).
-#[derive(Debug, Clone)]
+/// (the same pattern as the write options); serialisable, its stored form
+/// checked like a built one (see `serial`).
+#[derive(Debug, Clone, serde::Serialize, serde::Deserialize)]
+#[serde(
+    try_from = "super::serial::RawOpenOptions",
+    into = "super::serial::RawOpenOptions"
+)]
 pub struct OpenOptions {
     pub(super) features: Option<Features>,
     pub(super) verify_checksums: bool,
@@ -19,7 +24,7 @@ pub struct OpenOptions {
     #[cfg(feature = "video")]
     pub(super) windows: crate::video::WindowSpec,
     pub(super) cache_bytes: usize,
-    lance_chunk_rows: Option<NonZeroU64>,
+    pub(super) lance_chunk_rows: Option<NonZeroU64>,
     pub(super) verify_on_read: bool,
     pub(super) in_memory: bool,
     pub(super) memory_fraction: f64,
