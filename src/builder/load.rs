@@ -503,6 +503,32 @@ pub fn cache_status(
     Ok((dir, exists))
 }
 
+/// The features of the published cache of `split` when it is up to date
+/// with the builder's declared sources (none changed since it was built),
+/// else `None`: a caller that would infer features by reading the data can
+/// take these instead.
+pub fn fresh_features(
+    builder: &dyn DatasetBuilder,
+    split: &str,
+    opts: &LoadOptions,
+) -> Option<crate::features::Features> {
+    if opts.rebuild {
+        return None;
+    }
+    let (dir, exists) = cache_status(builder, split, opts).ok()?;
+    if !exists {
+        return None;
+    }
+    let c = crate::layouts::open::open_cache(&dir).ok()?;
+    let recorded = c.metadata.sources()?;
+    let config = resolve_config(builder, None).ok()?;
+    let now = builder.sources(&config, split).ok()??.stamp().ok()?;
+    if !source_changes(recorded, &now).is_empty() {
+        return None;
+    }
+    Some(c.features().as_ref().clone())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -20,8 +20,8 @@ use crate::features::Features;
 use crate::value::Example;
 
 pub use load::{
-    cache_dir_for, cache_status, load, load_with_report, resolve_config, why, LoadOptions,
-    LoadReport,
+    cache_dir_for, cache_status, fresh_features, load, load_with_report, resolve_config, why,
+    LoadOptions, LoadReport,
 };
 pub use reasons::RebuildReason;
 pub use sources::{source_changes, why_cache, why_cache_report, Sources, WhyReport};

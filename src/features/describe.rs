@@ -12,6 +12,8 @@
 //!  "video": {"type": "Video", "storage": "path", "allowed_extensions": [".mp4"]}}
 //! ```
 
+use std::path::Path;
+
 use serde_json::{json, Map, Value as J};
 
 use super::{ArrayFeature, ClassLabel, Dtype, Feature, Features, ImageFormat, VideoStorage};
@@ -69,6 +71,47 @@ pub fn features_from_json(j: &J) -> Result<Features> {
         out.insert(name.clone(), feat);
     }
     Ok(out)
+}
+
+/// Reads a features file (the CLI's `--features`): the features description `_metadata.json`
+/// stores (`{"col": {"type": "Value", "dtype": "int64"}, ...}`), where a bare
+/// dtype string stands for a `Value` (`{"col": "int64"}`); a whole
+/// `_metadata.json` is accepted too (its `features` are used).
+///
+/// # Errors
+/// [`Error::Io`]; [`Error::Input`] naming the file and what is wrong.
+pub fn read_features_file(path: &Path) -> Result<Features> {
+    let text = std::fs::read(path).map_err(|e| Error::Io {
+        op: "read features file",
+        path: path.to_path_buf(),
+        source: e,
+    })?;
+    let bad = |reason: String| Error::Input {
+        path: path.to_path_buf(),
+        location: String::new(),
+        reason,
+    };
+    let mut j: J =
+        serde_json::from_slice(&text).map_err(|e| bad(format!("not valid JSON ({e})")))?;
+    if let Some(f) = j
+        .get("features")
+        .filter(|_| j.get("cache_format_version").is_some())
+    {
+        j = f.clone();
+    }
+    let obj = j
+        .as_object_mut()
+        .ok_or_else(|| bad("the features must be a JSON object of column descriptions".into()))?;
+    for v in obj.values_mut() {
+        if let J::String(d) = v {
+            *v = json!({"type": "Value", "dtype": d});
+        }
+    }
+    let f = features_from_json(&j).map_err(|e| bad(e.to_string()))?;
+    if f.is_empty() {
+        return Err(bad("no column is described".into()));
+    }
+    Ok(f)
 }
 
 fn str_field<'a>(o: &'a Map<String, J>, k: &str) -> std::result::Result<&'a str, String> {

@@ -4,13 +4,11 @@
 
 use std::path::{Path, PathBuf};
 
-use serde_json::{json, Value as J};
-use shardset::builder::{cache_status, source_changes};
-use shardset::features::describe::features_from_json;
-use shardset::{open_cache, DatasetBuilder, Features, LoadOptions};
+use shardset::features::describe::read_features_file;
+use shardset::{DatasetBuilder, Features, LoadOptions};
 
 use super::BuildOpts;
-use crate::fmt::{CliError, CliResult};
+use crate::fmt::CliResult;
 use crate::progress;
 
 /// The features of a jsonl or csv build: the `--features` file, else those
@@ -24,7 +22,7 @@ pub(super) fn file_features(
     infer: impl FnOnce() -> shardset::Result<(Features, u64)>,
 ) -> CliResult<(Features, Option<u64>)> {
     if let Some(p) = given {
-        return Ok((read_features(&p)?, None));
+        return Ok((read_features_file(&p)?, None));
     }
     if let Some(f) = reuse() {
         return Ok((f, None));
@@ -50,63 +48,9 @@ fn inferring<T>(
     Ok(r?)
 }
 
-/// Reads a `--features` file: the features description `_metadata.json`
-/// stores (`{"col": {"type": "Value", "dtype": "int64"}, ...}`), where a bare
-/// dtype string stands for a `Value` (`{"col": "int64"}`); a whole
-/// `_metadata.json` is accepted too (its `features` are used).
-pub fn read_features(path: &Path) -> CliResult<Features> {
-    let text = std::fs::read(path).map_err(|e| shardset::Error::Io {
-        op: "read features file",
-        path: path.to_path_buf(),
-        source: e,
-    })?;
-    let bad = |reason: String| -> CliError {
-        shardset::Error::Input {
-            path: path.to_path_buf(),
-            location: String::new(),
-            reason,
-        }
-        .into()
-    };
-    let mut j: J =
-        serde_json::from_slice(&text).map_err(|e| bad(format!("not valid JSON ({e})")))?;
-    if let Some(f) = j
-        .get("features")
-        .filter(|_| j.get("cache_format_version").is_some())
-    {
-        j = f.clone();
-    }
-    let obj = j
-        .as_object_mut()
-        .ok_or_else(|| bad("the features must be a JSON object of column descriptions".into()))?;
-    for v in obj.values_mut() {
-        if let J::String(d) = v {
-            *v = json!({"type": "Value", "dtype": d});
-        }
-    }
-    let f = features_from_json(&j).map_err(|e| bad(e.to_string()))?;
-    if f.is_empty() {
-        return Err(bad("no column is described".into()));
-    }
-    Ok(f)
-}
-
-/// The features of a published cache of this builder whose sources have not
-/// changed: a warm `build` then skips reading the data to infer them.
+/// The features of a published cache of this builder whose sources have
+/// not changed (the library decides): a warm `build` then skips reading the
+/// data to infer them.
 pub(super) fn reuse_features(b: &dyn DatasetBuilder, opts: &LoadOptions) -> Option<Features> {
-    if opts.rebuild {
-        return None;
-    }
-    let (dir, exists) = cache_status(b, "train", opts).ok()?;
-    if !exists {
-        return None;
-    }
-    let c = open_cache(&dir).ok()?;
-    let recorded = c.metadata.sources()?;
-    let config = shardset::builder::resolve_config(b, None).ok()?;
-    let now = b.sources(&config, "train").ok()??.stamp().ok()?;
-    if !source_changes(recorded, &now).is_empty() {
-        return None;
-    }
-    Some(c.features().as_ref().clone())
+    shardset::builder::fresh_features(b, "train", opts)
 }
