@@ -429,7 +429,7 @@ def test_segments_caches_are_written_and_read_from_python(tmp_path, codec):
     assert json.load(open(tmp_path / "params" / "_metadata.json"))[
         "segments"]["encoder_params"] == "bframes=0"
     for params, match in [("keyint=250", "keyint"), ("frobnicate=1", "frobnicate"),
-                          (5, "encoder_params is a string")]:
+                          (5, "segments.encoder_params: invalid type: integer `5`, expected a string")]:
         with pytest.raises(shardset.ShardsetError, match=match):
             shardset.write_cache(vids, seg_feats, tmp_path / "z", format="video-frames",
                                  segments={"codec": codec, "encoder_params": params})

@@ -30,7 +30,9 @@ def test_the_reference_reads_a_cache_written_from_python(tmp_path, ref, fmt):
                          "label": s.ClassLabel(names=["a", "b", "c"]), "img": s.Image(),
                          "seq": s.Sequence(s.Value("int64"))})
     d = tmp_path / "c"
-    shardset.write_cache(rows, ours, d, format=fmt, shard_size=4096)
+    # Several shards (arrow) or data files (lance): each layout's own option.
+    several = {"arrow": {"shard_size": 4096}, "lance": {"max_rows_per_file": 16}}[fmt]
+    shardset.write_cache(rows, ours, d, format=fmt, **several)
     res = cache.open_cache(d, theirs)
     ds = dataset.StableDataset(theirs, s.DatasetInfo(features=theirs),
                                backend=res.backend).with_format("numpy")
@@ -79,8 +81,8 @@ def test_the_reference_reads_an_edited_cache(tmp_path, ref, fmt):
     ours = Features({"x": Value("int64"), "name": Value("string")})
     theirs = s.Features({"x": s.Value("int64"), "name": s.Value("string")})
     d = tmp_path / "c"
-    shardset.write_cache(rows, ours, d, format=fmt, batch_size=4, shard_size=512,
-                         max_rows_per_file=8)
+    several = {"arrow": {"shard_size": 512}, "lance": {"max_rows_per_file": 8}}[fmt]
+    shardset.write_cache(rows, ours, d, format=fmt, batch_size=4, **several)
     st = shardset.edit(d)
     st.set_cell(5, "name", "five")
     st.delete(20)

@@ -273,9 +273,11 @@ impl WriteSpec {
         let mut obj = options.clone();
         obj.retain(|_, v| !v.is_null());
         obj.insert("layout".into(), J::String(layout.name().into()));
-        serde_json::from_value(J::Object(obj)).map_err(|e| {
-            // `try_from` errors come back as serde's custom message: keep it.
-            Error::InvalidArgument(e.to_string())
+        serde_json::from_value(J::Object(obj.clone())).map_err(|e| {
+            // Serde's message for a value of the wrong type names no field
+            // inside a tagged enum: find the option (or segments key) that
+            // fails alone, and name it.
+            locate_bad_value(layout, &obj).unwrap_or_else(|| Error::InvalidArgument(e.to_string()))
         })
     }
 
@@ -319,6 +321,30 @@ impl WriteSpec {
             other => Err(unsupported(other.layout())),
         }
     }
+}
+
+/// The first option of `obj` whose value does not deserialise on its own
+/// (for `segments`, the first of its keys), named in an error.
+fn locate_bad_value(layout: Layout, obj: &Map<String, J>) -> Option<Error> {
+    let alone = |k: &str, v: &J| -> std::result::Result<RawSpec, serde_json::Error> {
+        let mut m = Map::new();
+        m.insert("layout".into(), J::String(layout.name().into()));
+        m.insert(k.into(), v.clone());
+        serde_json::from_value(J::Object(m))
+    };
+    for (k, v) in obj.iter().filter(|(k, _)| *k != "layout") {
+        let Err(e) = alone(k, v) else { continue };
+        if let (Some(sub), true) = (v.as_object(), k == "segments") {
+            for (sk, sv) in sub {
+                let one = J::Object(Map::from_iter([(sk.clone(), sv.clone())]));
+                if let Err(e) = alone(k, &one) {
+                    return Some(option_error(&format!("segments.{sk}"), &e));
+                }
+            }
+        }
+        return Some(option_error(k, &e));
+    }
+    None
 }
 
 #[allow(dead_code)]
