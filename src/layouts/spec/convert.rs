@@ -2,8 +2,28 @@
 //! writer's option builder: the one conversion, run when a spec is made (so
 //! a bad value is refused then) and again when it is written.
 
-use super::{option_error, RowSpec, Size, VideoSpec};
-use crate::error::{Error, Result};
+#[cfg(feature = "video")]
+use super::VideoSpec;
+use super::{option_error, RowSpec, Size};
+
+/// What both row writers take alike: encode threads and rows per record batch.
+macro_rules! threads_and_batches {
+    ($spec:expr, $o:expr) => {{
+        let mut o = $o;
+        if let Some(t) = $spec.threads {
+            o = o.with_encode_threads(t);
+        }
+        if let Some(b) = $spec.batch_size {
+            o = o
+                .try_with_batch_size(b)
+                .map_err(|e| option_error("batch_size", &e))?;
+        }
+        o
+    }};
+}
+#[cfg(feature = "video")]
+use crate::error::Error;
+use crate::error::Result;
 use crate::features::image::PngCompression;
 use crate::layouts::arrow_shards::format::Compression;
 use crate::layouts::arrow_shards::write::{ArrowWriteOptions, DEFAULT_SHARD_SIZE_BYTES};
@@ -53,14 +73,7 @@ impl RowSpec {
                 .try_with_compression_level(c, self.compression_level)
                 .map_err(|e| option_error("compression_level", &e))?;
         }
-        if let Some(t) = self.threads {
-            o = o.with_encode_threads(t);
-        }
-        if let Some(b) = self.batch_size {
-            o = o
-                .try_with_batch_size(b)
-                .map_err(|e| option_error("batch_size", &e))?;
-        }
+        o = threads_and_batches!(self, o);
         if let Some(d) = &self.dedup {
             o = o
                 .try_with_dedup(Some(d.bytes("dedup")?))
@@ -85,14 +98,7 @@ impl RowSpec {
                 .try_with_compression(c, self.compression_level)
                 .map_err(|e| option_error("compression_level", &e))?;
         }
-        if let Some(t) = self.threads {
-            o = o.with_encode_threads(t);
-        }
-        if let Some(b) = self.batch_size {
-            o = o
-                .try_with_batch_size(b)
-                .map_err(|e| option_error("batch_size", &e))?;
-        }
+        o = threads_and_batches!(self, o);
         if let Some(n) = self.max_rows_per_file {
             o = o
                 .try_with_max_rows_per_file(n)

@@ -51,43 +51,43 @@ where
         num_rows,
         resumed,
     };
-    match spec {
-        WriteSpec::Arrow(r) => {
-            let mut o = r.arrow()?;
+    // The writer's options with the progress counter, then the write.
+    macro_rules! write_with {
+        ($opts:expr, $write:path, $items:expr) => {{
+            let mut o = $opts;
             if let Some(p) = progress {
                 o = o.with_progress(p);
             }
-            let w = crate::layouts::arrow_shards::write::try_write_arrow_cache(
-                items.into_iter().map(|r| r.map(|(_, e)| e)),
-                features,
-                location,
-                &o,
-            )?;
+            $write($items, features, location, &o)?
+        }};
+    }
+    match spec {
+        WriteSpec::Arrow(r) => {
+            let rows = items.into_iter().map(|r| r.map(|(_, e)| e));
+            let w = write_with!(
+                r.arrow()?,
+                crate::layouts::arrow_shards::write::try_write_arrow_cache,
+                rows
+            );
             Ok(written(w.metadata.num_rows, w.resumed_rows, w.dir))
         }
         #[cfg(feature = "lance")]
         WriteSpec::Lance(r) => {
-            let mut o = r.lance()?;
-            if let Some(p) = progress {
-                o = o.with_progress(p);
-            }
-            let w = crate::layouts::lance_rows::write::try_write_lance_cache(
-                items.into_iter().map(|r| r.map(|(_, e)| e)),
-                features,
-                location,
-                &o,
-            )?;
+            let rows = items.into_iter().map(|r| r.map(|(_, e)| e));
+            let w = write_with!(
+                r.lance()?,
+                crate::layouts::lance_rows::write::try_write_lance_cache,
+                rows
+            );
             Ok(written(w.metadata.num_rows, w.resumed_rows, w.dir))
         }
         #[cfg(feature = "video")]
         WriteSpec::VideoFrames(v) => {
-            let mut o = v.video()?;
-            if let Some(p) = progress {
-                o = o.with_progress(p);
-            }
-            let w = crate::layouts::video_frames::write::try_write_video_frames_cache(
-                items, features, location, &o,
-            )?;
+            let w = write_with!(
+                v.video()?,
+                crate::layouts::video_frames::write::try_write_video_frames_cache,
+                items
+            );
             Ok(written(w.metadata.num_rows, w.resumed_videos, w.dir))
         }
         #[allow(unreachable_patterns)]
