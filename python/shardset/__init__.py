@@ -210,3 +210,17 @@ def write_cache(examples, features, path, format="arrow", **options):
 write_cache.__doc__ += "\n".join(
     f"    {name} ({', '.join(layouts)}): {help}"
     for name, layouts, help in _shardset.write_options())
+
+
+def configure_object_store(region=None, endpoint=None, access_key_id=None,
+                           secret_access_key=None, session_token=None, part_bytes=None):
+    """Sets this process's object-store settings for `s3://` caches, over
+    its `AWS_*` environment (a setting left None comes from there): region,
+    endpoint (an S3-compatible server, `http://` or `https://`), credentials,
+    and the upload part size. Checked now (a bad value is a BadInputError
+    naming it); the process environment is not changed."""
+    given = {"region": region, "endpoint": endpoint, "access_key_id": access_key_id,
+             "secret_access_key": secret_access_key, "session_token": session_token,
+             "part_bytes": part_bytes}
+    _shardset._install_storage_options(json.dumps({k: v for k, v in given.items()
+                                                   if v is not None}))

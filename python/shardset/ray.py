@@ -30,11 +30,11 @@ same order. Shards break at unit boundaries (each unit rotates its own by
 the byte budget), so shard files equal a single build's only when each unit
 fills exactly its shards.
 
-Workers need the cache's object store: the AWS variables (`AWS_*`) and the
-disk cache's (`SHARDSET_*`) of the driver's environment go with each task
-and are the worker's environment while it runs (the library keeps one S3
-client per configuration, so a worker that ran another build's tasks
-before uses these settings).
+Workers need the cache's object store: the driver's object-store settings
+in effect (its `AWS_*` environment, or what `shardset.configure_object_store`
+set) go with each task as typed settings the worker installs (the library
+keeps one S3 client per configuration, so a worker that ran another build's
+tasks before uses these); no process environment is changed.
 """
 
 import dataclasses
@@ -58,34 +58,20 @@ class BuildReport:
     replaced: bool
 
 
-def _env_for_workers():
-    return {k: v for k, v in os.environ.items()
-            if k.startswith("AWS_") or k.startswith("SHARDSET_")}
-
-
-def _encode_units(generate, units, first, features_json, path, build, options, env):
+def _encode_units(generate, units, first, features_json, path, build, options, storage):
     """Consecutive work units `first, first + 1, ...`, on a Ray worker: their
     examples in unit order written as one local part, put under the build
-    prefix named by the first unit; returns (record JSON, rows). `env` (the
-    driver's object store settings) is this process's environment while
-    the task runs."""
+    prefix named by the first unit; returns (record JSON, rows). `storage`:
+    the driver's object-store settings (JSON), installed in this worker."""
     def examples():
         for unit in units:
             yield from generate(unit)
-    saved = {k: os.environ.get(k) for k in env}
-    os.environ.update(env)
-    try:
-        with tempfile.TemporaryDirectory(prefix="shardset-ray-") as tmp:
-            local = os.path.join(tmp, f"u{first:05d}")
-            rows = write_cache(examples(), Features.from_json(features_json), local,
-                               format="arrow", build_id=build, **options)
-            record = _shardset._publish_part(local, path, build, first)
-    finally:
-        for k, v in saved.items():
-            if v is None:
-                os.environ.pop(k, None)
-            else:
-                os.environ[k] = v
+    _shardset._install_storage_options(storage)
+    with tempfile.TemporaryDirectory(prefix="shardset-ray-") as tmp:
+        local = os.path.join(tmp, f"u{first:05d}")
+        rows = write_cache(examples(), Features.from_json(features_json), local,
+                           format="arrow", build_id=build, **options)
+        record = _shardset._publish_part(local, path, build, first)
     return record, rows
 
 
@@ -138,13 +124,13 @@ def build(generate, units, features, path, *, threads=1, build_id=None, max_retr
     # where plain tasks run on the workers Ray has started already.
     task = ray.remote(_encode_units).options(max_retries=max_retries, num_cpus=num_cpus,
                                               scheduling_strategy=scheduling_strategy)
-    env = _env_for_workers()
+    storage = _shardset._storage_options()
     features_json = feats.to_json()
     per = _units_per_task(len(units), units_per_task)
     groups = [(k, units[k:k + per]) for k in range(0, len(units), per)]
     index = {}
     for g, (first, group) in enumerate(groups):
-        ref = task.remote(generate, group, first, features_json, path, build, options, env)
+        ref = task.remote(generate, group, first, features_json, path, build, options, storage)
         index[ref] = g
     records = [None] * len(groups)
     pending = list(index)

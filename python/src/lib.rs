@@ -52,5 +52,7 @@ fn _shardset(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(remote::_publish_part, m)?)?;
     m.add_function(wrap_pyfunction!(remote::_commit_parts, m)?)?;
     m.add_function(wrap_pyfunction!(remote::_gc_object_store, m)?)?;
+    m.add_function(wrap_pyfunction!(remote::_install_storage_options, m)?)?;
+    m.add_function(wrap_pyfunction!(remote::_storage_options, m)?)?;
     Ok(())
 }

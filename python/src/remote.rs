@@ -70,3 +70,21 @@ pub(crate) fn _gc_object_store(
         .map(|p| p.to_string_lossy().into_owned())
         .collect())
 }
+
+/// Makes `options_json` (a `StorageOptions` object: region, endpoint,
+/// access_key_id, secret_access_key, session_token, part_bytes) this
+/// process's object-store settings, over its environment's.
+#[pyfunction]
+pub(crate) fn _install_storage_options(options_json: &str) -> PyRes<()> {
+    let o: shardset::storage::object::StorageOptions = serde_json::from_str(options_json)
+        .map_err(|e| crate::error::BadInputError::new_err(format!("storage options: {e}")))?;
+    o.install().py()
+}
+
+/// The object-store settings in effect in this process (installed over the
+/// environment's), as JSON: what a Ray task gets from its driver.
+#[pyfunction]
+pub(crate) fn _storage_options() -> PyRes<String> {
+    let o = shardset::storage::object::StorageOptions::effective().py()?;
+    serde_json::to_string(&o).map_err(|e| PyValueError::new_err(e.to_string()))
+}

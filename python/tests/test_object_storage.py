@@ -258,6 +258,39 @@ def test_python_writes_and_reads_a_cache_on_object_storage(s3, tmp_path):
         shardset.open_cache(f"{s3}/py/none")
 
 
+def test_typed_settings_reach_the_object_store_without_the_environment(s3, tmp_path):
+    """A process with no AWS variables writes and reads an `s3://` cache
+    (Arrow and Lance) with the settings given to configure_object_store;
+    a bad setting is named, and the environment is left as it was."""
+    script = tmp_path / "typed.py"
+    script.write_text(
+        "import json, os, sys\n"
+        "import shardset\n"
+        "cfg = json.loads(sys.argv[1])\n"
+        "try:\n"
+        "    shardset.configure_object_store(endpoint='ftp://nowhere')\n"
+        "    raise SystemExit('a bad endpoint was accepted')\n"
+        "except shardset.BadInputError as e:\n"
+        "    assert 'endpoint' in str(e), e\n"
+        "shardset.configure_object_store(**cfg)\n"
+        "feats = {'x': shardset.Value('int64')}\n"
+        "for fmt in ('arrow', 'lance'):\n"
+        "    uri = sys.argv[2] + '/' + fmt\n"
+        "    shardset.write_cache(({'x': i} for i in range(50)), feats, uri, format=fmt)\n"
+        "    ds = shardset.open_cache(uri)\n"
+        "    assert len(ds) == 50 and ds[49]['x'] == 49, fmt\n"
+        "assert not any(k.startswith('AWS_') for k in os.environ)\n"
+        "print('ok')\n")
+    env = {k: v for k, v in os.environ.items() if not k.startswith("AWS_")}
+    cfg = {"endpoint": os.environ["AWS_ENDPOINT_URL"], "region": "us-east-1",
+           "access_key_id": os.environ["AWS_ACCESS_KEY_ID"],
+           "secret_access_key": os.environ["AWS_SECRET_ACCESS_KEY"]}
+    out = subprocess.run([sys.executable, str(script), json.dumps(cfg), f"{s3}/typed"],
+                         env=env, capture_output=True, text=True, timeout=300)
+    assert out.returncode == 0, out.stderr[-3000:]
+    assert out.stdout.strip() == "ok"
+
+
 def test_a_ray_build_into_a_shared_directory_is_a_plain_local_cache(ray_cluster, tmp_path):
     import shardset.ray as sray
 

@@ -6,13 +6,13 @@ mod process;
 
 pub(crate) use names::named_enum;
 
-pub(crate) use process::in_pool;
-#[cfg(any(feature = "lance", feature = "s3"))]
-pub use process::ForkLocal;
 #[cfg(any(feature = "lance", feature = "s3"))]
 pub(crate) use process::block_on;
+pub(crate) use process::in_pool;
 #[cfg(feature = "lance")]
 pub(crate) use process::io_runtime;
+#[cfg(any(feature = "lance", feature = "s3"))]
+pub use process::ForkLocal;
 
 use std::sync::atomic::{AtomicU64, Ordering};
 

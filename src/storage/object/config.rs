@@ -9,69 +9,61 @@ use std::time::Duration;
 use object_store::aws::AmazonS3Builder;
 use object_store::{BackoffConfig, RetryConfig};
 
+use super::options::StorageOptions;
 use super::{MAX_RETRIES, RETRY_TIMEOUT};
 
 /// Files up to this size are put in one request; larger ones are uploaded
 /// in parts of this size (S3 takes at most 5 GiB in one put, and parts of
-/// 5 MiB at least). `SHARDSET_OBJECT_PART_BYTES` sets it.
+/// 5 MiB at least). `SHARDSET_OBJECT_PART_BYTES` or
+/// [`StorageOptions::part_bytes`] sets it.
 pub const DEFAULT_PART_BYTES: u64 = 64 << 20;
 
-/// S3's smallest part but the last.
-const MIN_PART_BYTES: u64 = 5 << 20;
-
-/// The part size the environment names (`SHARDSET_OBJECT_PART_BYTES`).
-pub(super) fn part_bytes_from_env() -> std::result::Result<u64, String> {
-    match std::env::var("SHARDSET_OBJECT_PART_BYTES") {
-        Err(_) => Ok(DEFAULT_PART_BYTES),
-        Ok(v) => match v.trim().parse::<u64>() {
-            Ok(n) if (MIN_PART_BYTES..=(5 << 30)).contains(&n) => Ok(n),
-            _ => Err(format!(
-                "SHARDSET_OBJECT_PART_BYTES must be a number of bytes from {MIN_PART_BYTES} (5 MiB) to 5 GiB, not {v:?}"
-            )),
-        },
-    }
+/// The part size in effect.
+pub(super) fn part_bytes() -> std::result::Result<u64, String> {
+    let o = StorageOptions::effective().map_err(|e| e.to_string())?;
+    Ok(o.part_bytes.unwrap_or(DEFAULT_PART_BYTES))
 }
 
-/// The region: `AWS_REGION`, `AWS_DEFAULT_REGION`, else `us-east-1`.
-fn region() -> String {
-    std::env::var("AWS_REGION")
-        .or_else(|_| std::env::var("AWS_DEFAULT_REGION"))
-        .unwrap_or_else(|_| "us-east-1".to_string())
-}
-
-/// The endpoint override: `AWS_ENDPOINT_URL_S3`, `AWS_ENDPOINT_URL` or
-/// `AWS_ENDPOINT`.
-fn endpoint() -> Option<String> {
-    std::env::var("AWS_ENDPOINT_URL_S3")
-        .or_else(|_| std::env::var("AWS_ENDPOINT_URL"))
-        .or_else(|_| std::env::var("AWS_ENDPOINT"))
-        .ok()
+/// The region in effect, else `us-east-1`.
+fn region(o: &StorageOptions) -> String {
+    o.region.clone().unwrap_or_else(|| "us-east-1".to_string())
 }
 
 /// The configuration of [`ObjectStorage`](super::ObjectStorage) as Lance
-/// storage options, for Lance's own S3 client (Lance reads the credentials
-/// from the AWS environment itself): region, endpoint override, plain HTTP
-/// for an `http://` endpoint, and the same retries.
+/// storage options, for Lance's own S3 client: region, endpoint override,
+/// plain HTTP for an `http://` endpoint, credentials when given, and the
+/// same retries.
 #[cfg(feature = "lance")]
 pub(crate) fn lance_storage_options() -> HashMap<String, String> {
-    let mut o = HashMap::new();
-    o.insert("aws_region".to_string(), region());
-    if let Some(ep) = endpoint() {
+    let o = StorageOptions::effective().unwrap_or_default();
+    let mut m = HashMap::new();
+    m.insert("aws_region".to_string(), region(&o));
+    if let Some(ep) = &o.endpoint {
         if ep.starts_with("http://") {
-            o.insert("aws_allow_http".to_string(), "true".to_string());
+            m.insert("aws_allow_http".to_string(), "true".to_string());
         }
-        o.insert("aws_endpoint".to_string(), ep);
+        m.insert("aws_endpoint".to_string(), ep.clone());
     }
-    o.insert("client_max_retries".to_string(), MAX_RETRIES.to_string());
-    o.insert(
+    for (k, v) in [
+        ("aws_access_key_id", &o.access_key_id),
+        ("aws_secret_access_key", &o.secret_access_key),
+        ("aws_session_token", &o.session_token),
+    ] {
+        if let Some(v) = v {
+            m.insert(k.to_string(), v.clone());
+        }
+    }
+    m.insert("client_max_retries".to_string(), MAX_RETRIES.to_string());
+    m.insert(
         "client_retry_timeout".to_string(),
         RETRY_TIMEOUT.as_secs().to_string(),
     );
-    o
+    m
 }
 
-/// The S3 client's configuration for `bucket`, from the environment.
+/// The S3 client's configuration for `bucket`, from the settings in effect.
 pub(super) fn store_config(bucket: &str) -> std::result::Result<AmazonS3Builder, String> {
+    let o = StorageOptions::effective().map_err(|e| e.to_string())?;
     // https endpoints: reqwest's rustls with ring as the process's provider.
     let _ = rustls::crypto::ring::default_provider().install_default();
     let mut b = AmazonS3Builder::from_env()
@@ -85,18 +77,28 @@ pub(super) fn store_config(bucket: &str) -> std::result::Result<AmazonS3Builder,
             max_retries: MAX_RETRIES,
             retry_timeout: RETRY_TIMEOUT,
         });
-    b = b.with_region(region());
-    if let Some(ep) = endpoint() {
+    b = b.with_region(region(&o));
+    if let Some(ep) = &o.endpoint {
         if ep.starts_with("http://") {
             b = b.with_allow_http(true);
         }
-        b = b.with_endpoint(ep);
+        b = b.with_endpoint(ep.clone());
+    }
+    if let Some(k) = &o.access_key_id {
+        b = b.with_access_key_id(k.clone());
+    }
+    if let Some(k) = &o.secret_access_key {
+        b = b.with_secret_access_key(k.clone());
+    }
+    if let Some(t) = &o.session_token {
+        b = b.with_token(t.clone());
     }
     Ok(b)
 }
 
 /// What an [`ObjectStorage`](super::ObjectStorage) is configured from: the
-/// `AWS_*` and `SHARDSET_OBJECT_*` variables, as one string.
+/// `AWS_*` and `SHARDSET_OBJECT_*` variables and the installed settings, as
+/// one string.
 pub(super) fn config_key() -> String {
     let mut vars: Vec<(String, String)> = std::env::vars()
         .filter(|(k, _)| k.starts_with("AWS_") || k.starts_with("SHARDSET_OBJECT_"))
@@ -108,6 +110,9 @@ pub(super) fn config_key() -> String {
         key.push('=');
         key.push_str(&v);
         key.push('\n');
+    }
+    if let Ok(o) = StorageOptions::effective() {
+        key.push_str(&serde_json::to_string(&o).unwrap_or_default());
     }
     key
 }

@@ -35,6 +35,7 @@
 
 mod config;
 mod files;
+mod options;
 mod ranged;
 mod upload;
 
@@ -56,7 +57,8 @@ use crate::error::{Error, Result};
 #[cfg(feature = "lance")]
 pub(crate) use config::lance_storage_options;
 pub use config::DEFAULT_PART_BYTES;
-use config::{config_key, part_bytes_from_env, store_config};
+use config::{config_key, part_bytes, store_config};
+pub use options::StorageOptions;
 
 /// Times a failed request is retried.
 pub const MAX_RETRIES: usize = 8;
@@ -184,7 +186,7 @@ impl ObjectStorage {
                 store: crate::util::ForkLocal::new(),
             }),
             disk,
-            part_bytes: part_bytes_from_env(),
+            part_bytes: part_bytes(),
         }
     }
 
