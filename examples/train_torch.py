@@ -12,13 +12,15 @@ checks that the rows it reads and the weights it reaches are exactly those
 of the uninterrupted run.
 """
 
+from __future__ import annotations
+
 import os
 import sys
 import tempfile
 
 import numpy as np
 import torch
-from torchdata.stateful_dataloader import StatefulDataLoader
+from torchdata.stateful_dataloader import StatefulDataLoader  # type: ignore[import-untyped]
 
 import shardset
 from shardset import ClassLabel, Features, Sequence, Value
@@ -27,7 +29,7 @@ from shardset.torch import IterableDataset
 STEPS, EVERY, BATCH = 20, 5, 64
 
 
-def make_cache(path):
+def make_cache(path: str) -> None:
     rng = np.random.default_rng(0)
     x = rng.normal(size=(4096, 2)).astype(np.float32)
     y = (x[:, 0] + 2 * x[:, 1] > 0).astype(np.int64)
@@ -37,13 +39,14 @@ def make_cache(path):
                          feats, path, shard_size=16 << 10)
 
 
-def loader(path):
+def loader(path: str) -> StatefulDataLoader:
     ds = IterableDataset(path, batch_size=BATCH, order="shard-shuffle", seed=7)
     ds.set_epoch(0)
     return StatefulDataLoader(ds, batch_size=None, num_workers=2)
 
 
-def train(path, ckpt_dir, start=None, stop=STEPS):
+def train(path: str, ckpt_dir: str, start: str | None = None,
+          stop: int = STEPS) -> tuple[torch.nn.Linear, list[int]]:
     torch.manual_seed(0)
     model = torch.nn.Linear(2, 2)
     opt = torch.optim.SGD(model.parameters(), lr=0.5)
@@ -60,7 +63,7 @@ def train(path, ckpt_dir, start=None, stop=STEPS):
         x = batch["x"]
         loss = torch.nn.functional.cross_entropy(model(x), batch["label"])
         opt.zero_grad()
-        loss.backward()
+        loss.backward()  # type: ignore[no-untyped-call]  # unannotated in torch
         opt.step()
         step += 1
         seen += batch["id"].tolist()
@@ -74,7 +77,7 @@ def train(path, ckpt_dir, start=None, stop=STEPS):
     return model, seen
 
 
-def main():
+def main() -> None:
     work = sys.argv[1] if len(sys.argv) > 1 else tempfile.mkdtemp(prefix="shardset-train-")
     path = os.path.join(work, "cache")
     if not os.path.exists(path):

@@ -12,7 +12,12 @@
 Reads and decodes run in the Rust library with the GIL released.
 """
 
+from __future__ import annotations
+
 import json
+import os
+from collections.abc import Iterable, Iterator
+from typing import TYPE_CHECKING, Any, overload
 
 from . import _shardset
 from ._shardset import (  # noqa: F401
@@ -33,9 +38,19 @@ from .features import (  # noqa: F401
     Video,
 )
 
-def _pa():
+if TYPE_CHECKING:
+    import numpy as np
+    import pyarrow  # type: ignore[import-untyped]
+    from numpy.typing import NDArray
+
+    from ._shardset import _Columns, _Example, _Indices, _Layout, _Row
+    from .features import FeaturesLike
+
+
+def _pa() -> Any:
     """pyarrow, imported at first use: `import shardset` stays cheap (a
-    fresh process, a Ray worker) for code that never asks for Arrow batches."""
+    fresh process, a Ray worker) for code that never asks for Arrow batches.
+    (pyarrow ships no type information, hence `Any`.)"""
     import pyarrow
     return pyarrow
 
@@ -50,20 +65,27 @@ class Dataset:
 
     __slots__ = ("_ds",)
 
-    def __init__(self, inner):
+    def __init__(self, inner: _shardset.Dataset) -> None:
         self._ds = inner
 
-    def __len__(self):
+    def __len__(self) -> int:
         return len(self._ds)
 
-    def __getitem__(self, key):
+    @overload
+    def __getitem__(self, key: slice) -> Dataset: ...
+    @overload
+    def __getitem__(self, key: int) -> _Row: ...
+    @overload
+    def __getitem__(self, key: _Indices) -> list[_Row]: ...
+
+    def __getitem__(self, key: slice | int | _Indices) -> Dataset | _Row | list[_Row]:
         out = self._ds[key]
         return Dataset(out) if isinstance(out, _shardset.Dataset) else out
 
-    def __getitems__(self, indices):
+    def __getitems__(self, indices: _Indices) -> list[_Row]:
         return self._ds.__getitems__(indices)
 
-    def take_batch(self, indices):
+    def take_batch(self, indices: _Indices) -> _Columns:
         """The rows at `indices` as one batch of columns made in the library:
         `{name: numpy array}` for numbers and class ids (in the column's own
         dtype) and for images and arrays of one shape (stacked `[B, ...]`),
@@ -73,65 +95,70 @@ class Dataset:
         `frame_indices` `[B, T]` and `sample_idx`."""
         return self._ds.take_columns(indices)
 
-    def __iter__(self):
+    def __iter__(self) -> Iterator[_Row]:
         """Rows in view order, decoded by the library 256 at a time."""
         n = len(self._ds)
         for s in range(0, n, 256):
             yield from self._ds.__getitems__(list(range(s, min(n, s + 256))))
 
-    def iter_batches(self, batch_size=1024):
+    def iter_batches(self, batch_size: int = 1024) -> Iterator[pyarrow.RecordBatch]:
         """`pyarrow.RecordBatch`es of the view in order, imported through the
         Arrow C Data interface without a copy."""
         for b in self._ds.iter_batches(batch_size):
             yield _pa().record_batch(b)
 
-    def windows(self, indices):
+    def windows(self, indices: _Indices) -> NDArray[np.uint8]:
         """Windows of a frames cache, stacked `[B, T, H, W, 3]` uint8."""
         return self._ds.windows(indices)
 
-    def select_columns(self, columns):
+    def select_columns(self, columns: Iterable[str]) -> Dataset:
         return Dataset(self._ds.select_columns(list(columns)))
 
-    def select(self, indices):
+    def select(self, indices: _Indices) -> Dataset:
         return Dataset(self._ds.select(indices))
 
-    def shuffle(self, seed=0):
+    def shuffle(self, seed: int = 0) -> Dataset:
         return Dataset(self._ds.shuffle(seed))
 
-    def train_test_split(self, test_size, seed=0, stratify_by_column=None):
+    def train_test_split(self, test_size: int | float, seed: int = 0,
+                         stratify_by_column: str | None = None) -> dict[str, Dataset]:
         a, b = self._ds.train_test_split(test_size, seed, stratify_by_column)
         return {"train": Dataset(a), "test": Dataset(b)}
 
     @property
-    def features(self):
+    def features(self) -> Features:
         return Features.from_json(self._ds.features_json)
 
     @property
-    def column_names(self):
+    def column_names(self) -> list[str]:
         return self._ds.column_names
 
     @property
-    def path(self):
+    def path(self) -> str:
         return self._ds.path
 
     @property
-    def layout(self):
+    def layout(self) -> str:
         return self._ds.layout
 
     @property
-    def shard_row_counts(self):
+    def shard_row_counts(self) -> list[int]:
         return self._ds.shard_row_counts
 
-    def __reduce__(self):
+    def __reduce__(self) -> tuple[type[Dataset], tuple[_shardset.Dataset]]:
         return (Dataset, (self._ds,))
 
-    def __repr__(self):
+    def __repr__(self) -> str:
         return repr(self._ds)
 
 
-def open_cache(path, columns=None, decode_images=True, window=None, lance_chunk_rows=None,
-               features=None, verify_on_read=False, in_memory=False, memory_fraction=None,
-               in_memory_fallback=False, version=None, trusted_roots=()):
+def open_cache(path: str | os.PathLike[str], columns: Iterable[str] | None = None,
+               decode_images: bool = True, window: int | tuple[int, int, int] | None = None,
+               lance_chunk_rows: int | None = None, features: FeaturesLike | None = None,
+               verify_on_read: bool = False, in_memory: bool = False,
+               memory_fraction: float | None = None, in_memory_fallback: bool = False,
+               version: int | None = None,
+               trusted_roots: Iterable[str | os.PathLike[str]] = ()) -> Dataset:
     """Opens a cache of any layout (`arrow-shards`, `lance-rows`,
     `lance-video-frames`), written by shardset or by stable-datasets.
 
@@ -171,7 +198,7 @@ def open_cache(path, columns=None, decode_images=True, window=None, lance_chunk_
         version=version, trusted_roots=[str(r) for r in trusted_roots]))
 
 
-def edit(path):
+def edit(path: str | os.PathLike[str]) -> _shardset.Staging:
     """Stages edits over the current version of the cache at `path`
     (`arrow-shards` or `lance-rows`) and returns the staging area:
 
@@ -188,7 +215,9 @@ def edit(path):
     return _shardset.edit(str(path))
 
 
-def write_cache(examples, features, path, format="arrow", **options):
+def write_cache(examples: Iterable[_Example], features: FeaturesLike,
+                path: str | os.PathLike[str], format: _Layout = "arrow",
+                **options: Any) -> int:
     """Writes a cache from `examples` (an iterable of dicts or `(key, dict)`
     pairs) with `features` (ours, the reference's, or a JSON description),
     published atomically at `path`. The encoding runs in Rust on all cores
@@ -207,7 +236,7 @@ def write_cache(examples, features, path, format="arrow", **options):
                                  json.dumps(options))
 
 
-write_cache.__doc__ += "\n".join(
+write_cache.__doc__ = (write_cache.__doc__ or "") + "\n".join(
     f"    {name} ({', '.join(layouts)}): {help}"
     for name, layouts, help in _shardset.write_options())
 

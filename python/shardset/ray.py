@@ -37,14 +37,27 @@ keeps one S3 client per configuration, so a worker that ran another build's
 tasks before uses these); no process environment is changed.
 """
 
+from __future__ import annotations
+
 import dataclasses
 import json
 import os
 import tempfile
 import uuid
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, TypeVar, cast
 
 from . import _shardset, write_cache
 from .features import Features
+
+if TYPE_CHECKING:
+    from ray.util.scheduling_strategies import SchedulingStrategyT
+
+    from ._shardset import _Example
+    from .features import FeaturesLike
+
+# A work unit: what `generate` takes (an int, a file name, ...).
+_Unit = TypeVar("_Unit")
 
 
 @dataclasses.dataclass
@@ -58,12 +71,14 @@ class BuildReport:
     replaced: bool
 
 
-def _encode_units(generate, units, first, features_json, path, build, options, storage):
+def _encode_units(generate: Callable[[Any], Iterable[_Example]], units: Sequence[Any],
+                  first: int, features_json: str, path: str, build: str,
+                  options: Mapping[str, Any], storage: str) -> tuple[str, int]:
     """Consecutive work units `first, first + 1, ...`, on a Ray worker: their
     examples in unit order written as one local part, put under the build
     prefix named by the first unit; returns (record JSON, rows). `storage`:
     the driver's object-store settings (JSON), installed in this worker."""
-    def examples():
+    def examples() -> Iterator[_Example]:
         for unit in units:
             yield from generate(unit)
     _shardset._install_storage_options(storage)
@@ -75,21 +90,25 @@ def _encode_units(generate, units, first, features_json, path, build, options, s
     return record, rows
 
 
-def _units_per_task(n_units, units_per_task):
+def _units_per_task(n_units: int, units_per_task: int | None) -> int:
     if units_per_task is not None:
         if units_per_task < 1:
             raise ValueError("units_per_task must be at least 1")
         return units_per_task
     import ray
-    cpus = max(1, int(ray.cluster_resources().get("CPU", 1)))
+    cpus = max(1, int(ray.cluster_resources().get("CPU", 1)))  # type: ignore[no-untyped-call]
     # About four tasks per CPU: enough to balance the load and to lose
     # little to a dead worker, few enough that Ray's cost per task stays small.
     return max(1, -(-n_units // (4 * cpus)))
 
 
-def build(generate, units, features, path, *, threads=1, build_id=None, max_retries=3,
-          num_cpus=1, units_per_task=None, progress=None, scheduling_strategy="SPREAD",
-          **options):
+def build(generate: Callable[[_Unit], Iterable[_Example]], units: Iterable[_Unit],
+          features: FeaturesLike, path: str | os.PathLike[str], *, threads: int = 1,
+          build_id: str | None = None, max_retries: int = 3, num_cpus: float = 1,
+          units_per_task: int | None = None,
+          progress: Callable[[int, int, int], object] | None = None,
+          scheduling_strategy: SchedulingStrategyT = "SPREAD",
+          **options: Any) -> BuildReport:
     """Builds the arrow-shards cache at `path` (`s3://bucket/prefix`, or a
     directory of a file system every node shares) from
     `generate(unit)` for each of `units` on the connected Ray cluster (see
@@ -132,7 +151,7 @@ def build(generate, units, features, path, *, threads=1, build_id=None, max_retr
     for g, (first, group) in enumerate(groups):
         ref = task.remote(generate, group, first, features_json, path, build, options, storage)
         index[ref] = g
-    records = [None] * len(groups)
+    records: list[str | None] = [None] * len(groups)
     pending = list(index)
     rows = 0
     done_units = 0
@@ -151,12 +170,14 @@ def build(generate, units, features, path, *, threads=1, build_id=None, max_retr
         for ref in pending:
             ray.cancel(ref, force=True)
         raise
-    built, shards, replaced = _shardset._commit_parts(path, build, records)
+    # Every group's record is in: each task returned one, or this raised.
+    built, shards, replaced = _shardset._commit_parts(path, build, cast("list[str]", records))
     return BuildReport(path=path, build=built, units=len(units), rows=rows, shards=shards,
                        replaced=replaced)
 
 
-def gc(path, min_age_s=3600.0, dry_run=False):
+def gc(path: str | os.PathLike[str], min_age_s: float = 3600.0,
+       dry_run: bool = False) -> list[str]:
     """Removes the build prefixes of the cache at `path` that its committed
     metadata does not name (failed or replaced builds) and that are older
     than `min_age_s`; returns them."""

@@ -28,9 +28,13 @@ in synchronous data-parallel training) after a change of world size: the
 global batches consumed are a prefix of the epoch.
 """
 
+from __future__ import annotations
+
 import multiprocessing
 import multiprocessing.context
 import os
+from collections.abc import Iterator, Mapping, Sequence
+from typing import TYPE_CHECKING, Any
 
 import torch
 from torch.utils.data import Dataset as _TorchDataset
@@ -40,88 +44,101 @@ from torch.utils.data import get_worker_info
 import shardset
 from shardset import _shardset
 
+if TYPE_CHECKING:
+    from numpy.typing import NDArray
+    from typing_extensions import TypeIs
+
+    from ._shardset import _Order, _Remainder, _Row
+
 
 class _Lazy:
     """A cache opened once per process, on first use."""
 
-    def __init__(self, path, open_kwargs):
+    def __init__(self, path: str | os.PathLike[str], open_kwargs: Mapping[str, Any]) -> None:
         self.path = str(path)
         self.open_kwargs = dict(open_kwargs)
-        self._ds = None
-        self._pid = None
+        self._ds: shardset.Dataset | None = None
+        self._pid: int | None = None
 
-    def get(self):
+    def get(self) -> shardset.Dataset:
         if self._ds is None or self._pid != os.getpid():
             self._ds = shardset.open_cache(self.path, **self.open_kwargs)
             self._pid = os.getpid()
         return self._ds
 
-    def __getstate__(self):
+    def __getstate__(self) -> dict[str, Any]:
         return {"path": self.path, "open_kwargs": self.open_kwargs}
 
-    def __setstate__(self, state):
+    def __setstate__(self, state: Mapping[str, Any]) -> None:
         self.path = state["path"]
         self.open_kwargs = state["open_kwargs"]
         self._ds = None
         self._pid = None
 
 
-class MapDataset(_TorchDataset):
+class MapDataset(_TorchDataset[dict[str, Any]]):
     """`len(ds)`, `ds[i]` and `ds.__getitems__(indices)` over a cache: rows
     as the reference returns them (dicts of Python scalars and numpy arrays;
     the DataLoader's collate stacks them into tensors)."""
 
-    def __init__(self, path, **open_kwargs):
+    def __init__(self, path: str | os.PathLike[str], **open_kwargs: Any) -> None:
         self._lazy = _Lazy(path, open_kwargs)
         self._len = len(self._lazy.get())
 
-    def __len__(self):
+    def __len__(self) -> int:
         return self._len
 
-    def __getitem__(self, index):
+    def __getitem__(self, index: int | list[int] | tuple[int, ...]) -> dict[str, Any]:
         if isinstance(index, (list, tuple)):
             # A batch sampler's whole batch (DataLoader(batch_size=None,
             # sampler=BatchSampler(...))): columns made in the library.
             return to_torch(self._lazy.get().take_batch(list(index)))
         return self._lazy.get()[int(index)]
 
-    def __getitems__(self, indices):
+    def __getitems__(self, indices: Sequence[int]) -> list[_Row]:
         return self._lazy.get().__getitems__(list(indices))
 
 
-def to_torch(columns):
+def _is_array(v: NDArray[Any] | list[Any]) -> TypeIs[NDArray[Any]]:
+    """A column a batch holds as an array (the others are lists)."""
+    return hasattr(v, "__array_interface__")
+
+
+def to_torch(
+    columns: Mapping[str, NDArray[Any] | list[Any]],
+) -> dict[str, torch.Tensor | list[Any]]:
     """A batch of columns (`Dataset.take_batch`) as tensors; lists stay
     lists. In this process: tensors over the arrays' memory (no copy). In a
     DataLoader worker: every array copied once into one shared-memory block
     that all the batch's tensors view, so the batch crosses to the main
     process as one segment (not one per column, and not copied again when
     it is sent)."""
-    arrays = [(k, v) for k, v in columns.items() if hasattr(v, "__array_interface__")]
+    arrays = [(k, v) for k, v in columns.items() if _is_array(v)]
     if get_worker_info() is None or len(arrays) < 2:
-        return {k: torch.from_numpy(v) if hasattr(v, "__array_interface__") else v
-                for k, v in columns.items()}
+        return {k: torch.from_numpy(v) if _is_array(v) else v for k, v in columns.items()}
     spans, total = [], 0
     for _, v in arrays:
         total = -(-total // 16) * 16  # every column 16-byte aligned
         spans.append(total)
         total += v.nbytes
-    block = torch.empty(0, dtype=torch.uint8).set_(torch.UntypedStorage._new_shared(total))
-    out = {}
+    shared = torch.UntypedStorage._new_shared(total)  # type: ignore[no-untyped-call]
+    block = torch.empty(0, dtype=torch.uint8).set_(shared)
+    out: dict[str, torch.Tensor] = {}
     for (k, v), off in zip(arrays, spans):
         src = torch.from_numpy(v)
         t = block[off:off + v.nbytes].view(src.dtype).view(src.shape)
         t.copy_(src)
         out[k] = t
-    return {k: out.get(k, v) for k, v in columns.items()}
+    return {k: out[k] if _is_array(v) else v for k, v in columns.items()}
 
 
-def _dist():
+def _dist() -> tuple[int, int]:
     if torch.distributed.is_available() and torch.distributed.is_initialized():
         return torch.distributed.get_rank(), torch.distributed.get_world_size()
     return 0, 1
 
 
-class IterableDataset(_TorchIterable):
+class IterableDataset(_TorchIterable[Any]):
     """Collated batches of `batch_size` rows in the library's epoch order,
     this rank's and this worker's share (see the module's docstring).
 
@@ -145,9 +162,11 @@ class IterableDataset(_TorchIterable):
     the start of its iteration (`StatefulDataLoader`), or through
     `shardset.torch.epoch_sync`."""
 
-    def __init__(self, path, batch_size=256, order="shard-shuffle", seed=0,
-                 remainder="drop_last", rank=None, world_size=None, collate=True,
-                 **open_kwargs):
+    def __init__(self, path: str | os.PathLike[str], batch_size: int = 256,
+                 order: _Order = "shard-shuffle", seed: int = 0,
+                 remainder: _Remainder = "drop_last", rank: int | None = None,
+                 world_size: int | None = None, collate: bool = True,
+                 **open_kwargs: Any) -> None:
         _shardset._check_order(order)
         self._lazy = _Lazy(path, open_kwargs)
         self.num_rows = len(self._lazy.get())
@@ -169,48 +188,48 @@ class IterableDataset(_TorchIterable):
         self._done = 0
         # This worker's next rank-local batch while iterating, and the one a
         # loaded worker state continues from.
-        self._next = None
-        self._resume_next = None
+        self._next: int | None = None
+        self._resume_next: int | None = None
 
     @property
-    def epoch(self):
+    def epoch(self) -> int:
         return int(self._epoch.value)
 
-    def __getstate__(self):
+    def __getstate__(self) -> dict[str, Any]:
         state = dict(self.__dict__)
         if multiprocessing.context.get_spawning_popen() is None:
             # Plain pickling (not a worker's start): the epoch by value.
             state["_epoch"] = int(self._epoch.value)
         return state
 
-    def __setstate__(self, state):
+    def __setstate__(self, state: dict[str, Any]) -> None:
         epoch = state["_epoch"]
         if isinstance(epoch, int):
             state["_epoch"] = multiprocessing.get_context().Value("q", epoch, lock=False)
         self.__dict__.update(state)
 
     # ------------------------------------------------------------ layout ---
-    def _rank_world(self):
+    def _rank_world(self) -> tuple[int, int]:
         if self._world is not None:
             return int(self._rank or 0), int(self._world)
         return _dist()
 
-    def _plan(self, world):
+    def _plan(self, world: int) -> _shardset.EpochBatches:
         return _shardset.EpochBatches(self.num_rows, self.batch_size, self.remainder, world)
 
-    def _rank_total(self, rank, world):
+    def _rank_total(self, rank: int, world: int) -> int:
         """Rank-local batches of `rank` from `base` on."""
         return self._plan(world).rank_total(rank, self._base)
 
-    def rank_batches(self):
+    def rank_batches(self) -> int:
         """Rank-local batches of this rank in the epoch, from where it stands."""
         rank, world = self._rank_world()
         return max(0, self._rank_total(rank, world) - self._done)
 
-    def __len__(self):
+    def __len__(self) -> int:
         return self.rank_batches()
 
-    def set_epoch(self, epoch):
+    def set_epoch(self, epoch: int) -> None:
         """Starts epoch `epoch` from its beginning (in persistent workers too)."""
         self._epoch.value = int(epoch)
         self._base = 0
@@ -219,7 +238,7 @@ class IterableDataset(_TorchIterable):
         self._resume_next = None
 
     # --------------------------------------------------------- iteration ---
-    def __iter__(self):
+    def __iter__(self) -> Iterator[Any]:
         rank, world = self._rank_world()
         info = get_worker_info()
         wid, nw = (info.id, info.num_workers) if info is not None else (0, 1)
@@ -236,6 +255,7 @@ class IterableDataset(_TorchIterable):
         while i < total:
             lo, hi = plan.span(rank, self._base, i)
             i += nw
+            batch: dict[str, torch.Tensor | list[Any]] | list[_Row]
             if self.collate:
                 batch = to_torch(ds._ds.epoch_columns(self.order, self.seed, epoch, lo, hi))
             else:
@@ -244,7 +264,7 @@ class IterableDataset(_TorchIterable):
             yield batch
 
     # ------------------------------------------------------ checkpointing ---
-    def state_dict(self):
+    def state_dict(self) -> dict[str, Any]:
         """The position: epoch, global batches consumed before this segment,
         rank-local batches yielded, and this worker's next batch (in a
         worker), with what they refer to (checked when loaded)."""
@@ -258,7 +278,7 @@ class IterableDataset(_TorchIterable):
             "num_rows": self.num_rows, "remainder": self.remainder,
         }
 
-    def load_state_dict(self, state):
+    def load_state_dict(self, state: Mapping[str, Any]) -> None:
         """Continues from `state`: a worker's own state (from
         StatefulDataLoader, same number of workers), or a rank's state from
         `rank_state(loader.state_dict())` (any number of workers, any world
@@ -277,7 +297,7 @@ class IterableDataset(_TorchIterable):
         self._next = None
 
 
-def rank_state(loader_state):
+def rank_state(loader_state: Mapping[str, Any]) -> dict[str, Any]:
     """A rank's position from a `StatefulDataLoader.state_dict()` over an
     `IterableDataset`: the rank-local batches the loader yielded (the least
     next batch of its workers), loadable into an `IterableDataset` read with
