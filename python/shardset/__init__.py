@@ -241,8 +241,11 @@ write_cache.__doc__ = (write_cache.__doc__ or "") + "\n".join(
     for name, layouts, help in _shardset.write_options())
 
 
-def configure_object_store(region=None, endpoint=None, access_key_id=None,
-                           secret_access_key=None, session_token=None, part_bytes=None):
+def configure_object_store(region: str | None = None, endpoint: str | None = None,
+                           access_key_id: str | None = None,
+                           secret_access_key: str | None = None,
+                           session_token: str | None = None,
+                           part_bytes: int | None = None) -> None:
     """Sets this process's object-store settings for `s3://` caches, over
     its `AWS_*` environment (a setting left None comes from there): region,
     endpoint (an S3-compatible server, `http://` or `https://`), credentials,
