@@ -5,6 +5,7 @@
 pub mod build;
 pub mod checksums;
 pub mod gc;
+pub mod location;
 pub mod lock;
 pub mod metadata;
 pub mod naming;

@@ -296,18 +296,9 @@ where
     I: IntoIterator<Item = std::result::Result<Example, E>>,
     E: Into<BoxError>,
 {
-    #[cfg(feature = "s3")]
-    if crate::storage::is_object_uri(cache_dir) {
-        // Written in a local staging directory, then published with a
-        // commit marker (see `cache::remote`).
-        let mut w = crate::cache::remote::write_staged(cache_dir, |dir, lock| {
-            write_arrow_cache_locked(examples, features, dir, opts, lock)
-        })?;
-        w.dir = cache_dir.to_path_buf();
-        return Ok(w);
-    }
-    let lock = CacheLock::acquire(cache_dir)?;
-    write_arrow_cache_locked(examples, features, cache_dir, opts, &lock)
+    crate::cache::location::write_at(cache_dir, |dir, lock| {
+        write_arrow_cache_locked(examples, features, dir, opts, lock)
+    })
 }
 
 /// The writer proper, for callers that already hold the cache's lock.
@@ -561,4 +552,10 @@ where
         metadata,
         resumed_rows: skip,
     })
+}
+
+impl crate::cache::location::WrittenAt for WrittenCache {
+    fn published_at(&mut self, dir: PathBuf) {
+        self.dir = dir;
+    }
 }

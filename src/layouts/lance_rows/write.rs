@@ -77,18 +77,9 @@ where
     I: IntoIterator<Item = std::result::Result<Example, E>>,
     E: Into<BoxError>,
 {
-    #[cfg(feature = "s3")]
-    if crate::storage::is_object_uri(cache_dir) {
-        // Written in a local staging directory, then published whole
-        // under its build prefix (see `cache::remote`).
-        let mut w = crate::cache::remote::write_staged(cache_dir, |dir, lock| {
-            write_lance_cache_locked(examples, features, dir, opts, lock)
-        })?;
-        w.dir = cache_dir.to_path_buf();
-        return Ok(w);
-    }
-    let lock = CacheLock::acquire(cache_dir)?;
-    write_lance_cache_locked(examples, features, cache_dir, opts, &lock)
+    crate::cache::location::write_at(cache_dir, |dir, lock| {
+        write_lance_cache_locked(examples, features, dir, opts, lock)
+    })
 }
 
 /// The writer proper, for callers that hold the cache's lock.
@@ -383,5 +374,11 @@ impl PreparedLance {
             metadata,
             resumed_rows: skip,
         })
+    }
+}
+
+impl crate::cache::location::WrittenAt for WrittenLance {
+    fn published_at(&mut self, dir: PathBuf) {
+        self.dir = dir;
     }
 }

@@ -106,16 +106,9 @@ where
     E: Into<BoxError>,
 {
     video_column(features, opts.video_column())?;
-    #[cfg(feature = "s3")]
-    if crate::storage::is_object_uri(cache_dir) {
-        let mut w = crate::cache::remote::write_staged(cache_dir, |dir, lock| {
-            write_video_frames_cache_locked(items, features, dir, opts, lock)
-        })?;
-        w.dir = cache_dir.to_path_buf();
-        return Ok(w);
-    }
-    let lock = CacheLock::acquire(cache_dir)?;
-    write_video_frames_cache_locked(items, features, cache_dir, opts, &lock)
+    crate::cache::location::write_at(cache_dir, |dir, lock| {
+        write_video_frames_cache_locked(items, features, dir, opts, lock)
+    })
 }
 
 fn video_column(features: &Features, asked: Option<&str>) -> Result<(String, VideoStorage)> {
@@ -366,4 +359,10 @@ where
         metadata,
         resumed_videos,
     })
+}
+
+impl crate::cache::location::WrittenAt for WrittenVideoFrames {
+    fn published_at(&mut self, dir: PathBuf) {
+        self.dir = dir;
+    }
 }
