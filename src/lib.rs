@@ -53,7 +53,7 @@ pub use error::{Error, Result};
 pub use features::decode::{DecodeOptions, RowDecoder};
 pub use features::image::PngCompression;
 pub use features::{ClassLabel, Dtype, Feature, Features, ImageFormat, VideoStorage};
-pub use layouts::arrow_shards::format::Compression;
+pub use layouts::arrow_shards::format::{Codec, Compression};
 pub use layouts::arrow_shards::integrity::verify_checksums;
 pub use layouts::arrow_shards::write::{
     try_write_arrow_cache, write_arrow_cache, ArrowWriteOptions, WrittenCache,

@@ -417,7 +417,7 @@ fn levels(root: &Path) {
             let opts = shardset::LanceWriteOptions::default()
                 .with_encode_threads(1)
                 .with_data_storage_version(shardset::LanceStorageVersion::V2_1)
-                .try_with_compression(c, l)
+                .try_with_codec(shardset::Codec::try_new(c, l).unwrap())
                 .unwrap();
             let (_, w) = secs(|| shardset::write_lance_cache(rows(), f, &dir, &opts).unwrap());
             line(

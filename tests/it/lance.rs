@@ -641,10 +641,10 @@ fn lance_compression_levels_are_recorded_and_change_bytes_not_rows() {
         let dir = tmp.path().join(format!("{codec}-{level:?}"));
         let opts = LanceWriteOptions::default()
             .with_data_storage_version(shardset::LanceStorageVersion::V2_1)
-            .try_with_compression(codec, level)
+            .try_with_codec(shardset::Codec::try_new(codec, level).unwrap())
             .unwrap();
         let w = write_lance_cache(rows(), &features, &dir, &opts).unwrap();
-        assert_eq!(w.metadata.compression.as_deref(), Some(codec.name()));
+        assert_eq!(w.metadata.compression, Some(codec));
         let want_level = (codec == Compression::Zstd).then(|| level.unwrap_or(3));
         assert_eq!(w.metadata.compression_level, want_level);
         let schema = shardset::LanceRows::dataset_schema(&dir).unwrap();
@@ -677,18 +677,17 @@ fn lance_compression_levels_are_recorded_and_change_bytes_not_rows() {
         size(Compression::Zstd, Some(19)) < size(Compression::Zstd, Some(1)),
         "{sizes:?}"
     );
-    for (c, l) in [
-        (Compression::Zstd, Some(0)),
-        (Compression::Zstd, Some(23)),
-        (Compression::Lz4, Some(1)),
-    ] {
+    for l in [0, 23] {
         let e = LanceWriteOptions::default()
-            .try_with_compression(c, l)
+            .try_with_codec(shardset::Codec::Zstd { level: Some(l) })
             .unwrap_err();
         assert!(matches!(e, Error::InvalidArgument(_)), "{e}");
     }
+    // Only zstd takes a level: the one value cannot hold another pairing.
+    let e = shardset::Codec::try_new(Compression::Lz4, Some(1)).unwrap_err();
+    assert!(e.to_string().contains("only zstd takes a level"), "{e}");
     let e = shardset::ArrowWriteOptions::default()
-        .try_with_compression_level(Compression::Zstd, Some(9))
+        .try_with_codec(shardset::Codec::Zstd { level: Some(9) })
         .unwrap_err();
     assert!(
         matches!(&e, Error::InvalidArgument(m) if m.contains("level 3")),

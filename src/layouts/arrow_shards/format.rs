@@ -9,7 +9,7 @@ use arrow_schema::DataType;
 /// Footer key holding the build id in every shard we write.
 pub const BUILD_ID_FOOTER_KEY: &str = "shardset.build_id";
 
-pub use crate::cache::metadata::Compression;
+pub use crate::cache::metadata::{Codec, Compression};
 
 /// The in-memory size of a batch as pyarrow's `RecordBatch.nbytes` reports it
 /// (validity bitmap when present, `len * width` for offsets, referenced data).

@@ -22,7 +22,7 @@ use crate::error::{BoxError, Error, Result};
 use crate::features::describe::features_to_json;
 use crate::features::image::PngCompression;
 use crate::features::Features;
-use crate::layouts::arrow_shards::format::{Compression, ShardRecord};
+use crate::layouts::arrow_shards::format::{Codec, Compression, ShardRecord};
 use crate::layouts::arrow_shards::manifest::{
     committed_shard_ok, drop_uncommitted, ManifestHeader, ManifestShard, MANIFEST_FILE,
 };
@@ -106,32 +106,24 @@ impl ArrowWriteOptions {
         self
     }
 
-    /// IPC compression with a level. arrow-rs 58's IPC writer compresses
-    /// zstd at its default level ([`ARROW_ZSTD_LEVEL`]) and LZ4 frames with
-    /// no level, and exposes neither: so a level is accepted only where it
-    /// is what the writer does (zstd at 3), and refused otherwise rather
-    /// than recorded and ignored. The level written is recorded in the
-    /// metadata (`compression_level`).
+    /// IPC compression as one value, codec and level. arrow-rs 58's IPC
+    /// writer compresses zstd at its default level ([`ARROW_ZSTD_LEVEL`])
+    /// and LZ4 frames with no level, and exposes neither: so a zstd level is
+    /// accepted only where it is what the writer does (3), and refused
+    /// otherwise rather than recorded and ignored. The level written is
+    /// recorded in the metadata (`compression_level`).
     ///
     /// # Errors
-    /// [`Error::InvalidArgument`] for a level other than 3 with zstd, or any
-    /// level with lz4 or none.
-    pub fn try_with_compression_level(
-        mut self,
-        c: Compression,
-        level: Option<i32>,
-    ) -> Result<Self> {
-        match (c, level) {
-            (_, None) | (Compression::Zstd, Some(ARROW_ZSTD_LEVEL)) => {
-                self.compression = c;
-                Ok(self)
-            }
-            (Compression::Zstd, Some(l)) => Err(Error::InvalidArgument(format!(
+    /// [`Error::InvalidArgument`] for a zstd level other than 3.
+    pub fn try_with_codec(mut self, codec: Codec) -> Result<Self> {
+        match codec {
+            Codec::Zstd { level: Some(l) } if l != ARROW_ZSTD_LEVEL => Err(Error::InvalidArgument(format!(
                 "zstd level {l}: Arrow IPC shards are compressed by arrow-rs, whose writer uses zstd level {ARROW_ZSTD_LEVEL} only (Lance caches take levels 1 to 22)"
             ))),
-            (c, Some(l)) => Err(Error::InvalidArgument(format!(
-                "compression level {l} with {c}: only zstd takes a level"
-            ))),
+            c => {
+                self.compression = c.compression();
+                Ok(self)
+            }
         }
     }
 

@@ -88,12 +88,12 @@ enum Slot {
 #[derive(Debug)]
 enum Base {
     Arrow {
-        meta: ArrowShardsMetadata,
+        meta: Box<ArrowShardsMetadata>,
         shards: ArrowShards,
     },
     #[cfg(feature = "lance")]
     Lance {
-        meta: LanceRowsMetadata,
+        meta: Box<LanceRowsMetadata>,
         rows: LanceRows,
         /// The Lance version the staged view reads.
         lance_version: u64,

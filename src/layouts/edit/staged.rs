@@ -50,7 +50,7 @@ impl Cache {
             let lance_version = rows.lance_version()?;
             return Ok(self.staging(
                 Base::Lance {
-                    meta: meta.clone(),
+                    meta: Box::new(meta.clone()),
                     rows: rows.clone(),
                     lance_version,
                 },
@@ -76,7 +76,7 @@ impl Cache {
         }
         Ok(self.staging(
             Base::Arrow {
-                meta: meta.clone(),
+                meta: Box::new(meta.clone()),
                 shards: shards.clone(),
             },
             &meta.shard_row_counts,

@@ -10,7 +10,7 @@ use crate::cache::pipeline::{checked_batch_size, DEFAULT_BATCH_SIZE};
 use crate::error::{Error, Result};
 use crate::features::image::PngCompression;
 use crate::features::Features;
-use crate::layouts::arrow_shards::format::Compression;
+use crate::layouts::arrow_shards::format::Codec;
 
 crate::util::named_enum! {
     /// The Lance file format version of the data files (`data_storage_version`).
@@ -58,7 +58,7 @@ pub struct LanceWriteOptions {
     pub(super) lineage: Option<serde_json::Value>,
     pub(super) progress: Option<Arc<AtomicU64>>,
     pub(super) png: PngCompression,
-    pub(super) compression: Option<(Compression, Option<i32>)>,
+    pub(super) compression: Option<Codec>,
 }
 
 impl Default for LanceWriteOptions {
@@ -103,36 +103,29 @@ impl LanceWriteOptions {
         self
     }
 
-    /// Asks Lance to compress every column's data with `codec`, zstd at
-    /// `level` (1 to 22; Lance's default, 3, when `None`), through the
+    /// Asks Lance to compress every column's data with `codec` (zstd at
+    /// its level, 1 to 22; Lance's default, 3, when `None`), through the
     /// field metadata Lance reads (`lance-encoding:compression`,
     /// `lance-encoding:compression-level`). Lance applies it to the blocks
     /// its encodings compress (with the 2.1 file format and later), and
     /// chooses per block when this is not set. Recorded in the metadata.
     ///
     /// # Errors
-    /// [`Error::InvalidArgument`] for a zstd level outside 1..=22, or a level
-    /// with lz4 (Lance's LZ4 takes none) or none.
-    pub fn try_with_compression(mut self, codec: Compression, level: Option<i32>) -> Result<Self> {
-        match (codec, level) {
-            (Compression::Zstd, Some(l)) if !(1..=22).contains(&l) => {
+    /// [`Error::InvalidArgument`] for a zstd level outside 1..=22.
+    pub fn try_with_codec(mut self, codec: Codec) -> Result<Self> {
+        if let Codec::Zstd { level: Some(l) } = codec {
+            if !(1..=22).contains(&l) {
                 return Err(Error::InvalidArgument(format!(
                     "zstd level must be 1 to 22, got {l}"
-                )))
-            }
-            (Compression::Zstd, _) | (_, None) => {}
-            (c, Some(l)) => {
-                return Err(Error::InvalidArgument(format!(
-                    "compression level {l} with {c}: only zstd takes a level"
-                )))
+                )));
             }
         }
-        self.compression = Some((codec, level));
+        self.compression = Some(codec);
         Ok(self)
     }
 
-    /// The compression asked of Lance, if any: codec and zstd level.
-    pub fn compression(&self) -> Option<(Compression, Option<i32>)> {
+    /// The compression asked of Lance, if any.
+    pub fn codec(&self) -> Option<Codec> {
         self.compression
     }
 
@@ -140,9 +133,10 @@ impl LanceWriteOptions {
     /// compression asked for in every top-level field's metadata.
     pub(super) fn lance_schema(&self, features: &Features) -> arrow_schema::SchemaRef {
         let schema = features.arrow_schema();
-        let Some((codec, level)) = self.compression else {
+        let Some(codec) = self.compression else {
             return schema;
         };
+        let level = codec.level();
         let fields: Vec<arrow_schema::Field> = schema
             .fields()
             .iter()
@@ -150,7 +144,7 @@ impl LanceWriteOptions {
                 let mut m = f.metadata().clone();
                 m.insert(
                     "lance-encoding:compression".into(),
-                    codec.name().to_string(),
+                    codec.compression().name().to_string(),
                 );
                 if let Some(l) = level {
                     m.insert("lance-encoding:compression-level".into(), l.to_string());

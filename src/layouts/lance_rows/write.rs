@@ -24,7 +24,7 @@ use crate::error::{BoxError, Error, Result};
 use crate::features::describe::features_to_json;
 use crate::features::Features;
 use crate::lance::{fragment_rows, lance_err, rewind_dataset, LanceSegments};
-use crate::layouts::arrow_shards::format::Compression;
+use crate::layouts::arrow_shards::format::Codec;
 use crate::storage::storage_for;
 use crate::value::Example;
 use arrow_array::RecordBatch;
@@ -155,9 +155,9 @@ impl LanceBuildHeader {
             max_rows_per_file: opts.max_rows_per_file.get() as u64,
             data_storage_version: opts.data_storage_version,
             png: format!("{:?}", opts.png),
-            compression: opts.compression.map(|(c, l)| match l {
-                Some(l) => format!("{c}:{l}"),
-                None => c.to_string(),
+            compression: opts.compression.map(|c| match c.level() {
+                Some(l) => format!("{}:{l}", c.compression()),
+                None => c.compression().to_string(),
             }),
             sources_digest,
             writer: WriterInfo::current().version,
@@ -356,9 +356,10 @@ impl PreparedLance {
             lineage: opts.lineage.clone(),
             fragment_row_counts: Some(fragment_rows),
             data_storage_version: opts.data_storage_version.map(|v| v.name().to_string()),
-            compression: opts.compression.map(|(c, _)| c.name().to_string()),
-            compression_level: opts.compression.and_then(|(c, l)| {
-                (c == Compression::Zstd).then_some(l.unwrap_or(LANCE_ZSTD_DEFAULT_LEVEL))
+            compression: opts.compression.map(Codec::compression),
+            compression_level: opts.compression.and_then(|c| match c {
+                Codec::Zstd { level } => Some(level.unwrap_or(LANCE_ZSTD_DEFAULT_LEVEL)),
+                _ => None,
             }),
             features: Some(features_to_json(features)),
             sources: extra.sources,

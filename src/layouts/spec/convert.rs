@@ -25,24 +25,28 @@ macro_rules! threads_and_batches {
 use crate::error::Error;
 use crate::error::Result;
 use crate::features::image::PngCompression;
-use crate::layouts::arrow_shards::format::Compression;
+use crate::layouts::arrow_shards::format::{Codec, Compression};
 use crate::layouts::arrow_shards::write::{ArrowWriteOptions, DEFAULT_SHARD_SIZE_BYTES};
 
 impl RowSpec {
-    fn compression(&self) -> Result<Option<Compression>> {
+    /// The codec and its level as one value, if a compression was given.
+    fn codec(&self) -> Result<Option<Codec>> {
         let c = self
             .compression
             .as_deref()
             .map(|c| c.parse::<Compression>())
             .transpose()
             .map_err(|e| option_error("compression", &e))?;
-        if self.compression_level.is_some() && c.is_none() {
-            return Err(option_error(
+        match c {
+            None if self.compression_level.is_some() => Err(option_error(
                 "compression_level",
                 &"needs compression='zstd'",
-            ));
+            )),
+            None => Ok(None),
+            Some(c) => Codec::try_new(c, self.compression_level)
+                .map(Some)
+                .map_err(|e| option_error("compression_level", &e)),
         }
-        Ok(c)
     }
 
     fn png(&self) -> Result<PngCompression> {
@@ -68,9 +72,9 @@ impl RowSpec {
             .map_err(|e| option_error("shard_size", &e))?
             .with_png_compression(self.png()?)
             .with_record_checksums(self.record_checksums.unwrap_or(false));
-        if let Some(c) = self.compression()? {
+        if let Some(c) = self.codec()? {
             o = o
-                .try_with_compression_level(c, self.compression_level)
+                .try_with_codec(c)
                 .map_err(|e| option_error("compression_level", &e))?;
         }
         o = threads_and_batches!(self, o);
@@ -93,9 +97,9 @@ impl RowSpec {
     pub fn lance(&self) -> Result<crate::layouts::lance_rows::write::LanceWriteOptions> {
         let mut o = crate::layouts::lance_rows::write::LanceWriteOptions::default()
             .with_png_compression(self.png()?);
-        if let Some(c) = self.compression()? {
+        if let Some(c) = self.codec()? {
             o = o
-                .try_with_compression(c, self.compression_level)
+                .try_with_codec(c)
                 .map_err(|e| option_error("compression_level", &e))?;
         }
         o = threads_and_batches!(self, o);

@@ -1,5 +1,7 @@
-//! [`Compression`], the IPC buffer compression of `arrow-shards` shards,
-//! and its `_metadata.json` spelling.
+//! [`Compression`], the name of a codec (the IPC buffer compression of
+//! `arrow-shards` shards, what a Lance cache asked of Lance) and its
+//! `_metadata.json` spelling; [`Codec`], a codec with its level as one value,
+//! what writers are asked for.
 
 crate::util::named_enum! {
     /// IPC buffer compression of `arrow-shards` shards. One spelling
@@ -30,6 +32,58 @@ impl Compression {
     /// True when uncompressed.
     pub fn is_none(&self) -> bool {
         *self == Compression::None
+    }
+}
+
+/// A compression as a writer is asked for it: the codec and, for zstd, its
+/// level, one value (so no level can stand beside a codec that takes none).
+/// Which levels a writer can honour is its own check.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
+pub enum Codec {
+    /// Uncompressed.
+    #[default]
+    None,
+    /// LZ4 (no level).
+    Lz4,
+    /// Zstandard at `level` (`None`: the writer's default).
+    Zstd {
+        /// The zstd level.
+        level: Option<i32>,
+    },
+}
+
+impl Codec {
+    /// The codec named `compression` at `level`.
+    ///
+    /// # Errors
+    /// [`crate::error::Error::InvalidArgument`] for a level with a codec
+    /// other than zstd.
+    pub fn try_new(compression: Compression, level: Option<i32>) -> crate::error::Result<Codec> {
+        match (compression, level) {
+            (Compression::Zstd, level) => Ok(Codec::Zstd { level }),
+            (c, Some(l)) => Err(crate::error::Error::InvalidArgument(format!(
+                "compression level {l} with {c}: only zstd takes a level"
+            ))),
+            (Compression::None, None) => Ok(Codec::None),
+            (Compression::Lz4, None) => Ok(Codec::Lz4),
+        }
+    }
+
+    /// The codec's name.
+    pub fn compression(self) -> Compression {
+        match self {
+            Codec::None => Compression::None,
+            Codec::Lz4 => Compression::Lz4,
+            Codec::Zstd { .. } => Compression::Zstd,
+        }
+    }
+
+    /// The zstd level asked for, if any.
+    pub fn level(self) -> Option<i32> {
+        match self {
+            Codec::Zstd { level } => level,
+            _ => None,
+        }
     }
 }
 

@@ -36,7 +36,7 @@ pub struct LanceRowsMetadata {
     /// Ours: the compression asked of Lance for every column (`zstd`,
     /// `lz4` or `none`; absent: Lance's own choice per block).
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub compression: Option<String>,
+    pub compression: Option<super::Compression>,
     /// Ours: the zstd level asked of Lance.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub compression_level: Option<i32>,

@@ -11,7 +11,7 @@ use std::path::Path;
 use crate::error::{Error, Result};
 
 pub use arrow_shards::{ArrowShardsMetadata, DedupInfo};
-pub use compression::Compression;
+pub use compression::{Codec, Compression};
 pub use lance_rows::LanceRowsMetadata;
 pub use video_frames::{
     SegmentQuality, SegmentsInfo, VideoEntry, VideoFramesMetadata, WEBP_MAX_SIDE,
