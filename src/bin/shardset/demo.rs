@@ -13,7 +13,7 @@ use shardset::{
     Partition, TestSize, Value, WithinShard, WorkUnit,
 };
 
-use crate::fmt::human;
+use crate::fmt::{human, CliError, CliResult};
 
 const CLASSES: [&str; 10] = [
     "airplane",
@@ -115,21 +115,49 @@ impl DatasetBuilder for SyntheticImages {
     }
 }
 
-/// Options of `shardset demo`.
+/// Build a small synthetic image + label dataset, reopen it and print a summary.
+#[derive(clap::Args)]
 pub struct DemoArgs {
+    /// Cache root (default: $STABLE_DATASETS_CACHE_DIR, else a fresh temp dir removed afterwards).
+    #[arg(long)]
     pub root: Option<PathBuf>,
+    /// Number of training examples (the test split gets a fifth).
+    #[arg(long, default_value_t = 5000)]
     pub rows: usize,
-    pub batch_size: usize,
+    /// Shard byte budget, e.g. 256KB, 64MB. The demo's 5,000 small images
+    /// come to about 6 MB, so it uses 1MB rather than the library's
+    /// 256 MiB default, to show several shards and shard-aware shuffling.
+    #[arg(long, default_value = "1MB")]
     pub shard_size: String,
+    /// IPC compression.
+    #[arg(long, value_enum, default_value_t = Compression::None)]
     pub compression: Compression,
+    /// Encode threads (0 = one per core).
+    #[arg(long, default_value_t = 0)]
     pub threads: usize,
+    /// Examples per record batch.
+    #[arg(long, default_value_t = 1000)]
+    pub batch_size: usize,
+    /// Build even if the cache exists.
+    #[arg(long)]
     pub rebuild: bool,
+    /// Print one JSON line instead of the summary.
+    #[arg(long)]
     pub json: bool,
+    /// arrow (Arrow IPC shards) or lance (a Lance dataset).
+    #[arg(long, value_enum, default_value_t = shardset::Layout::Arrow)]
     pub format: shardset::Layout,
+    /// lance: rows per data file, each committed on its own (default 1,048,576).
+    #[arg(long)]
     pub max_rows_per_file: Option<usize>,
 }
 
-pub fn demo(a: DemoArgs) -> Result<(), String> {
+/// Runs `shardset demo`; any failure exits 1.
+pub fn run(args: DemoArgs) -> CliResult {
+    demo(args).map_err(CliError::Failed)
+}
+
+fn demo(a: DemoArgs) -> Result<(), String> {
     // An explicit --root, else $STABLE_DATASETS_CACHE_DIR, else a temp dir
     // removed afterwards (the demo never fills a home directory uninvited).
     let env_root =
@@ -349,7 +377,12 @@ fn video_demo(root: &std::path::Path, rebuild: bool, threads: usize) -> Result<(
     } else {
         println!("shardset demo: the clips' frames cache is up to date");
     }
-    crate::inspect::inspect(dir.clone(), false, false).map_err(|e| format!("{e:?}"))?;
+    crate::inspect::inspect(crate::inspect::InspectArgs {
+        path: dir.clone(),
+        json: false,
+        verify: false,
+    })
+    .map_err(|e| format!("{e:?}"))?;
     let spec = WindowSpec::try_new(8, 1, 4).map_err(|e| e.to_string())?;
     let c = open_cache_with(&dir, &OpenOptions::default().with_windows(spec))
         .map_err(|e| e.to_string())?;

@@ -12,14 +12,32 @@ use shardset::{open_cache, Features};
 
 use crate::fmt::{human, CliError, CliResult};
 
-/// What `shardset edit` was asked to do.
+/// Edit an arrow-shards or lance-rows cache and commit the edits as a new version:
+/// cells set (rows numbered as in the current version), then rows
+/// deleted (numbered as in the current version), then rows appended.
+/// Only the shards holding changed rows are written anew; the rest are
+/// shared with the previous version, which stays openable.
+#[derive(clap::Args)]
 pub struct EditArgs {
+    /// The cache directory.
     pub path: PathBuf,
+    /// JSON lines of cells to set: {"row": N, "<column>": value, ...}.
+    #[arg(long)]
     pub set: Option<PathBuf>,
+    /// Rows to append: JSON lines of {"<column>": value, ...}, or a CSV file with a header.
+    #[arg(long)]
     pub append: Option<PathBuf>,
+    /// Rows to delete: N, A..B (end excluded), comma-separated.
+    #[arg(long)]
     pub delete: Option<String>,
+    /// A message kept with the version.
+    #[arg(long, short)]
     pub message: Option<String>,
+    /// Only say what a commit would write.
+    #[arg(long)]
     pub dry_run: bool,
+    /// Machine-readable output.
+    #[arg(long)]
     pub json: bool,
 }
 
@@ -144,8 +162,22 @@ fn entry_json(v: &VersionEntry) -> J {
     })
 }
 
+/// List the versions of a cache: id, rows, shards, what changed.
+#[derive(clap::Args)]
+pub struct LogArgs {
+    /// The cache directory.
+    pub path: PathBuf,
+    /// Machine-readable output.
+    #[arg(long)]
+    pub json: bool,
+}
+
 /// Runs `shardset log`.
-pub fn log(path: PathBuf, json_out: bool) -> CliResult {
+pub fn log(args: LogArgs) -> CliResult {
+    let LogArgs {
+        path,
+        json: json_out,
+    } = args;
     let versions = list_versions(storage_for(&path).as_ref(), &path)?;
     if json_out {
         let all: Vec<J> = versions.iter().map(entry_json).collect();

@@ -181,8 +181,23 @@ fn print_human(r: &J, arrow_checksum_hint: bool) {
     }
 }
 
+/// What a cache (or every cache under a root) holds and costs: layout,
+/// rows, shards, bytes per column on disk and in memory, features, checksums.
+#[derive(clap::Args)]
+pub struct InspectArgs {
+    /// A cache directory, or a root holding caches.
+    pub path: PathBuf,
+    /// Machine-readable output.
+    #[arg(long)]
+    pub json: bool,
+    /// Verify the cache as `shardset verify` does (reads every byte); exit 1 on damage.
+    #[arg(long)]
+    pub verify: bool,
+}
+
 /// Runs `shardset inspect`.
-pub fn inspect(path: PathBuf, json: bool, verify: bool) -> CliResult {
+pub fn inspect(args: InspectArgs) -> CliResult {
+    let InspectArgs { path, json, verify } = args;
     let (single, dirs) = cache_or_root(&path)?;
     let mut reports = Vec::new();
     let mut failures = 0;
@@ -272,8 +287,23 @@ fn verify_one_cache(dir: &Path) -> CliResult<bool> {
     Ok(rep.is_ok())
 }
 
+/// Verify a cache (or every cache under a root): its structure always
+/// (metadata, every shard or fragment opens and decodes, row counts,
+/// schema), its data bytes where checksums are recorded; say which were
+/// checked. Exit 0 when no damage is found, 1 naming each damaged file.
+#[derive(clap::Args)]
+pub struct VerifyArgs {
+    /// A cache directory, or a root holding caches.
+    pub path: PathBuf,
+    /// Record the checksums of every data file of a cache that records
+    /// none (in `_checksums.json`; nothing the reference reads changes).
+    #[arg(long)]
+    pub stamp: bool,
+}
+
 /// Runs `shardset verify` on a cache or on every cache under a root.
-pub fn verify(path: PathBuf, stamp: bool) -> CliResult {
+pub fn verify(args: VerifyArgs) -> CliResult {
+    let VerifyArgs { path, stamp } = args;
     // A path that is no cache and holds none is a usage error (exit 2);
     // damage found in a cache is exit 1.
     let (single, dirs) = cache_or_root(&path).map_err(|e| CliError::Usage(e.to_string()))?;

@@ -1,5 +1,7 @@
-//! `shardset ls` (the caches under a root) and `shardset gc` (what killed
-//! builds and interrupted publications left behind).
+//! `shardset ls` (the caches under a root), `shardset gc` (what killed
+//! builds and interrupted publications left behind), `shardset download`
+//! (one asset, as a builder fetches it) and `shardset why` (the reasons a
+//! cache would be rebuilt).
 
 use std::path::{Path, PathBuf};
 use std::time::Duration;
@@ -37,8 +39,22 @@ fn missing_root(root: &Path, explicit: bool) -> CliResult<bool> {
     Ok(true)
 }
 
+/// List the caches under a root: name, layout, rows, size on disk, age.
+#[derive(clap::Args)]
+pub struct LsArgs {
+    /// The root (default: $STABLE_DATASETS_CACHE_DIR, else ~/.stable-datasets).
+    pub root: Option<PathBuf>,
+    /// Machine-readable output.
+    #[arg(long)]
+    pub json: bool,
+}
+
 /// Runs `shardset ls`.
-pub fn ls(root: Option<PathBuf>, json_out: bool) -> CliResult {
+pub fn ls(args: LsArgs) -> CliResult {
+    let LsArgs {
+        root,
+        json: json_out,
+    } = args;
     let (root, explicit) = root_or_default(root);
     let caches = if missing_root(&root, explicit)? {
         Vec::new()
@@ -110,14 +126,36 @@ pub fn ls(root: Option<PathBuf>, json_out: bool) -> CliResult {
     Ok(())
 }
 
+/// Remove temp dirs of builds that did not finish and replaced caches
+/// left behind, except those whose build lock a live build holds.
+#[derive(clap::Args)]
+pub struct GcArgs {
+    /// The root (default: $STABLE_DATASETS_CACHE_DIR, else ~/.stable-datasets).
+    pub root: Option<PathBuf>,
+    /// Only say what would be removed.
+    #[arg(long)]
+    pub dry_run: bool,
+    /// Only left-overs at least this old: 30m, 1h, 2d, 1w.
+    #[arg(long)]
+    pub older_than: Option<String>,
+    /// Also keep only the newest N versions of each edited cache,
+    /// removing older versions and the shard files only they name.
+    #[arg(long)]
+    pub keep_versions: Option<usize>,
+    /// Machine-readable output.
+    #[arg(long)]
+    pub json: bool,
+}
+
 /// Runs `shardset gc`: the library's [`collect_garbage`] under the root, printed.
-pub fn gc(
-    root: Option<PathBuf>,
-    dry_run: bool,
-    older_than: Option<String>,
-    keep_versions: Option<usize>,
-    json_out: bool,
-) -> CliResult {
+pub fn gc(args: GcArgs) -> CliResult {
+    let GcArgs {
+        root,
+        dry_run,
+        older_than,
+        keep_versions,
+        json: json_out,
+    } = args;
     let min_age = older_than
         .as_deref()
         .map(parse_duration)
@@ -292,19 +330,56 @@ pub fn gc(
     Ok(())
 }
 
+/// Download a file as a builder's asset is downloaded (resumable,
+/// retried, fallbacks in order, checksum checked, once across
+/// processes) and print its local path.
+#[derive(clap::Args)]
+pub struct DownloadArgs {
+    /// The primary URL (it names the local file).
+    pub url: String,
+    /// A URL tried when the ones before it fail (repeatable, in order).
+    #[arg(long = "fallback")]
+    pub fallbacks: Vec<String>,
+    /// `sha256:<hex>` or `md5:<hex>`.
+    #[arg(long)]
+    pub checksum: Option<String>,
+    /// The local file name's stem and suffix (default: the URL's).
+    #[arg(long)]
+    pub filename: Option<String>,
+    /// The folder (default: the cache root's `downloads/`).
+    #[arg(long)]
+    pub out: Option<PathBuf>,
+    /// Attempts per URL after the first, on transient failures.
+    #[arg(long, default_value_t = 3)]
+    pub retries: u32,
+    /// No progress display.
+    #[arg(long)]
+    pub quiet: bool,
+}
+
 /// `shardset download`: one asset into the downloads folder; prints its path.
-pub fn download(
-    info: shardset::download::DownloadInfo,
-    out: Option<PathBuf>,
-    retries: u32,
-    progress: bool,
-) -> CliResult {
+pub fn download(args: DownloadArgs) -> CliResult {
+    let DownloadArgs {
+        url,
+        fallbacks,
+        checksum,
+        filename,
+        out,
+        retries,
+        quiet,
+    } = args;
+    let info = shardset::download::DownloadInfo {
+        url,
+        fallbacks,
+        checksum,
+        filename,
+    };
     let dir = out.unwrap_or_else(|| {
         shardset::download::downloads_dir(&shardset::cache::naming::cache_root())
     });
     let mut opts = shardset::download::DownloadOptions::default().with_retries(retries);
     let bytes = std::sync::Arc::new(shardset::download::DownloadProgress::default());
-    let shown = (progress && crate::progress::wanted(false)).then(|| {
+    let shown = (!quiet && crate::progress::wanted(false)).then(|| {
         opts = opts.clone().with_progress(bytes.clone());
         crate::progress::Progress::start_download(bytes.clone())
     });
@@ -315,4 +390,36 @@ pub fn download(
     let path = res?;
     println!("{}", path.display());
     Ok(())
+}
+
+/// Say why a cache would be rebuilt (damage, changed sources); exit 1 if it would.
+#[derive(clap::Args)]
+pub struct WhyArgs {
+    /// The cache directory.
+    pub path: PathBuf,
+}
+
+/// Runs `shardset why`: the library's reasons to rebuild, one a line.
+pub fn why(args: WhyArgs) -> CliResult {
+    let why = shardset::builder::why_cache_report(&args.path)?;
+    let reasons = why.reasons;
+    if reasons.is_empty() {
+        println!(
+            "up to date: {}; {}",
+            if why.sources_recorded {
+                "no recorded source changed"
+            } else {
+                "no sources recorded"
+            },
+            why.checked
+        );
+        return Ok(());
+    }
+    for r in &reasons {
+        println!("{r}");
+    }
+    Err(CliError::Failed(format!(
+        "{} reason(s) to rebuild",
+        reasons.len()
+    )))
 }

@@ -208,29 +208,48 @@ fn open_dataset_with(path: &Path, opts: OpenOptions) -> CliResult<Dataset> {
     Ok(Dataset::new(cache))
 }
 
-/// How `shardset cat` reads: a version, checked rows.
-#[derive(Debug, Clone, Copy, Default)]
-pub struct ReadMode {
-    /// A kept version rather than the current one.
+/// Print rows as JSON lines (bytes, images and arrays summarised unless --full).
+#[derive(clap::Args)]
+pub struct CatArgs {
+    /// The cache directory.
+    pub path: PathBuf,
+    /// Rows: A..B, A.., ..B or N; negative values count from the end (default 0..10).
+    #[arg(long, allow_hyphen_values = true)]
+    pub rows: Option<String>,
+    /// Only these columns, comma-separated.
+    #[arg(long)]
+    pub columns: Option<String>,
+    /// Print bytes and images as base64 and arrays as nested lists.
+    #[arg(long)]
+    pub full: bool,
+    /// Read this version of an edited cache (`shardset log` lists them).
+    #[arg(long)]
     pub version: Option<u64>,
-    /// Check every row against its per-record checksum.
+    /// Check every row against its per-record checksum (caches built
+    /// with --record-checksums); a changed row is an error naming it.
+    #[arg(long)]
     pub verify_on_read: bool,
-    /// Load the cache into memory first (behind the memory guard).
+    /// Load the cache into memory first; refused, naming both sizes,
+    /// when it needs more than half the memory available.
+    #[arg(long)]
     pub in_memory: bool,
 }
 
 /// Runs `shardset cat`.
-pub fn cat(
-    path: PathBuf,
-    rows: Option<String>,
-    columns: Option<String>,
-    full: bool,
-    mode: ReadMode,
-) -> CliResult {
+pub fn cat(args: CatArgs) -> CliResult {
+    let CatArgs {
+        path,
+        rows,
+        columns,
+        full,
+        version,
+        verify_on_read,
+        in_memory,
+    } = args;
     let mut opts = OpenOptions::default()
-        .with_verify_on_read(mode.verify_on_read)
-        .with_in_memory(mode.in_memory);
-    if let Some(v) = mode.version {
+        .with_verify_on_read(verify_on_read)
+        .with_in_memory(in_memory);
+    if let Some(v) = version {
         opts = opts.with_version(v);
     }
     let mut ds = open_dataset_with(&path, opts)?;
@@ -394,18 +413,44 @@ fn write_clip(
     Ok(files)
 }
 
+/// Write the images of one row as PNG files.
+#[derive(clap::Args)]
+pub struct ExportArgs {
+    /// The cache directory.
+    pub path: PathBuf,
+    /// The row (negative counts from the end).
+    #[arg(long, allow_hyphen_values = true)]
+    pub row: i64,
+    /// Directory to write into (created if missing).
+    #[arg(long)]
+    pub out: PathBuf,
+    /// Video: frames per window (a lance-video-frames row is the window
+    /// starting at that frame position; a path/bytes video gives this
+    /// many uniformly sampled frames).
+    #[arg(long, default_value_t = 8)]
+    pub window: u32,
+    /// Video: frames skipped between two frames of a window.
+    #[arg(long, default_value_t = 0)]
+    pub frame_skip: u32,
+    /// Print the files written as JSON.
+    #[arg(long)]
+    pub json: bool,
+}
+
 /// Runs `shardset export`: the image cells of one row, or the frames of its
 /// video window or clip, as files in `out`.
-pub fn export(
-    path: PathBuf,
-    row: i64,
-    out: PathBuf,
-    window: (u32, u32),
-    json_out: bool,
-) -> CliResult {
+pub fn export(args: ExportArgs) -> CliResult {
+    let ExportArgs {
+        path,
+        row,
+        out,
+        window,
+        frame_skip,
+        json: json_out,
+    } = args;
     #[cfg(feature = "video")]
     let ds = {
-        let spec = shardset::WindowSpec::try_new(window.0, window.1, 1)?;
+        let spec = shardset::WindowSpec::try_new(window, frame_skip, 1)?;
         let cache = open_cache_with(
             &path,
             &OpenOptions::default()
@@ -418,14 +463,14 @@ pub fn export(
             .iter()
             .any(|(_, f)| matches!(f, Feature::Video(v) if !v.storage.is_layout()))
         {
-            ds.with_video_decode(Some(shardset::VideoDecode::new(window.0 as usize)))?
+            ds.with_video_decode(Some(shardset::VideoDecode::new(window as usize)))?
         } else {
             ds
         }
     };
     #[cfg(not(feature = "video"))]
     let ds = {
-        let _ = window;
+        let _ = (window, frame_skip);
         open_dataset(&path)?
     };
     let index = ds.physical_index(row)?;

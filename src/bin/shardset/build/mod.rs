@@ -181,9 +181,16 @@ pub enum BuildSource {
     },
 }
 
+/// Build a cache from an image folder, a JSON lines file or a CSV file.
+#[derive(Args, Debug)]
+pub struct BuildArgs {
+    #[command(subcommand)]
+    pub source: BuildSource,
+}
+
 /// Runs `shardset build`.
-pub fn run(source: BuildSource) -> CliResult {
-    match source {
+pub fn run(args: BuildArgs) -> CliResult {
+    match args.source {
         BuildSource::Imagefolder {
             dir,
             decode_check,
