@@ -471,7 +471,7 @@ pub fn export(args: ExportArgs) -> CliResult {
     #[cfg(not(feature = "video"))]
     let ds = {
         let _ = (window, frame_skip);
-        open_dataset(&path)?
+        open_dataset_with(&path, OpenOptions::default())?
     };
     let index = ds.physical_index(row)?;
     let r = ds.get(row)?;
