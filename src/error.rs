@@ -125,6 +125,18 @@ pub enum Error {
         fraction: f64,
     },
 
+    /// A decode a cache asks for is larger than the read's limits allow
+    /// (an image or frame of too many pixels, a window of too many frames).
+    #[error("{what}: above the limit of {limit} ({setting}); if the cache is trusted, raise the limit (OpenOptions::with_decode_limits, or open_cache({setting}=...))")]
+    LimitExceeded {
+        /// What was asked for.
+        what: String,
+        /// The limit.
+        limit: u64,
+        /// The setting that holds it.
+        setting: &'static str,
+    },
+
     /// A commit of staged edits found the cache at another version than the
     /// one the edits were staged on.
     #[error("cache {path} is at version {found}, but these edits were staged on version {expected}; nothing was written: stage them again on the current version")]

@@ -158,7 +158,9 @@ def open_cache(path: str | os.PathLike[str], columns: Iterable[str] | None = Non
                verify_on_read: bool = False, in_memory: bool = False,
                memory_fraction: float | None = None, in_memory_fallback: bool = False,
                version: int | None = None,
-               trusted_roots: Iterable[str | os.PathLike[str]] = ()) -> Dataset:
+               trusted_roots: Iterable[str | os.PathLike[str]] = (),
+               max_image_pixels: int | None = None, max_frame_pixels: int | None = None,
+               max_window_frames: int | None = None) -> Dataset:
     """Opens a cache of any layout (`arrow-shards`, `lance-rows`,
     `lance-video-frames`), written by shardset or by stable-datasets.
 
@@ -186,7 +188,13 @@ def open_cache(path: str | os.PathLike[str], columns: Iterable[str] | None = Non
     absolute path elsewhere, a `..` escape, a symlink out, a device, a FIFO
     or a protocol string is a CorruptCacheError naming the path, before any
     file is opened. Caches the reference wrote with absolute paths open with
-    the directory of their videos trusted."""
+    the directory of their videos trusted.
+
+    max_image_pixels, max_frame_pixels, max_window_frames: how large an
+    image, a video frame or a window a read may decode (default: PIL's
+    decompression-bomb limit, 178,956,970 pixels, for images and frames;
+    4096 frames per window). A cache asking for more is a CorruptCacheError
+    naming the limit, before anything is allocated."""
     if isinstance(window, int):
         window = (window, 0, 1)
     fjson = None if features is None else Features.coerce(features).to_json()
@@ -195,7 +203,9 @@ def open_cache(path: str | os.PathLike[str], columns: Iterable[str] | None = Non
         window=window, lance_chunk_rows=lance_chunk_rows, features=fjson,
         verify_on_read=bool(verify_on_read), in_memory=bool(in_memory),
         memory_fraction=memory_fraction, in_memory_fallback=bool(in_memory_fallback),
-        version=version, trusted_roots=[str(r) for r in trusted_roots]))
+        version=version, trusted_roots=[str(r) for r in trusted_roots],
+        max_image_pixels=max_image_pixels, max_frame_pixels=max_frame_pixels,
+        max_window_frames=max_window_frames))
 
 
 def edit(path: str | os.PathLike[str]) -> _shardset.Staging:

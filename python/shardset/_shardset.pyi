@@ -244,6 +244,9 @@ def open_cache(
     in_memory_fallback: bool = False,
     version: int | None = None,
     trusted_roots: Sequence[_Path] = ...,
+    max_image_pixels: int | None = None,
+    max_frame_pixels: int | None = None,
+    max_window_frames: int | None = None,
 ) -> Dataset: ...
 def _reopen(args: _OpenArgs, positions: bytes | None) -> Dataset: ...
 def edit(path: _Path) -> Staging: ...

@@ -444,7 +444,7 @@ impl PyDataset {
 
 /// Opens a cache (any layout); see `shardset.open_cache`.
 #[pyfunction]
-#[pyo3(signature = (path, columns=None, decode_images=true, window=None, lance_chunk_rows=None, features=None, verify_on_read=false, in_memory=false, memory_fraction=None, in_memory_fallback=false, version=None, trusted_roots=Vec::new()))]
+#[pyo3(signature = (path, columns=None, decode_images=true, window=None, lance_chunk_rows=None, features=None, verify_on_read=false, in_memory=false, memory_fraction=None, in_memory_fallback=false, version=None, trusted_roots=Vec::new(), max_image_pixels=None, max_frame_pixels=None, max_window_frames=None))]
 #[allow(clippy::too_many_arguments)]
 pub(crate) fn open_cache(
     py: Python<'_>,
@@ -460,6 +460,9 @@ pub(crate) fn open_cache(
     in_memory_fallback: bool,
     version: Option<u64>,
     trusted_roots: Vec<PathBuf>,
+    max_image_pixels: Option<u64>,
+    max_frame_pixels: Option<u64>,
+    max_window_frames: Option<u64>,
 ) -> PyRes<PyDataset> {
     let options = OpenKeywords {
         decode_images,
@@ -472,6 +475,9 @@ pub(crate) fn open_cache(
         in_memory_fallback,
         version,
         trusted_roots,
+        max_image_pixels,
+        max_frame_pixels,
+        max_window_frames,
     }
     .options()
     .py()?;

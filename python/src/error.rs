@@ -59,6 +59,7 @@ fn py_err(e: Error) -> PyErr {
         | Error::CorruptShard { .. }
         | Error::ChecksumMismatch { .. }
         | Error::Decode { .. }
+        | Error::LimitExceeded { .. }
         | Error::Arrow { .. } => CorruptCacheError::new_err(msg),
         Error::InvalidFeature(_)
         | Error::InvalidArgument(_)

@@ -5,6 +5,7 @@
 use std::path::PathBuf;
 
 use shardset::features::describe::features_from_json;
+use shardset::features::limits::DecodeLimits;
 use shardset::features::trust::TrustedRoots;
 use shardset::{Dataset, Error, OpenOptions, WindowSpec};
 
@@ -42,6 +43,9 @@ pub(crate) struct OpenKeywords {
     pub(crate) in_memory_fallback: bool,
     pub(crate) version: Option<u64>,
     pub(crate) trusted_roots: Vec<PathBuf>,
+    pub(crate) max_image_pixels: Option<u64>,
+    pub(crate) max_frame_pixels: Option<u64>,
+    pub(crate) max_window_frames: Option<u64>,
 }
 
 impl OpenKeywords {
@@ -71,6 +75,16 @@ impl OpenKeywords {
         if let Some(v) = self.version {
             o = o.with_version(v);
         }
-        Ok(o)
+        let mut limits = DecodeLimits::default();
+        if let Some(n) = self.max_image_pixels {
+            limits = limits.try_with_max_image_pixels(n)?;
+        }
+        if let Some(n) = self.max_frame_pixels {
+            limits = limits.try_with_max_frame_pixels(n)?;
+        }
+        if let Some(n) = self.max_window_frames {
+            limits = limits.try_with_max_window_frames(n)?;
+        }
+        Ok(o.with_decode_limits(limits))
     }
 }

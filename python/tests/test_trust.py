@@ -65,3 +65,16 @@ def test_paths_outside_the_cache_are_refused_and_trusted_roots_allow_them(tmp_pa
     assert str(videos / "a.mp4") in str(next(iter(loader))["video"])
     with pytest.raises(shardset.BadInputError, match="nope"):
         shardset.open_cache(d, trusted_roots=[tmp_path / "nope"])
+
+
+def test_decode_limits_refuse_large_frames_and_windows_and_can_be_raised(tmp_path):
+    d = tmp_path / "frames"
+    shutil.copytree(os.path.join(GOLDEN, "lance_video_frames"), d)
+    with pytest.raises(shardset.CorruptCacheError, match="max_frame_pixels"):
+        shardset.open_cache(d, max_frame_pixels=100)
+    with pytest.raises(shardset.CorruptCacheError, match="max_window_frames"):
+        shardset.open_cache(d, window=4, max_window_frames=3)
+    with pytest.raises(shardset.BadInputError, match="max_image_pixels"):
+        shardset.open_cache(d, max_image_pixels=0)
+    ds = shardset.open_cache(d, window=3, max_window_frames=3)
+    assert ds[0]["video"].shape[0] == 3

@@ -26,6 +26,9 @@ pub struct DecodeOptions {
     /// Raw cells: images and arrays as their stored bytes, class labels as
     /// plain ids (no names), nothing decoded.
     pub raw: bool,
+    /// How large an image (and, for video caches, a frame or window) a read
+    /// may decode.
+    pub limits: crate::features::limits::DecodeLimits,
     /// Decode `Video(path|bytes)` cells to clips with this policy (a tensor
     /// instead of a [`VideoRef`]).
     #[cfg(feature = "video")]
@@ -38,6 +41,7 @@ impl Default for DecodeOptions {
             decode_images: true,
             cache_dir: None,
             trusted_roots: Default::default(),
+            limits: Default::default(),
             raw: false,
             #[cfg(feature = "video")]
             video: None,
@@ -69,6 +73,12 @@ impl DecodeOptions {
     /// cells may name.
     pub fn with_trusted_roots(mut self, roots: crate::features::trust::TrustedRoots) -> Self {
         self.trusted_roots = roots;
+        self
+    }
+
+    /// The decode limits (default [`DecodeLimits::default`](crate::features::limits::DecodeLimits)).
+    pub fn with_limits(mut self, limits: crate::features::limits::DecodeLimits) -> Self {
+        self.limits = limits;
         self
     }
 
@@ -382,7 +392,14 @@ pub fn decode_cell(
         Feature::Image(_) => {
             let b = a.as_binary_opt::<i64>().ok_or_else(|| type_err(f, a))?;
             if opts.decode_images {
-                Value::Image(Box::new(image::decode(b.value(row))?))
+                let bytes = b.value(row);
+                // The header's size, checked before any pixel buffer exists.
+                if let Ok(info) = image::probe(bytes) {
+                    if let (Some(w), Some(h)) = (info.width, info.height) {
+                        opts.limits.check_image(u64::from(w), u64::from(h))?;
+                    }
+                }
+                Value::Image(Box::new(image::decode(bytes)?))
             } else {
                 Value::Bytes(shared_slice(b, row))
             }

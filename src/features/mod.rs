@@ -11,6 +11,7 @@ pub mod decode;
 pub mod describe;
 pub mod encode;
 pub mod image;
+pub mod limits;
 pub mod repr;
 pub mod trust;
 pub mod video;

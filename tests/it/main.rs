@@ -22,6 +22,7 @@ mod integrity;
 mod lance;
 #[cfg(feature = "lance")]
 mod lance_edit;
+mod limits;
 mod memory;
 #[cfg(feature = "s3")]
 mod object_storage;

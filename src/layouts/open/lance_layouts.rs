@@ -190,6 +190,13 @@ pub(super) fn open_video_frames(
             "frames"
         },
     )?;
+    // Every window is decoded into one buffer of its frames: the sizes the
+    // metadata records are checked against the limits before any is.
+    opts.decode_limits
+        .check_window(opts.windows.window_length())?;
+    for (v, video) in meta.videos.iter().enumerate() {
+        opts.decode_limits.check_frame(dir, v, video.w, video.h)?;
+    }
     let backend = crate::layouts::LanceVideoFrames::new(
         dir,
         meta.clone(),

@@ -200,7 +200,8 @@ fn decoder(dir: &Path, features: &Arc<Features>, opts: &OpenOptions) -> Result<R
         DecodeOptions::default()
             .with_decode_images(opts.decode_images)
             .with_cache_dir(dir)
-            .with_trusted_roots(trusted),
+            .with_trusted_roots(trusted)
+            .with_limits(opts.decode_limits),
     ))
 }
 

@@ -31,6 +31,7 @@ pub struct OpenOptions {
     pub(super) in_memory_fallback: bool,
     pub(super) version: Option<u64>,
     pub(super) trusted_roots: crate::features::trust::TrustedRoots,
+    pub(super) decode_limits: crate::features::limits::DecodeLimits,
 }
 
 /// The share of the available memory an in-memory open may take by
@@ -53,6 +54,7 @@ impl Default for OpenOptions {
             in_memory_fallback: false,
             version: None,
             trusted_roots: Default::default(),
+            decode_limits: Default::default(),
         }
     }
 }
@@ -168,6 +170,20 @@ impl OpenOptions {
     pub fn with_trusted_roots(mut self, roots: crate::features::trust::TrustedRoots) -> Self {
         self.trusted_roots = roots;
         self
+    }
+
+    /// How large an image, a video frame or a window a read may decode
+    /// (default: PIL's decompression-bomb limit for images and frames,
+    /// 4096 frames per window): a cache asking for more is refused with an
+    /// error naming the limit, before anything is allocated.
+    pub fn with_decode_limits(mut self, limits: crate::features::limits::DecodeLimits) -> Self {
+        self.decode_limits = limits;
+        self
+    }
+
+    /// The decode limits.
+    pub fn decode_limits(&self) -> crate::features::limits::DecodeLimits {
+        self.decode_limits
     }
 
     /// The trusted roots set with [`OpenOptions::with_trusted_roots`].

@@ -37,6 +37,8 @@ pub(super) struct RawOpenOptions {
     version: Option<u64>,
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     trusted_roots: Vec<PathBuf>,
+    #[serde(default)]
+    decode_limits: crate::features::limits::DecodeLimits,
 }
 
 impl From<OpenOptions> for RawOpenOptions {
@@ -55,6 +57,7 @@ impl From<OpenOptions> for RawOpenOptions {
             in_memory_fallback: o.in_memory_fallback,
             version: o.version,
             trusted_roots: o.trusted_roots.roots().to_vec(),
+            decode_limits: o.decode_limits,
         }
     }
 }
@@ -70,7 +73,8 @@ impl TryFrom<RawOpenOptions> for OpenOptions {
             .with_verify_on_read(r.verify_on_read)
             .with_in_memory(r.in_memory)
             .try_with_memory_fraction(r.memory_fraction)?
-            .with_in_memory_fallback(r.in_memory_fallback);
+            .with_in_memory_fallback(r.in_memory_fallback)
+            .with_decode_limits(r.decode_limits);
         #[cfg(feature = "video")]
         {
             o = o.with_windows(r.windows);

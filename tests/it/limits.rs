@@ -1,0 +1,117 @@
+//! Decode limits against caches that ask for too much: an image header
+//! claiming 400 megapixels, video frames and windows larger than the read
+//! allows, all refused with errors naming the limit before anything is
+//! allocated, and allowed when the user raises the limit.
+
+use shardset::features::limits::DecodeLimits;
+use shardset::{open_cache_with, Error, Example, Feature, Features, OpenOptions, WindowSpec};
+
+use crate::common::*;
+
+fn crc32(bytes: &[u8]) -> u32 {
+    let mut c = 0xFFFF_FFFFu32;
+    for &b in bytes {
+        c ^= u32::from(b);
+        for _ in 0..8 {
+            c = if c & 1 == 1 {
+                (c >> 1) ^ 0xEDB8_8320
+            } else {
+                c >> 1
+            };
+        }
+    }
+    !c
+}
+
+/// A real 4x4 PNG whose header (with a valid CRC) says `side` x `side`.
+fn png_claiming(side: u32) -> Vec<u8> {
+    let img = shardset::ImageData::new(4, 4, 3, vec![7u8; 48]).unwrap();
+    let mut png = shardset::features::image::encode(&img, shardset::ImageFormat::Png).unwrap();
+    png[16..20].copy_from_slice(&side.to_be_bytes());
+    png[20..24].copy_from_slice(&side.to_be_bytes());
+    // The IHDR CRC covers its type and data (bytes 12..29).
+    let crc = crc32(&png[12..29]);
+    png[29..33].copy_from_slice(&crc.to_be_bytes());
+    png
+}
+
+#[test]
+fn an_image_header_above_the_pixel_limit_is_refused_before_decoding() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("c");
+    let f = Features::new().with("img", Feature::image());
+    shardset::write_arrow_cache(
+        [Example::new().with("img", png_claiming(20_000))],
+        &f,
+        &dir,
+        &shardset::ArrowWriteOptions::default(),
+    )
+    .unwrap();
+    let c = open_cache_with(&dir, &OpenOptions::default()).unwrap();
+    let e = c.backend.get(0).unwrap_err();
+    assert!(
+        matches!(&e, Error::Decode { column, reason } if column == "img"
+            && reason.contains("20000x20000") && reason.contains("max_image_pixels")),
+        "{e}"
+    );
+    // Raised, the limit no longer stops it: the decoder's own checks do.
+    let raised = DecodeLimits::default()
+        .try_with_max_image_pixels(1 << 40)
+        .unwrap();
+    let c = open_cache_with(&dir, &OpenOptions::default().with_decode_limits(raised)).unwrap();
+    let e = c.backend.get(0).unwrap_err().to_string();
+    assert!(!e.contains("max_image_pixels"), "{e}");
+}
+
+#[cfg(feature = "video")]
+#[test]
+fn frames_and_windows_above_the_limits_are_refused_at_open() {
+    let (_t, dir) = golden_copy("lance_video_frames");
+    let small = DecodeLimits::default()
+        .try_with_max_frame_pixels(100)
+        .unwrap();
+    let e = open_cache_with(&dir, &OpenOptions::default().with_decode_limits(small)).unwrap_err();
+    assert!(
+        matches!(
+            &e,
+            Error::LimitExceeded {
+                setting: "max_frame_pixels",
+                limit: 100,
+                ..
+            }
+        ),
+        "{e}"
+    );
+    let few = DecodeLimits::default()
+        .try_with_max_window_frames(3)
+        .unwrap();
+    let e = open_cache_with(
+        &dir,
+        &OpenOptions::default()
+            .with_decode_limits(few)
+            .with_windows(WindowSpec::try_new(4, 0, 1).unwrap()),
+    )
+    .unwrap_err();
+    assert!(
+        matches!(
+            &e,
+            Error::LimitExceeded {
+                setting: "max_window_frames",
+                ..
+            }
+        ),
+        "{e}"
+    );
+    assert!(e.to_string().contains("raise the limit"), "{e}");
+    // Within the limits it opens and reads.
+    let c = open_cache_with(
+        &dir,
+        &OpenOptions::default().with_windows(WindowSpec::try_new(3, 0, 1).unwrap()),
+    )
+    .unwrap();
+    assert!(c.backend.get(0).is_ok());
+    // The options carry their limits through their stored form.
+    let o = OpenOptions::default().with_decode_limits(few);
+    let back: OpenOptions = serde_json::from_str(&serde_json::to_string(&o).unwrap()).unwrap();
+    assert_eq!(back.decode_limits(), few);
+}
