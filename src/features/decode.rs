@@ -436,7 +436,9 @@ pub fn decode_cell(
                     .checksum
                     .as_deref()
                     .map_or(0, |c| xxhash_rust::xxh64::xxh64(c.as_bytes(), 0));
-                let clip = policy.decode(&r, key).map_err(|e| e.to_string())?;
+                let clip = policy
+                    .decode_within(&r, key, &opts.limits)
+                    .map_err(|e| e.to_string())?;
                 return Ok(Value::Tensor(Box::new(clip.frames)));
             }
             Value::Video(Box::new(r))

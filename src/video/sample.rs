@@ -198,6 +198,24 @@ impl VideoDecode {
     /// # Errors
     /// [`Error::Video`] naming the file (or the cell) and the reason.
     pub fn decode(&self, video: &VideoRef, sample_index: u64) -> Result<Clip> {
+        self.decode_within(
+            video,
+            sample_index,
+            &crate::features::limits::DecodeLimits::default(),
+        )
+    }
+
+    /// [`VideoDecode::decode`] within `limits`: the stream's frame size and
+    /// the clip's frame count are checked before any frame is decoded.
+    ///
+    /// # Errors
+    /// As [`VideoDecode::decode`]; [`Error::LimitExceeded`] above a limit.
+    pub fn decode_within(
+        &self,
+        video: &VideoRef,
+        sample_index: u64,
+        limits: &crate::features::limits::DecodeLimits,
+    ) -> Result<Clip> {
         self.validate()?;
         let (path, _tmp) = materialise(video)?;
         let verr = |reason: String| Error::Video {
@@ -206,8 +224,11 @@ impl VideoDecode {
         };
         // One open for both the packet index and the frames.
         let mut file = VideoFile::open(&path).map_err(verr)?;
+        let (w, h) = (file.info().width as u64, file.info().height as u64);
+        limits.check_frame(&path, 0, w, h)?;
         let index = FrameIndex::read_from(&mut file, &path).map_err(verr)?;
         let indices = self.frame_indices(index.packets, sample_index)?;
+        limits.check_window(u32::try_from(indices.len()).unwrap_or(u32::MAX))?;
         let (frames, w, h) = read_frames_rgb_from(
             file,
             &path,

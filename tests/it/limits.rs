@@ -115,3 +115,48 @@ fn frames_and_windows_above_the_limits_are_refused_at_open() {
     let back: OpenOptions = serde_json::from_str(&serde_json::to_string(&o).unwrap()).unwrap();
     assert_eq!(back.decode_limits(), few);
 }
+
+#[cfg(feature = "video")]
+#[test]
+fn a_video_cell_decoded_at_read_time_stays_within_the_limits() {
+    use shardset::{Dataset, Value, VideoDecode};
+    let (_t, dir) = golden_copy("arrow_video_bytes");
+    let ds = Dataset::new(shardset::open_cache(&dir).unwrap());
+    let Value::Video(r) = ds.get(0).unwrap().get("video").unwrap().clone() else {
+        panic!("a video cell")
+    };
+    let p = VideoDecode::new(4);
+    // The clips are 64x48: 3,072 pixels a frame.
+    let tight = DecodeLimits::default()
+        .try_with_max_frame_pixels(3_000)
+        .unwrap();
+    let e = p.decode_within(&r, 0, &tight).unwrap_err();
+    assert!(
+        matches!(
+            &e,
+            Error::LimitExceeded {
+                setting: "max_frame_pixels",
+                ..
+            }
+        ),
+        "{e}"
+    );
+    let few = DecodeLimits::default()
+        .try_with_max_window_frames(3)
+        .unwrap();
+    let e = p.decode_within(&r, 0, &few).unwrap_err();
+    assert!(
+        matches!(
+            &e,
+            Error::LimitExceeded {
+                setting: "max_window_frames",
+                ..
+            }
+        ),
+        "{e}"
+    );
+    let enough = DecodeLimits::default()
+        .try_with_max_frame_pixels(3_072)
+        .unwrap();
+    assert_eq!(p.decode_within(&r, 0, &enough).unwrap().frames.shape[0], 4);
+}
