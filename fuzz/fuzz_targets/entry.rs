@@ -11,6 +11,14 @@
 //!   must cope);
 //! * 3: the bytes are the shard itself, beside that metadata.
 //!
+//! [`documents_input`]: the documents beside a cache's data. The first byte
+//! picks the reader (mod 4), the rest is the document:
+//! * 0: a feature description (`features_from_json`);
+//! * 1: `_checksums.json` of a valid cache, then `verify` and `open`;
+//! * 2: the version file `_cache_versions/1.json` of an edited cache (at
+//!   version 2), then the version list and an open of version 1;
+//! * 3: a features file (`read_features_file`).
+//!
 //! [`open_frames_input`] (video builds): what a reader of a frames cache
 //! trusts in its `_metadata.json`, beside the reference's Lance dataset.
 //! Mode 0: the bytes are the metadata; 1: edits of the reference's metadata.
@@ -182,4 +190,108 @@ fn copy_dir(src: &Path, dst: &Path) {
             std::fs::copy(e.path(), &to).unwrap();
         }
     }
+}
+
+/// A cache edited once (version 2, version 1 kept), as files to copy.
+fn edited_seed() -> &'static Vec<(std::path::PathBuf, Vec<u8>)> {
+    static S: OnceLock<Vec<(std::path::PathBuf, Vec<u8>)>> = OnceLock::new();
+    S.get_or_init(|| {
+        let tmp = tempfile::tempdir().unwrap();
+        let dir = tmp.path().join("c");
+        let features = Features::new().with("x", Feature::value(Dtype::Int32));
+        write_arrow_cache(
+            (0..6).map(|i| Example::new().with("x", i)),
+            &features,
+            &dir,
+            &ArrowWriteOptions::default().try_with_batch_size(2).unwrap(),
+        )
+        .unwrap();
+        shardset::stamp_checksums(&dir).unwrap();
+        let mut st = open_cache(&dir).unwrap().edit().unwrap();
+        st.set_cell(1, "x", 100).unwrap();
+        st.commit().unwrap();
+        let mut files = Vec::new();
+        let mut stack = vec![dir.clone()];
+        while let Some(d) = stack.pop() {
+            for e in std::fs::read_dir(&d).unwrap() {
+                let p = e.unwrap().path();
+                if p.is_dir() {
+                    stack.push(p);
+                } else {
+                    let rel = p.strip_prefix(&dir).unwrap().to_path_buf();
+                    files.push((rel, std::fs::read(&p).unwrap()));
+                }
+            }
+        }
+        files
+    })
+}
+
+/// See the module documentation; `None` when the input is empty.
+pub fn documents_input(data: &[u8]) -> Option<shardset::Result<()>> {
+    let (&mode, doc) = data.split_first()?;
+    let tmp = tempfile::tempdir().ok()?;
+    let dir = tmp.path().join("c");
+    let write_seed = || {
+        for (rel, bytes) in edited_seed() {
+            let p = dir.join(rel);
+            std::fs::create_dir_all(p.parent().unwrap()).unwrap();
+            std::fs::write(&p, bytes).unwrap();
+        }
+    };
+    Some(match mode % 4 {
+        0 => serde_json::from_slice::<serde_json::Value>(doc)
+            .map_err(|e| shardset::Error::InvalidFeature(e.to_string()))
+            .and_then(|j| shardset::features::describe::features_from_json(&j))
+            .map(drop),
+        1 => {
+            write_seed();
+            std::fs::write(dir.join("_checksums.json"), doc).unwrap();
+            let _ = shardset::verify_cache(&dir);
+            open_cache(&dir).map(drop)
+        }
+        2 => {
+            write_seed();
+            std::fs::write(dir.join("_cache_versions").join("1.json"), doc).unwrap();
+            let storage = shardset::storage::storage_for(&dir);
+            let _ = shardset::cache::versions::list_versions(storage.as_ref(), &dir);
+            shardset::open_cache_with(&dir, &shardset::OpenOptions::default().with_version(1))
+                .and_then(|c| {
+                    for i in 0..c.len() as i64 {
+                        c.backend.get(i)?;
+                    }
+                    Ok(())
+                })
+        }
+        _ => {
+            std::fs::create_dir_all(&dir).unwrap();
+            let p = dir.join("features.json");
+            std::fs::write(&p, doc).unwrap();
+            shardset::features::describe::read_features_file(&p).map(drop)
+        }
+    })
+}
+
+/// Valid documents of each mode, for seed corpora and the replay test.
+pub fn documents_seeds() -> Vec<Vec<u8>> {
+    let file = |name: &str| {
+        edited_seed()
+            .iter()
+            .find(|(p, _)| p.as_os_str() == name)
+            .map(|(_, b)| b.clone())
+            .unwrap()
+    };
+    let features = br#"{"x": {"type": "Value", "dtype": "int32"}, "l": {"type": "ClassLabel", "names": ["a", "b"]}, "s": {"type": "Sequence", "feature": {"type": "Image"}}}"#.to_vec();
+    let mut out = Vec::new();
+    for (mode, doc) in [
+        (0u8, features.clone()),
+        (1, file("_checksums.json")),
+        (2, file("_cache_versions/1.json")),
+        (3, br#"{"x": "int64", "name": "string"}"#.to_vec()),
+    ] {
+        let mut d = vec![mode];
+        d.extend(doc);
+        out.push(d);
+    }
+    out
 }

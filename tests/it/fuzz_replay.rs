@@ -62,3 +62,39 @@ fn frames_cache_regressions_are_typed_errors() {
         Some(Ok(()))
     ));
 }
+
+#[test]
+fn document_seeds_read_and_mutations_of_them_never_panic() {
+    // The seeds are valid documents: each reads without an error.
+    for seed in entry::documents_seeds() {
+        let r = entry::documents_input(&seed).unwrap();
+        assert!(r.is_ok(), "mode {}: {r:?}", seed[0]);
+    }
+    // Mutations (a few thousand, seeded): errors are fine, panics are not.
+    let mut rng = shardset::SplitMix64::new(7);
+    for seed in entry::documents_seeds() {
+        let alphabet = b"{}[]\",:0-e9n ";
+        for _ in 0..300 {
+            let mut d = seed.clone();
+            if d.len() < 2 {
+                d.push(b'{');
+            }
+            match rng.below(4) {
+                0 => {
+                    let k = 1 + rng.below(d.len() as u64 - 1) as usize;
+                    d[k] = rng.below(256) as u8;
+                }
+                1 => d.truncate(1 + rng.below(d.len() as u64) as usize),
+                2 => {
+                    let k = 1 + rng.below(d.len() as u64 - 1) as usize;
+                    d.insert(k, alphabet[rng.below(alphabet.len() as u64) as usize]);
+                }
+                _ => {
+                    let k = 1 + rng.below(d.len() as u64 - 1) as usize;
+                    d.remove(k);
+                }
+            }
+            let _ = entry::documents_input(&d);
+        }
+    }
+}
