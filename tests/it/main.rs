@@ -11,6 +11,8 @@ mod dataset_api;
 mod dedup;
 mod download;
 mod edit;
+#[cfg(feature = "s3")]
+mod faults;
 mod fidelity;
 mod fixed_arrays;
 #[cfg(all(feature = "video", feature = "s3"))]

@@ -22,7 +22,7 @@ const SECRET_KEY: &str = "testsecret";
 
 /// The running server: its S3 endpoint.
 pub(crate) struct Server {
-    endpoint: String,
+    pub(crate) endpoint: String,
 }
 
 fn free_port() -> u16 {

@@ -1,0 +1,256 @@
+//! Faults between the client and the S3 server: a proxy on 127.0.0.1,
+//! started by the test, answers 503 SlowDown with Retry-After, drops
+//! connections before answering, cuts responses mid-body and stalls, on a
+//! seeded schedule (the first connections always get one fault of each
+//! kind). Builds to `s3://` and reads from it through the proxy either
+//! give the values a local build gives or fail with an error, and never
+//! publish a partial cache.
+
+use std::io::{Read, Write};
+use std::net::{Shutdown, TcpListener, TcpStream};
+use std::path::Path;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+use crate::common::{shardset_cli, succeeded};
+use crate::object_storage::{server, BUCKET};
+
+/// What the proxy did to a connection.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Fault {
+    Pass,
+    SlowDown,
+    Drop,
+    Truncate,
+    Stall,
+}
+
+struct FaultProxy {
+    endpoint: String,
+    stop: Arc<AtomicBool>,
+    /// Connections seen and faults injected, by kind (Pass first).
+    counts: Arc<[AtomicU64; 5]>,
+}
+
+impl FaultProxy {
+    fn start(upstream: &str, seed: u64, fault_rate: f64) -> FaultProxy {
+        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+        let endpoint = format!("http://{}", listener.local_addr().unwrap());
+        let upstream = upstream.trim_start_matches("http://").to_string();
+        let stop = Arc::new(AtomicBool::new(false));
+        let counts: Arc<[AtomicU64; 5]> = Arc::new(Default::default());
+        let (stop_t, counts_t) = (stop.clone(), counts.clone());
+        listener.set_nonblocking(true).unwrap();
+        std::thread::spawn(move || {
+            let mut rng = shardset::SplitMix64::new(seed);
+            let scripted = [Fault::SlowDown, Fault::Drop, Fault::Truncate, Fault::Stall];
+            let mut n = 0usize;
+            while !stop_t.load(Ordering::Relaxed) {
+                let Ok((client, _)) = listener.accept() else {
+                    std::thread::sleep(Duration::from_millis(5));
+                    continue;
+                };
+                client.set_nonblocking(false).unwrap();
+                let fault = if n < scripted.len() {
+                    scripted[n]
+                } else if (rng.below(1000) as f64) < fault_rate * 1000.0 {
+                    scripted[rng.below(4) as usize]
+                } else {
+                    Fault::Pass
+                };
+                n += 1;
+                let cut = 64 + rng.below(2048) as usize;
+                counts_t[fault as usize].fetch_add(1, Ordering::Relaxed);
+                let up = upstream.clone();
+                std::thread::spawn(move || serve(client, &up, fault, cut));
+            }
+        });
+        FaultProxy {
+            endpoint,
+            stop,
+            counts,
+        }
+    }
+
+    fn faults(&self) -> u64 {
+        self.counts[1..]
+            .iter()
+            .map(|c| c.load(Ordering::Relaxed))
+            .sum()
+    }
+}
+
+impl Drop for FaultProxy {
+    fn drop(&mut self) {
+        self.stop.store(true, Ordering::Relaxed);
+    }
+}
+
+/// Reads a request's head (up to the blank line), so a refusal is sent
+/// after the client has spoken.
+fn read_head(s: &mut TcpStream) {
+    let mut head = Vec::new();
+    let mut b = [0u8; 1];
+    while !head.ends_with(b"\r\n\r\n") && head.len() < 64 << 10 {
+        match s.read(&mut b) {
+            Ok(1) => head.push(b[0]),
+            _ => return,
+        }
+    }
+}
+
+fn serve(mut client: TcpStream, upstream: &str, fault: Fault, cut: usize) {
+    match fault {
+        Fault::Drop => {
+            let _ = client.shutdown(Shutdown::Both);
+            return;
+        }
+        Fault::SlowDown => {
+            read_head(&mut client);
+            let body = "<Error><Code>SlowDown</Code><Message>Please reduce your request rate.</Message></Error>";
+            let _ = write!(
+                client,
+                "HTTP/1.1 503 Slow Down\r\nRetry-After: 1\r\nContent-Type: application/xml\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
+                body.len()
+            );
+            let _ = client.shutdown(Shutdown::Both);
+            return;
+        }
+        Fault::Stall => std::thread::sleep(Duration::from_millis(700)),
+        Fault::Pass | Fault::Truncate => {}
+    }
+    let Ok(up) = TcpStream::connect(upstream) else {
+        return;
+    };
+    let (mut c_read, mut u_write) = (client.try_clone().unwrap(), up.try_clone().unwrap());
+    std::thread::spawn(move || {
+        let _ = std::io::copy(&mut c_read, &mut u_write);
+        let _ = u_write.shutdown(Shutdown::Write);
+    });
+    let (mut u_read, mut c_write) = (up, client);
+    if fault == Fault::Truncate {
+        // The response's first bytes, then the connection is gone.
+        let mut buf = vec![0u8; cut];
+        let mut got = 0;
+        while got < cut {
+            match u_read.read(&mut buf[got..]) {
+                Ok(0) | Err(_) => break,
+                Ok(k) => got += k,
+            }
+        }
+        let _ = c_write.write_all(&buf[..got]);
+        let _ = c_write.shutdown(Shutdown::Both);
+        let _ = u_read.shutdown(Shutdown::Both);
+        return;
+    }
+    let _ = std::io::copy(&mut u_read, &mut c_write);
+    let _ = c_write.shutdown(Shutdown::Both);
+}
+
+fn rows_file(dir: &Path) -> std::path::PathBuf {
+    let file = dir.join("d.jsonl");
+    let text: String = (0..600)
+        .map(|i| format!("{{\"x\": {i}, \"s\": \"{}\"}}\n", "w".repeat(i % 40)))
+        .collect();
+    std::fs::write(&file, text).unwrap();
+    file
+}
+
+/// `shardset cat` of a whole cache, as its JSON lines.
+fn cat(cache: &Path, endpoint: &str, dc: &Path) -> std::process::Output {
+    shardset_cli()
+        .env("AWS_ENDPOINT_URL", endpoint)
+        .env("SHARDSET_OBJECT_CACHE", dc)
+        .args(["cat"])
+        .arg(cache)
+        .output()
+        .unwrap()
+}
+
+#[test]
+fn builds_and_reads_through_a_faulty_network_give_the_same_values_or_fail_whole() {
+    let s = server();
+    let t = tempfile::tempdir().unwrap();
+    let file = rows_file(t.path());
+    // What a local build of the same rows reads back.
+    let local = t.path().join("local");
+    succeeded(
+        shardset_cli()
+            .args(["build", "jsonl", file.to_str().unwrap(), "--out"])
+            .arg(&local)
+            .args(["--shard-size", "4KB"]),
+    );
+    let want = succeeded(shardset_cli().args(["cat"]).arg(local.join("train"))).stdout;
+    for (seed, layout) in [(1u64, "arrow"), (2, "arrow"), (3, "lance")] {
+        let proxy = FaultProxy::start(&s.endpoint, seed, 0.25);
+        let out = std::path::PathBuf::from(format!("s3://{BUCKET}/faults/{layout}-{seed}"));
+        let mut build = shardset_cli();
+        build
+            .env("AWS_ENDPOINT_URL", &proxy.endpoint)
+            .env("SHARDSET_OBJECT_CACHE", t.path().join(format!("dc{seed}")))
+            .args([
+                "build",
+                "jsonl",
+                file.to_str().unwrap(),
+                "--format",
+                layout,
+                "--out",
+            ])
+            .arg(&out);
+        if layout == "arrow" {
+            build.args(["--shard-size", "4KB"]);
+        }
+        let built = build.output().unwrap();
+        let cache = out.join("train");
+        // Read directly from the server: what the build published.
+        let direct = cat(&cache, &s.endpoint, &t.path().join(format!("direct{seed}")));
+        if built.status.success() {
+            assert!(
+                direct.status.success(),
+                "{}",
+                String::from_utf8_lossy(&direct.stderr)
+            );
+            assert!(
+                direct.stdout == want,
+                "{layout} seed {seed}: the values differ from a local build"
+            );
+        } else {
+            // A failed build names why, and published nothing a reader sees.
+            let err = String::from_utf8_lossy(&built.stderr);
+            assert!(err.contains("error"), "{err}");
+            assert!(
+                !direct.status.success(),
+                "{layout} seed {seed}: a failed build published"
+            );
+        }
+        // Reads through the faults: the same rows, or an error (never other rows).
+        if built.status.success() {
+            let through = cat(
+                &cache,
+                &proxy.endpoint,
+                &t.path().join(format!("through{seed}")),
+            );
+            if through.status.success() {
+                assert!(
+                    through.stdout == want,
+                    "{layout} seed {seed}: a faulty read gave other rows"
+                );
+            }
+        }
+        let by_kind: Vec<u64> = proxy
+            .counts
+            .iter()
+            .map(|c| c.load(Ordering::Relaxed))
+            .collect();
+        eprintln!(
+            "{layout} seed {seed}: build {}, connections [pass, slowdown, drop, truncate, stall] = {by_kind:?}",
+            if built.status.success() { "succeeded" } else { "failed whole" }
+        );
+        assert!(
+            proxy.faults() >= 4,
+            "{layout} seed {seed}: only {} faults",
+            proxy.faults()
+        );
+    }
+}
