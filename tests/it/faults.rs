@@ -1,5 +1,5 @@
 //! Faults between the client and the S3 server: a proxy on 127.0.0.1,
-//! started by the test, answers 503 SlowDown with Retry-After, drops
+//! started by the test, answers 503 SlowDown and 429 with Retry-After, drops
 //! connections before answering, cuts responses mid-body and stalls, on a
 //! seeded schedule (the first connections always get one fault of each
 //! kind). Builds to `s3://` and reads from it through the proxy either
@@ -21,6 +21,7 @@ use crate::object_storage::{server, BUCKET};
 enum Fault {
     Pass,
     SlowDown,
+    TooMany,
     Drop,
     Truncate,
     Stall,
@@ -30,7 +31,7 @@ struct FaultProxy {
     endpoint: String,
     stop: Arc<AtomicBool>,
     /// Connections seen and faults injected, by kind (Pass first).
-    counts: Arc<[AtomicU64; 5]>,
+    counts: Arc<[AtomicU64; 6]>,
 }
 
 impl FaultProxy {
@@ -39,12 +40,18 @@ impl FaultProxy {
         let endpoint = format!("http://{}", listener.local_addr().unwrap());
         let upstream = upstream.trim_start_matches("http://").to_string();
         let stop = Arc::new(AtomicBool::new(false));
-        let counts: Arc<[AtomicU64; 5]> = Arc::new(Default::default());
+        let counts: Arc<[AtomicU64; 6]> = Arc::new(Default::default());
         let (stop_t, counts_t) = (stop.clone(), counts.clone());
         listener.set_nonblocking(true).unwrap();
         std::thread::spawn(move || {
             let mut rng = shardset::SplitMix64::new(seed);
-            let scripted = [Fault::SlowDown, Fault::Drop, Fault::Truncate, Fault::Stall];
+            let scripted = [
+                Fault::SlowDown,
+                Fault::TooMany,
+                Fault::Drop,
+                Fault::Truncate,
+                Fault::Stall,
+            ];
             let mut n = 0usize;
             while !stop_t.load(Ordering::Relaxed) {
                 let Ok((client, _)) = listener.accept() else {
@@ -55,7 +62,7 @@ impl FaultProxy {
                 let fault = if n < scripted.len() {
                     scripted[n]
                 } else if (rng.below(1000) as f64) < fault_rate * 1000.0 {
-                    scripted[rng.below(4) as usize]
+                    scripted[rng.below(scripted.len() as u64) as usize]
                 } else {
                     Fault::Pass
                 };
@@ -106,12 +113,19 @@ fn serve(mut client: TcpStream, upstream: &str, fault: Fault, cut: usize) {
             let _ = client.shutdown(Shutdown::Both);
             return;
         }
-        Fault::SlowDown => {
+        Fault::SlowDown | Fault::TooMany => {
             read_head(&mut client);
-            let body = "<Error><Code>SlowDown</Code><Message>Please reduce your request rate.</Message></Error>";
+            let (status, code) = if fault == Fault::SlowDown {
+                ("503 Slow Down", "SlowDown")
+            } else {
+                ("429 Too Many Requests", "TooManyRequests")
+            };
+            let body = format!(
+                "<Error><Code>{code}</Code><Message>Please reduce your request rate.</Message></Error>"
+            );
             let _ = write!(
                 client,
-                "HTTP/1.1 503 Slow Down\r\nRetry-After: 1\r\nContent-Type: application/xml\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
+                "HTTP/1.1 {status}\r\nRetry-After: 1\r\nContent-Type: application/xml\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
                 body.len()
             );
             let _ = client.shutdown(Shutdown::Both);
@@ -244,11 +258,11 @@ fn builds_and_reads_through_a_faulty_network_give_the_same_values_or_fail_whole(
             .map(|c| c.load(Ordering::Relaxed))
             .collect();
         eprintln!(
-            "{layout} seed {seed}: build {}, connections [pass, slowdown, drop, truncate, stall] = {by_kind:?}",
+            "{layout} seed {seed}: build {}, connections [pass, 503, 429, drop, cut, stall] = {by_kind:?}",
             if built.status.success() { "succeeded" } else { "failed whole" }
         );
         assert!(
-            proxy.faults() >= 4,
+            proxy.faults() >= 5,
             "{layout} seed {seed}: only {} faults",
             proxy.faults()
         );
