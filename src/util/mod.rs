@@ -1,6 +1,7 @@
 //! Small shared helpers: hashing, hex, a seeded RNG, directory fsync; the
 //! process-wide pools and runtimes (`process`).
 
+pub mod limits;
 mod names;
 mod process;
 

@@ -201,7 +201,7 @@ impl VideoDecode {
         self.decode_within(
             video,
             sample_index,
-            &crate::features::limits::DecodeLimits::default(),
+            &crate::util::limits::DecodeLimits::default(),
         )
     }
 
@@ -214,7 +214,7 @@ impl VideoDecode {
         &self,
         video: &VideoRef,
         sample_index: u64,
-        limits: &crate::features::limits::DecodeLimits,
+        limits: &crate::util::limits::DecodeLimits,
     ) -> Result<Clip> {
         self.validate()?;
         let (path, _tmp) = materialise(video)?;
