@@ -37,8 +37,14 @@ pub(super) struct RawOpenOptions {
     version: Option<u64>,
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     trusted_roots: Vec<PathBuf>,
-    #[serde(default)]
+    #[serde(default, skip_serializing_if = "is_default")]
     decode_limits: crate::features::limits::DecodeLimits,
+}
+
+/// Defaults are left out of the stored form (it travels with every
+/// pickled dataset).
+fn is_default(l: &crate::features::limits::DecodeLimits) -> bool {
+    *l == crate::features::limits::DecodeLimits::default()
 }
 
 impl From<OpenOptions> for RawOpenOptions {
