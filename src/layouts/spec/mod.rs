@@ -252,22 +252,8 @@ impl WriteSpec {
     /// [`Error::InvalidArgument`] naming the option.
     pub fn from_options(layout: Layout, options: &Map<String, J>) -> Result<WriteSpec> {
         for (name, value) in options {
-            if value.is_null() {
-                continue;
-            }
-            let opt = OPTIONS.iter().find(|o| o.name == name).ok_or_else(|| {
-                let names: Vec<&str> = OPTIONS.iter().map(|o| o.name).collect();
-                Error::InvalidArgument(format!(
-                    "unknown write option '{name}'; the options are {}",
-                    names.join(", ")
-                ))
-            })?;
-            if !opt.layouts.contains(&layout) {
-                let to: Vec<&str> = opt.layouts.iter().map(|l| l.name()).collect();
-                return Err(Error::InvalidArgument(format!(
-                    "write option '{name}' applies to layout {}, not {layout}",
-                    to.join(" and ")
-                )));
+            if !value.is_null() {
+                option_applies(name, layout)?;
             }
         }
         let mut obj = options.clone();
@@ -303,13 +289,7 @@ impl WriteSpec {
 
     fn check(&self) -> Result<()> {
         for name in self.options().keys() {
-            let opt = OPTIONS.iter().find(|o| o.name == name);
-            if !opt.is_some_and(|o| o.layouts.contains(&self.layout())) {
-                return Err(Error::InvalidArgument(format!(
-                    "write option '{name}' does not apply to layout {}",
-                    self.layout()
-                )));
-            }
+            option_applies(name, self.layout())?;
         }
         match self {
             WriteSpec::Arrow(r) => r.arrow().map(drop),
@@ -321,6 +301,25 @@ impl WriteSpec {
             other => Err(unsupported(other.layout())),
         }
     }
+}
+
+/// Checks in the table that option `name` exists and applies to `layout`.
+fn option_applies(name: &str, layout: Layout) -> Result<()> {
+    let opt = OPTIONS.iter().find(|o| o.name == name).ok_or_else(|| {
+        let names: Vec<&str> = OPTIONS.iter().map(|o| o.name).collect();
+        Error::InvalidArgument(format!(
+            "unknown write option '{name}'; the options are {}",
+            names.join(", ")
+        ))
+    })?;
+    if !opt.layouts.contains(&layout) {
+        let to: Vec<&str> = opt.layouts.iter().map(|l| l.name()).collect();
+        return Err(Error::InvalidArgument(format!(
+            "write option '{name}' applies to layout {}, not {layout}",
+            to.join(" and ")
+        )));
+    }
+    Ok(())
 }
 
 /// The first option of `obj` whose value does not deserialise on its own
