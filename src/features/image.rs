@@ -53,7 +53,8 @@ impl Container {
 pub struct ImageInfo {
     /// The container.
     pub container: Container,
-    /// Width in pixels, when the header was read (PNG, JPEG, GIF, BMP).
+    /// Width in pixels, when the header was read (every container but a
+    /// GIF shorter than its header).
     pub width: Option<u32>,
     /// Height in pixels, when the header was read.
     pub height: Option<u32>,
@@ -61,7 +62,8 @@ pub struct ImageInfo {
 
 /// Identifies an encoded image and reads its size from the header: PNG and
 /// JPEG headers are parsed in full (a damaged header is an error), GIF and BMP
-/// sizes are read from fixed offsets; WebP and TIFF are recognised by magic only.
+/// sizes are read from fixed offsets, WebP and TIFF headers by their decoders
+/// (no pixel decoded).
 ///
 /// # Errors
 /// A message for bytes that are not a recognised image or whose header is damaged.
@@ -90,6 +92,18 @@ pub fn probe(bytes: &[u8]) -> Result<ImageInfo, String> {
             let w = i32::from_le_bytes(bytes[18..22].try_into().expect("4 bytes"));
             let h = i32::from_le_bytes(bytes[22..26].try_into().expect("4 bytes"));
             (Some(w.unsigned_abs()), Some(h.unsigned_abs()))
+        }
+        Container::Webp | Container::Tiff => {
+            // The decoders read the header (WebP's VP8/VP8L/VP8X chunk,
+            // TIFF's first directory) and no pixel.
+            use image::ImageDecoder;
+            let dims = if container == Container::Webp {
+                image::codecs::webp::WebPDecoder::new(Cursor::new(bytes)).map(|d| d.dimensions())
+            } else {
+                image::codecs::tiff::TiffDecoder::new(Cursor::new(bytes)).map(|d| d.dimensions())
+            };
+            let (w, h) = dims.map_err(|e| format!("damaged {}: {e}", container.name()))?;
+            (Some(w), Some(h))
         }
         _ => (None, None),
     };

@@ -71,6 +71,80 @@ fn an_image_header_above_the_pixel_limit_is_refused_before_decoding() {
     assert!(!e.contains("max_image_pixels"), "{e}");
 }
 
+/// A real 4x4 lossless WebP whose VP8L header says 16383 x 16383 (268
+/// megapixels, about the most a WebP can claim).
+fn webp_claiming_the_most() -> Vec<u8> {
+    let mut out = Vec::new();
+    image::codecs::webp::WebPEncoder::new_lossless(&mut out)
+        .encode(&[7u8; 48], 4, 4, image::ExtendedColorType::Rgb8)
+        .unwrap();
+    assert_eq!(&out[12..16], b"VP8L");
+    // After the 0x2f signature: 14 bits width - 1, 14 bits height - 1, alpha, version.
+    // (16384 itself wraps to 0 in the decoder's 14-bit arithmetic.)
+    let mut bits = u32::from_le_bytes(out[21..25].try_into().unwrap());
+    bits = (bits & !((1 << 28) - 1)) | 16382 | (16382 << 14);
+    out[21..25].copy_from_slice(&bits.to_le_bytes());
+    out
+}
+
+/// A real 4x4 TIFF whose first directory says 65535 x 65535.
+fn tiff_claiming(side: u16) -> Vec<u8> {
+    let mut out = std::io::Cursor::new(Vec::new());
+    image::codecs::tiff::TiffEncoder::new(&mut out)
+        .encode(&[7u8; 48], 4, 4, image::ExtendedColorType::Rgb8)
+        .unwrap();
+    let mut t = out.into_inner();
+    assert_eq!(&t[..4], b"II*\0");
+    let ifd = u32::from_le_bytes(t[4..8].try_into().unwrap()) as usize;
+    let n = u16::from_le_bytes(t[ifd..ifd + 2].try_into().unwrap()) as usize;
+    for e in 0..n {
+        let at = ifd + 2 + 12 * e;
+        let tag = u16::from_le_bytes(t[at..at + 2].try_into().unwrap());
+        let kind = u16::from_le_bytes(t[at + 2..at + 4].try_into().unwrap());
+        if tag == 256 || tag == 257 {
+            // SHORT (3) or LONG (4), stored in the entry itself.
+            t[at + 8..at + 12].fill(0);
+            if kind == 3 {
+                t[at + 8..at + 10].copy_from_slice(&side.to_le_bytes());
+            } else {
+                t[at + 8..at + 12].copy_from_slice(&u32::from(side).to_le_bytes());
+            }
+        }
+    }
+    t
+}
+
+#[test]
+fn webp_and_tiff_headers_above_the_limit_are_refused_before_decoding() {
+    for (name, bytes, claim) in [
+        ("webp", webp_claiming_the_most(), "16383x16383"),
+        ("tiff", tiff_claiming(65535), "65535x65535"),
+    ] {
+        let info = shardset::features::image::probe(&bytes).unwrap();
+        assert!(
+            info.width.unwrap() > 16_000,
+            "{name}: the header's size is read: {info:?}"
+        );
+        let tmp = tempfile::tempdir().unwrap();
+        let dir = tmp.path().join("c");
+        let f = Features::new().with("img", Feature::image());
+        shardset::write_arrow_cache(
+            [Example::new().with("img", bytes)],
+            &f,
+            &dir,
+            &shardset::ArrowWriteOptions::default(),
+        )
+        .unwrap();
+        let c = open_cache_with(&dir, &OpenOptions::default()).unwrap();
+        let e = c.backend.get(0).unwrap_err();
+        assert!(
+            matches!(&e, Error::Decode { column, reason } if column == "img"
+                && reason.contains(claim) && reason.contains("max_image_pixels")),
+            "{name}: {e}"
+        );
+    }
+}
+
 #[cfg(feature = "video")]
 #[test]
 fn frames_and_windows_above_the_limits_are_refused_at_open() {
