@@ -35,6 +35,7 @@ pub mod features;
 #[cfg(feature = "lance")]
 pub mod lance;
 pub mod layouts;
+pub mod pipeline;
 pub mod sampler;
 pub mod sources;
 pub mod storage;

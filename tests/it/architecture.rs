@@ -19,6 +19,7 @@ fn layer(top: &str) -> Option<u32> {
         "dataset" => 6,
         "sampler" => 7,
         "builder" => 8,
+        "pipeline" => 8,
         "sources" => 9,
         _ => return None,
     })

@@ -1,0 +1,2 @@
+//! The input pipeline: batches of finished tensors (decoded, augmented images) for a training loop.
+pub mod ops;

@@ -1,0 +1,278 @@
+//! The value ops (ToDtype, Normalize) and the last pass over the pixels.
+//!
+//! Every value op maps one channel's element to one element, so the whole
+//! chain is a function of (channel, u8 level): it is computed once per plan
+//! into a table of 3 × 256 output elements, each step rounded to the dtype it
+//! has at that point (f16 arithmetic in f16, as torch's), and the last pass
+//! only looks values up. That pass also mirrors, reads the crop window
+//! (zeros outside the image: CenterCrop's padding), expands grey to RGB and
+//! writes channels last or as planes: one read and one write per element.
+//!
+//! The table is applied after the geometric ops, so a resize that follows a
+//! float ToDtype resamples u8 levels rather than floats (within half a level
+//! of torchvision's), and padding is zero before the value ops.
+
+use half::{bf16, f16};
+
+use super::spec::{Op, OutDtype};
+use crate::error::{Error, Result};
+
+/// The output element of each (channel, u8 level), as native-endian bytes.
+#[derive(Debug, Clone, PartialEq)]
+pub(super) struct Lut {
+    size: usize,
+    /// `(c * 256 + level) * size ..` is one element.
+    bytes: Vec<u8>,
+}
+
+/// `x` rounded to what `dtype` holds.
+fn round_to(dtype: OutDtype, x: f32) -> f32 {
+    match dtype {
+        OutDtype::Float16 => f16::from_f32(x).to_f32(),
+        OutDtype::Bfloat16 => bf16::from_f32(x).to_f32(),
+        OutDtype::Float32 | OutDtype::Uint8 => x,
+    }
+}
+
+/// Runs the value ops on one element of channel `c`.
+fn chain(ops: &[Op], c: usize, level: u8) -> (OutDtype, f32) {
+    let mut dtype = OutDtype::Uint8;
+    let mut x = f32::from(level);
+    for op in ops {
+        match op {
+            Op::ToDtype { dtype: to, scale } => {
+                x = match (dtype.is_float(), to.is_float(), *scale) {
+                    (_, _, _) if dtype == *to => x,
+                    // uint8 -> float: `to(dtype).mul_(1 / 255)`.
+                    (false, true, true) => round_to(*to, x * (1.0f64 / 255.0) as f32),
+                    // float -> uint8: `mul(255 + 1 - 1e-3).to(uint8)`, in the float dtype.
+                    (true, false, true) => round_to(dtype, x * (256.0 - 1e-3))
+                        .trunc()
+                        .clamp(0.0, 255.0),
+                    (true, false, false) => x.trunc().clamp(0.0, 255.0),
+                    _ => round_to(*to, x),
+                };
+                dtype = *to;
+            }
+            Op::Normalize { mean, std } => {
+                let pick = |v: &[f32]| round_to(dtype, v[if v.len() == 1 { 0 } else { c }]);
+                x = round_to(dtype, x - pick(mean));
+                x = round_to(dtype, x / pick(std));
+            }
+            _ => {}
+        }
+    }
+    (dtype, x)
+}
+
+impl Lut {
+    /// The table of `ops` whose output is `dtype`.
+    pub(super) fn new(ops: &[Op], dtype: OutDtype) -> Lut {
+        let mut bytes = Vec::with_capacity(3 * 256 * dtype.size());
+        for c in 0..3 {
+            for level in 0..=255u8 {
+                let (_, x) = chain(ops, c, level);
+                match dtype {
+                    OutDtype::Uint8 => bytes.push(x as u8),
+                    OutDtype::Float32 => bytes.extend_from_slice(&x.to_ne_bytes()),
+                    OutDtype::Float16 => bytes.extend_from_slice(&f16::from_f32(x).to_ne_bytes()),
+                    OutDtype::Bfloat16 => bytes.extend_from_slice(&bf16::from_f32(x).to_ne_bytes()),
+                }
+            }
+        }
+        Lut {
+            size: dtype.size(),
+            bytes,
+        }
+    }
+}
+
+/// The pixels the last pass reads: a u8 buffer of 1 (grey) or 3 channels
+/// and the integer window of it that is the image (it may reach outside the
+/// buffer: zeros there).
+pub(super) struct Window<'a> {
+    pub data: &'a [u8],
+    pub buf_h: u32,
+    pub buf_w: u32,
+    pub channels: usize,
+    pub top: i64,
+    pub left: i64,
+    pub h: u32,
+    pub w: u32,
+    pub flip: bool,
+}
+
+/// Where the elements of pixel `i`, channel `c` go: element
+/// `i * pixel_step + c * channel_step` (channels last: 3 and 1; planes: 1
+/// and the plane stride).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) struct Layout {
+    pub pixel_step: usize,
+    pub channel_step: usize,
+}
+
+/// Writes the window through the table at `out` as `layout` says.
+///
+/// # Errors
+/// [`Error::InvalidArgument`] when `out` is too short for the layout.
+pub(super) fn write(win: &Window, lut: &Lut, layout: Layout, out: &mut [u8]) -> Result<()> {
+    let Layout {
+        pixel_step,
+        channel_step,
+    } = layout;
+    let last_pixel = (win.h as usize * win.w as usize).saturating_sub(1);
+    let elems = last_pixel * pixel_step + 2 * channel_step + 1;
+    if out.len() < elems * lut.size {
+        return Err(Error::InvalidArgument(format!(
+            "the output slice has {} bytes, an image of {}x{} placed {pixel_step} elements per \
+             pixel and {channel_step} per channel needs {}; pass a slice that starts at the \
+             image's first element and holds all of it",
+            out.len(),
+            win.h,
+            win.w,
+            elems * lut.size
+        )));
+    }
+    match lut.size {
+        1 => write_as::<1>(win, lut, pixel_step, channel_step, out),
+        2 => write_as::<2>(win, lut, pixel_step, channel_step, out),
+        _ => write_as::<4>(win, lut, pixel_step, channel_step, out),
+    }
+    Ok(())
+}
+
+fn write_as<const S: usize>(
+    win: &Window,
+    lut: &Lut,
+    pixel_step: usize,
+    channel_step: usize,
+    out: &mut [u8],
+) {
+    let table: Vec<[u8; S]> = lut
+        .bytes
+        .chunks_exact(S)
+        .map(|e| e.try_into().expect("S bytes"))
+        .collect();
+    let zero = [0u8; 3];
+    let (bh, bw, ch) = (i64::from(win.buf_h), i64::from(win.buf_w), win.channels);
+    let mut put = |elem: usize, v: [u8; S]| out[elem * S..elem * S + S].copy_from_slice(&v);
+    for y in 0..win.h as usize {
+        let sy = win.top + y as i64;
+        let row_in = (0..bh).contains(&sy);
+        for x in 0..win.w as usize {
+            let sx = win.left
+                + if win.flip {
+                    (win.w as usize - 1 - x) as i64
+                } else {
+                    x as i64
+                };
+            let px: &[u8] = if row_in && (0..bw).contains(&sx) {
+                let at = (sy * bw + sx) as usize * ch;
+                &win.data[at..at + ch]
+            } else {
+                &zero[..ch]
+            };
+            let base = (y * win.w as usize + x) * pixel_step;
+            for c in 0..3 {
+                let level = px[if ch == 1 { 0 } else { c }] as usize;
+                put(base + c * channel_step, table[c * 256 + level]);
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn to(dtype: OutDtype) -> Op {
+        Op::ToDtype { dtype, scale: true }
+    }
+
+    fn norm() -> Op {
+        Op::Normalize {
+            mean: vec![0.5, 0.25, 0.0],
+            std: vec![0.5, 0.25, 2.0],
+        }
+    }
+
+    fn element(lut: &Lut, c: usize, level: usize) -> &[u8] {
+        &lut.bytes[(c * 256 + level) * lut.size..][..lut.size]
+    }
+
+    #[test]
+    fn float_tables_by_hand() {
+        let f32_lut = Lut::new(&[to(OutDtype::Float32), norm()], OutDtype::Float32);
+        let get = |c, l| f32::from_ne_bytes(element(&f32_lut, c, l).try_into().unwrap());
+        let scaled = |l: f32| l * (1.0f64 / 255.0) as f32;
+        assert_eq!(get(0, 0), -1.0);
+        assert_eq!(get(0, 255), (scaled(255.0) - 0.5) / 0.5);
+        assert_eq!(get(1, 51), (scaled(51.0) - 0.25) / 0.25);
+        assert_eq!(get(2, 255), scaled(255.0) / 2.0);
+
+        let f16_lut = Lut::new(&[to(OutDtype::Float16), norm()], OutDtype::Float16);
+        let get = |c, l| f16::from_ne_bytes(element(&f16_lut, c, l).try_into().unwrap());
+        assert_eq!(get(0, 0), f16::from_f32(-1.0));
+        assert_eq!(get(0, 255), f16::from_f32(1.0));
+        // 128 / 255 in f16 is 0.50195..., minus 0.5 then / 0.5.
+        let x = f16::from_f32(128.0 * (1.0f64 / 255.0) as f32).to_f32();
+        let want = f16::from_f32(f16::from_f32(x - 0.5).to_f32() / 0.5);
+        assert_eq!(get(0, 128), want);
+
+        let bf_lut = Lut::new(&[to(OutDtype::Bfloat16)], OutDtype::Bfloat16);
+        let get = |c, l| bf16::from_ne_bytes(element(&bf_lut, c, l).try_into().unwrap());
+        assert_eq!(get(1, 255), bf16::from_f32(1.0));
+        assert_eq!(get(2, 0), bf16::from_f32(0.0));
+        assert_eq!(get(0, 64), bf16::from_f32(64.0 / 255.0));
+    }
+
+    #[test]
+    fn uint8_round_trips_and_unscaled_conversion() {
+        let back = Lut::new(
+            &[to(OutDtype::Float32), to(OutDtype::Uint8)],
+            OutDtype::Uint8,
+        );
+        assert!((0..256).all(|l| element(&back, 1, l) == [l as u8]));
+        let raw = Lut::new(
+            &[Op::ToDtype {
+                dtype: OutDtype::Float32,
+                scale: false,
+            }],
+            OutDtype::Float32,
+        );
+        assert_eq!(element(&raw, 0, 200), 200.0f32.to_ne_bytes());
+    }
+
+    #[test]
+    fn planes_with_a_stride_and_grey_expanded() {
+        // A 1x2 grey image, levels 10 and 20, into planes 5 elements apart.
+        let lut = Lut::new(&[], OutDtype::Uint8);
+        let win = Window {
+            data: &[10, 20],
+            buf_h: 1,
+            buf_w: 2,
+            channels: 1,
+            top: 0,
+            left: 0,
+            h: 1,
+            w: 2,
+            flip: false,
+        };
+        let mut out = vec![0u8; 12];
+        let planes = Layout {
+            pixel_step: 1,
+            channel_step: 5,
+        };
+        let hwc = Layout {
+            pixel_step: 3,
+            channel_step: 1,
+        };
+        write(&win, &lut, planes, &mut out).unwrap();
+        assert_eq!(out, [10, 20, 0, 0, 0, 10, 20, 0, 0, 0, 10, 20]);
+        let mut mirrored = vec![0u8; 6];
+        write(&Window { flip: true, ..win }, &lut, hwc, &mut mirrored).unwrap();
+        assert_eq!(mirrored, [20, 20, 20, 10, 10, 10]);
+        let err = write(&win, &lut, planes, &mut [0; 11]).unwrap_err();
+        assert!(err.to_string().contains("needs 12"), "{err}");
+    }
+}
