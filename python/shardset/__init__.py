@@ -19,7 +19,7 @@ import os
 from collections.abc import Iterable, Iterator
 from typing import TYPE_CHECKING, Any, overload
 
-from . import _shardset
+from . import _shardset, ops  # noqa: F401  (ops: the input pipeline's ops)
 from ._shardset import (  # noqa: F401
     BadInputError,
     CacheNotFoundError,

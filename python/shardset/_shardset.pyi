@@ -25,6 +25,7 @@ __all__ = [
     "HostBuffer",
     "Staging",
     "EpochBatches",
+    "Pipeline",
     "_check_order",
     "write_options",
     "_check_write_options",
@@ -228,6 +229,40 @@ class EpochBatches:
     def restate(base: int, done: int, from_world: int, to_world: int) -> tuple[int, int]: ...
     @staticmethod
     def rank_done(nexts: Sequence[int]) -> int: ...
+
+@final
+class Pipeline:
+    """Batches of finished tensors from a dataset, made on the library's threads."""
+
+    def __new__(
+        cls,
+        dataset: Dataset,
+        batch_size: int,
+        ops: Sequence[tuple[str, str]],
+        columns: Sequence[str] | None,
+        order: _Order,
+        seed: int,
+        remainder: _Remainder,
+        rank: int,
+        world_size: int,
+        worker: int,
+        num_workers: int,
+        threads: int,
+        prefetch: int,
+        layout: str,
+    ) -> Self: ...
+    def __iter__(self) -> Self: ...
+    def __next__(self) -> dict[str, NDArray[Any]]: ...
+    @property
+    def columns(self) -> list[str]: ...
+    def state(self) -> str: ...
+    def resume(self, state: str) -> None: ...
+    def resume_at(self, epoch: int, base: int, done: int, world_size: int) -> None: ...
+    def set_epoch(self, epoch: int) -> None: ...
+    def epoch_batches(self) -> int: ...
+    def remaining_batches(self) -> int: ...
+    def max_bytes_in_flight(self) -> int: ...
+    def elements(self) -> list[tuple[str, str]]: ...
 
 # ------------------------------------------------------------- functions ---
 

@@ -320,3 +320,6 @@ def rank_state(loader_state: Mapping[str, Any]) -> dict[str, Any]:
              for k, s in enumerate(states)]
     base.update(done=_shardset.EpochBatches.rank_done(nexts), next=None, num_workers=nw)
     return base
+
+
+from .loader import Loader as Loader  # noqa: E402  (the input pipeline; it uses to_torch above)

@@ -58,7 +58,7 @@ impl HostBuffer {
 
 /// An array of `shape` over little-endian bytes of numpy type `typestr`,
 /// owning them (no copy).
-fn ndarray<'py>(
+pub(crate) fn ndarray<'py>(
     py: Python<'py>,
     data: Vec<u8>,
     typestr: &'static str,

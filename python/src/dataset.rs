@@ -41,6 +41,11 @@ fn parse_order(order: &str) -> PyRes<shardset::Order> {
 }
 
 impl PyDataset {
+    /// The library's dataset (this view of the cache).
+    pub(crate) fn dataset(&self) -> &Dataset {
+        &self.ds
+    }
+
     fn view(&self, ds: Dataset) -> PyDataset {
         PyDataset {
             ds,

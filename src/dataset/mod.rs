@@ -13,7 +13,7 @@ use arrow_array::RecordBatch;
 use rayon::prelude::*;
 
 use crate::error::{Error, Result};
-use crate::features::decode::RowDecoder;
+use crate::features::decode::{DecodeOptions, RowDecoder};
 use crate::features::{Feature, Features};
 use crate::layouts::backend::{normalize_index, Backend, IterOptions};
 use crate::layouts::open::Cache;
@@ -264,6 +264,26 @@ impl Dataset {
             .map(|&i| normalize_index(i, n).map(|p| self.view.physical(p) as i64))
             .collect::<Result<Vec<_>>>()?;
         self.backend.take(&phys)
+    }
+
+    /// The backend rows of view positions (already normalised, `< len`).
+    pub(crate) fn physical_positions(&self, positions: &[u64]) -> Vec<i64> {
+        positions
+            .iter()
+            .map(|&p| self.view.physical(p) as i64)
+            .collect()
+    }
+
+    /// Raw Arrow cells of the rows at view positions (already normalised,
+    /// `< len`), all columns of the cache.
+    pub(crate) fn take_positions_arrow(&self, positions: &[u64]) -> Result<RecordBatch> {
+        self.backend.take(&self.physical_positions(positions))
+    }
+
+    /// How this dataset decodes cells: its limits and trusted roots among
+    /// them.
+    pub fn decode_options(&self) -> &DecodeOptions {
+        self.decoder.options()
     }
 
     /// Rows at view positions (already normalised, `< len`).

@@ -4,6 +4,7 @@
 //! world size ([`LoaderState::rank_position`] + [`Loader::resume_at`]).
 
 use std::num::NonZeroUsize;
+use std::ops::Range;
 
 use serde::{Deserialize, Serialize};
 
@@ -364,8 +365,8 @@ impl Loader {
         &self.ds
     }
 
-    /// View positions of global batch `j` of `epoch`.
-    fn batch_positions(&mut self, epoch: u64, j: u64) -> Vec<u64> {
+    /// View positions of the epoch order's places `span` in `epoch`.
+    fn batch_positions(&mut self, epoch: u64, span: Range<u64>) -> Vec<u64> {
         let n = self.ds.len();
         if n == 0 {
             return Vec::new();
@@ -374,21 +375,31 @@ impl Loader {
             self.cached = Some((epoch, self.sampler.epoch_order(epoch)));
         }
         let order = &self.cached.as_ref().expect("cached").1;
-        self.plan.span(j).map(|k| order[(k % n) as usize]).collect()
+        span.map(|k| order[(k % n) as usize]).collect()
     }
 
-    /// The next batch's view positions, advancing the state; `None` at the
-    /// end of the epoch.
-    pub fn next_positions(&mut self) -> Option<Vec<u64>> {
+    /// The next batch, advancing the state: its epoch, the places of the
+    /// epoch's order it covers (past the row count under
+    /// [`Remainder::Pad`], where they wrap: a key per sample that no rank
+    /// split or resume changes) and the view positions of its rows; `None`
+    /// at the end of the epoch.
+    pub fn next_span(&mut self) -> Option<(u64, Range<u64>, Vec<u64>)> {
         let p = self.opts.partition;
         let pos = self.state.position;
         if self.state.next >= self.plan.rank_total(p.rank, &pos) {
             return None;
         }
         let j = self.plan.global_index(p.rank, &pos, self.state.next);
-        let out = self.batch_positions(pos.epoch, j);
+        let span = self.plan.span(j);
+        let out = self.batch_positions(pos.epoch, span.clone());
         self.state.next += u64::from(p.num_workers);
-        Some(out)
+        Some((pos.epoch, span, out))
+    }
+
+    /// The next batch's view positions, advancing the state; `None` at the
+    /// end of the epoch.
+    pub fn next_positions(&mut self) -> Option<Vec<u64>> {
+        self.next_span().map(|(_, _, positions)| positions)
     }
 
     /// The next batch of decoded rows; `None` at the end of the epoch.

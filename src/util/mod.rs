@@ -9,11 +9,11 @@ pub(crate) use names::named_enum;
 
 #[cfg(any(feature = "lance", feature = "s3"))]
 pub(crate) use process::block_on;
-pub(crate) use process::in_pool;
 #[cfg(feature = "lance")]
 pub(crate) use process::io_runtime;
 #[cfg(any(feature = "lance", feature = "s3"))]
 pub use process::ForkLocal;
+pub(crate) use process::{fork_generation, in_pool};
 
 use std::sync::atomic::{AtomicU64, Ordering};
 

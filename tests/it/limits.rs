@@ -90,9 +90,14 @@ fn webp_claiming_the_most() -> Vec<u8> {
 /// A real 4x4 TIFF whose first directory says 65535 x 65535.
 fn tiff_claiming(side: u16) -> Vec<u8> {
     let mut out = std::io::Cursor::new(Vec::new());
-    image::codecs::tiff::TiffEncoder::new(&mut out)
-        .encode(&[7u8; 48], 4, 4, image::ExtendedColorType::Rgb8)
-        .unwrap();
+    image::ImageEncoder::write_image(
+        image::codecs::tiff::TiffEncoder::new(&mut out),
+        &[7u8; 48],
+        4,
+        4,
+        image::ExtendedColorType::Rgb8,
+    )
+    .unwrap();
     let mut t = out.into_inner();
     assert_eq!(&t[..4], b"II*\0");
     let ifd = u32::from_le_bytes(t[4..8].try_into().unwrap()) as usize;

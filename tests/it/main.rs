@@ -28,6 +28,9 @@ mod limits;
 mod memory;
 #[cfg(feature = "s3")]
 mod object_storage;
+mod pipeline;
+#[cfg(feature = "video")]
+mod pipeline_video;
 mod pyarrow;
 mod read_modes;
 mod roundtrip;

@@ -92,6 +92,22 @@ impl LanceVideoFrames {
         }
     }
 
+    /// The places of the windows at `indices` (negative counts from the
+    /// end): each one's video, first frame and window number; nothing read.
+    ///
+    /// # Errors
+    /// [`Error::IndexOutOfRange`] for a bad index.
+    pub fn window_places(&self, indices: &[i64]) -> Result<Vec<(usize, u64, u64)>> {
+        Ok(self
+            .window_numbers(indices)?
+            .into_iter()
+            .map(|w| {
+                let (v, start, _) = self.locate(w);
+                (v, start, w)
+            })
+            .collect())
+    }
+
     /// Decoded window `index` (negative counts from the end).
     ///
     /// # Errors

@@ -1,0 +1,184 @@
+//! The input pipeline (`shardset::pipeline::Pipeline`) for
+//! `shardset.torch.Loader`: batches are made by the library's threads with
+//! the GIL released, and each column leaves as a numpy array over the
+//! library's buffer (no copy), which torch then views (`from_numpy`).
+
+use std::sync::Mutex;
+
+use pyo3::exceptions::PyStopIteration;
+use pyo3::prelude::*;
+use pyo3::types::PyDict;
+
+use shardset::pipeline::{Batch, Element, Layout, Pipeline, PipelineOptions};
+use shardset::{EpochPosition, LoaderOptions, LoaderState, Partition};
+
+use crate::convert::ndarray;
+use crate::dataset::PyDataset;
+use crate::error::{BadInputError, OrPy, PyRes};
+
+/// numpy's type string of an element; bfloat16 travels as uint16 (numpy
+/// has no bfloat16) and torch views it as bfloat16.
+fn typestr(e: Element) -> &'static str {
+    match e {
+        Element::Bool => "|b1",
+        Element::Int8 => "|i1",
+        Element::Int16 => "<i2",
+        Element::Int32 => "<i4",
+        Element::Int64 => "<i8",
+        Element::UInt8 => "|u1",
+        Element::UInt16 | Element::BFloat16 => "<u2",
+        Element::UInt32 => "<u4",
+        Element::UInt64 => "<u8",
+        Element::Float16 => "<f2",
+        Element::Float32 => "<f4",
+        Element::Float64 => "<f8",
+    }
+}
+
+/// Batches of finished tensors from a dataset.
+#[pyclass(module = "shardset._shardset", name = "Pipeline", frozen)]
+pub(crate) struct PyPipeline(Mutex<Pipeline>);
+
+impl PyPipeline {
+    fn with<T>(&self, f: impl FnOnce(&mut Pipeline) -> T) -> T {
+        f(&mut self.0.lock().unwrap_or_else(|p| p.into_inner()))
+    }
+}
+
+fn batch_to_py(py: Python<'_>, b: Batch) -> PyRes<Bound<'_, PyDict>> {
+    let d = PyDict::new(py);
+    for (name, c) in b.columns {
+        d.set_item(name, ndarray(py, c.data, typestr(c.element), c.shape)?)?;
+    }
+    Ok(d)
+}
+
+#[pymethods]
+impl PyPipeline {
+    /// `ops`: `{column: json list of ops}`; `columns`: the output columns
+    /// (None: every column that makes a tensor).
+    #[new]
+    #[pyo3(signature = (dataset, batch_size, ops, columns, order, seed, remainder, rank, world_size, worker, num_workers, threads, prefetch, layout))]
+    #[allow(clippy::too_many_arguments)]
+    fn new(
+        py: Python<'_>,
+        dataset: &PyDataset,
+        batch_size: usize,
+        ops: Vec<(String, String)>,
+        columns: Option<Vec<String>>,
+        order: &str,
+        seed: u64,
+        remainder: &str,
+        rank: u32,
+        world_size: u32,
+        worker: u32,
+        num_workers: u32,
+        threads: usize,
+        prefetch: usize,
+        layout: &str,
+    ) -> PyRes<Self> {
+        let partition = Partition::new(
+            rank,
+            world_size,
+            worker,
+            num_workers,
+            remainder.parse().py()?,
+        )
+        .py()?;
+        let loader = LoaderOptions::default()
+            .with_order(order.parse().py()?)
+            .with_seed(seed)
+            .with_partition(partition)
+            .try_with_batch_size(batch_size)
+            .py()?;
+        let mut opts = PipelineOptions::default()
+            .with_loader(loader)
+            .try_with_threads(threads)
+            .py()?
+            .try_with_prefetch(prefetch)
+            .py()?
+            .with_layout(layout.parse::<Layout>().py()?);
+        for (column, json) in &ops {
+            opts = opts.try_with_ops_json(column, json).py()?;
+        }
+        if let Some(c) = columns {
+            opts = opts.with_columns(c);
+        }
+        let ds = dataset.dataset().clone();
+        let p = py.detach(move || Pipeline::new(ds, opts)).py()?;
+        Ok(PyPipeline(Mutex::new(p)))
+    }
+
+    fn __iter__(slf: PyRef<'_, Self>) -> PyRef<'_, Self> {
+        slf
+    }
+
+    /// The next batch (a dict of numpy arrays); StopIteration at the end of
+    /// the epoch, after which the pipeline stands at the next epoch.
+    fn __next__<'py>(&self, py: Python<'py>) -> PyRes<Bound<'py, PyDict>> {
+        match py.detach(|| self.with(|p| p.next_batch())) {
+            None => Err(PyStopIteration::new_err(())),
+            Some(b) => batch_to_py(py, b.py()?),
+        }
+    }
+
+    /// The output columns.
+    #[getter]
+    fn columns(&self) -> Vec<String> {
+        self.with(|p| p.column_names().iter().map(|s| s.to_string()).collect())
+    }
+
+    /// The state after the last batch consumed, as JSON.
+    fn state(&self) -> String {
+        self.with(|p| serde_json::to_string(&p.state()).expect("a state serialises"))
+    }
+
+    /// Continues from a state this pipeline's partition saved (JSON).
+    fn resume(&self, state: &str) -> PyRes<()> {
+        let s: LoaderState = serde_json::from_str(state)
+            .map_err(|e| BadInputError::new_err(format!("not a pipeline state: {e}")))?;
+        self.with(|p| p.resume(s)).py()
+    }
+
+    /// Continues from a rank's place saved under any world size.
+    fn resume_at(&self, epoch: u64, base: u64, done: u64, world_size: u32) -> PyRes<()> {
+        let pos = EpochPosition {
+            epoch,
+            base,
+            done,
+            world_size,
+        };
+        self.with(|p| p.resume_at(pos)).py()
+    }
+
+    /// Moves to the start of `epoch`.
+    fn set_epoch(&self, epoch: u64) {
+        self.with(|p| p.set_epoch(epoch))
+    }
+
+    /// Batches this consumer reads in a whole epoch.
+    fn epoch_batches(&self) -> u64 {
+        self.with(|p| p.epoch_batches())
+    }
+
+    /// Batches left in the current epoch.
+    fn remaining_batches(&self) -> u64 {
+        self.with(|p| p.remaining_batches())
+    }
+
+    /// The most bytes of batches being made or waiting at once.
+    fn max_bytes_in_flight(&self) -> usize {
+        self.with(|p| p.max_bytes_in_flight())
+    }
+
+    /// Which element types columns leave as (bfloat16 columns arrive as
+    /// uint16 arrays).
+    fn elements(&self) -> Vec<(String, String)> {
+        self.with(|p| {
+            p.column_elements()
+                .into_iter()
+                .map(|(n, e)| (n.to_string(), e.name().to_string()))
+                .collect()
+        })
+    }
+}

@@ -1,0 +1,154 @@
+"""shardset.torch.Loader, the input pipeline: batches as tensors made by the
+library's threads; the same batches at any thread count; every row once
+across ranks and DataLoader workers; exact resume (another thread count,
+world size, StatefulDataLoader); no thread left when a loop stops early;
+bad requests refused by name before the first batch."""
+
+import gc
+import json
+import os
+import pickle
+
+import pytest
+import torch
+from torch.utils.data import DataLoader
+from torchdata.stateful_dataloader import StatefulDataLoader
+
+import shardset
+from shardset import ClassLabel, Value
+from shardset.torch import Loader
+
+N = 1000
+
+
+@pytest.fixture(scope="module")
+def cache(tmp_path_factory):
+    d = tmp_path_factory.mktemp("loader") / "c"
+    shardset.write_cache(
+        ({"x": i, "y": float(i) / 2, "label": i % 3, "name": str(i)} for i in range(N)),
+        {"x": Value("int64"), "y": Value("float32"), "label": ClassLabel(names=["a", "b", "c"]),
+         "name": Value("string")}, d, shard_size=2048, batch_size=50)
+    return str(d)
+
+
+def ids(batches):
+    return [x for b in batches for x in b["x"].tolist()]
+
+
+def test_batches_are_tensors_of_the_columns_types(cache):
+    loader = Loader(cache, batch_size=64, threads=2, remainder="partial")
+    assert loader.columns_out == ["x", "y", "label"], "strings make no tensor: left out"
+    batches = list(loader)
+    assert len(batches) == len(loader) == 16
+    b = batches[0]
+    assert (b["x"].dtype, b["y"].dtype, b["label"].dtype) == (torch.int64, torch.float32,
+                                                               torch.int64)
+    assert torch.equal(b["y"], b["x"].float() / 2) and torch.equal(b["label"], b["x"] % 3)
+    assert sorted(ids(batches)) == list(range(N))
+
+
+def test_the_same_seed_gives_the_same_batches_at_any_thread_count(cache):
+    runs = [ids(Loader(cache, batch_size=50, seed=4, threads=t)) for t in (1, 2, 4)]
+    assert runs[0] == runs[1] == runs[2]
+    assert ids(Loader(cache, batch_size=50, seed=5, threads=2)) != runs[0]
+
+
+def test_every_row_once_across_ranks(cache):
+    seen = []
+    for rank in range(3):
+        seen += ids(Loader(cache, batch_size=32, rank=rank, world_size=3, remainder="partial"))
+    assert sorted(seen) == list(range(N))
+
+
+def test_iteration_goes_on_from_where_the_loader_stands(cache):
+    loader = Loader(cache, batch_size=100, seed=1)
+    e0 = ids(loader)
+    e1 = ids(loader)
+    assert sorted(e0) == sorted(e1) == list(range(N)) and e0 != e1
+    loader.set_epoch(0)
+    it = iter(loader)
+    head = ids([next(it), next(it)])
+    del it
+    assert head + ids(loader) == e0, "after a break, the rest of the epoch"
+
+
+@pytest.mark.parametrize("threads,world", [(1, 1), (3, 1), (2, 2)])
+def test_a_resume_yields_exactly_the_rest(cache, threads, world):
+    full = ids(Loader(cache, batch_size=40, seed=2, threads=2, remainder="partial"))
+    loader = Loader(cache, batch_size=40, seed=2, threads=2, remainder="partial")
+    it = iter(loader)
+    head = ids([next(it) for _ in range(7)])
+    state = json.loads(json.dumps(loader.state_dict()))
+    del it, loader
+    rest = []
+    for rank in range(world):
+        again = Loader(cache, batch_size=40, seed=2, threads=threads, rank=rank,
+                       world_size=world, remainder="partial")
+        again.load_state_dict(state)
+        rest += ids(again)
+    if world == 1:
+        assert head + rest == full
+    else:
+        assert sorted(head + rest) == sorted(full), "every row once after a world change"
+
+
+@pytest.mark.parametrize("method", ["fork", "spawn"])
+def test_in_dataloader_workers_every_row_once(cache, method):
+    loader = Loader(cache, batch_size=25, seed=3, remainder="partial")
+    next(iter(loader))  # the parent's threads ran before the workers start
+    loader.set_epoch(0)
+    got = ids(DataLoader(loader, batch_size=None, num_workers=2, multiprocessing_context=method))
+    assert sorted(got) == list(range(N))
+
+
+def test_stateful_dataloader_resumes_exactly(cache):
+    def make():
+        return StatefulDataLoader(Loader(cache, batch_size=20, seed=6), batch_size=None,
+                                  num_workers=2)
+    full = ids(make())
+    dl = make()
+    it = iter(dl)
+    head = ids([next(it) for _ in range(9)])
+    state = pickle.loads(pickle.dumps(dl.state_dict()))
+    del it, dl
+    dl = make()
+    dl.load_state_dict(state)
+    assert head + ids(dl) == full
+
+
+def pipeline_threads():
+    n = 0
+    for t in os.listdir("/proc/self/task"):
+        try:
+            with open(f"/proc/self/task/{t}/comm") as f:
+                n += f.read().startswith("shardset-pipel")
+        except FileNotFoundError:
+            pass
+    return n
+
+
+def test_a_loop_that_stops_early_leaves_no_thread(cache):
+    loader = Loader(cache, batch_size=10, threads=3)
+    for i, _ in enumerate(loader):
+        if i == 2:
+            break
+    assert pipeline_threads() > 0, "the loader's threads wait for the rest of the epoch"
+    del loader
+    gc.collect()
+    assert pipeline_threads() == 0
+
+
+def test_map_batch_runs_on_whole_batches(cache):
+    loader = Loader(cache, batch_size=100, map_batch=lambda b: b["x"].sum().item())
+    assert sum(loader) == N * (N - 1) // 2
+
+
+def test_bad_requests_are_refused_by_name(cache):
+    with pytest.raises(shardset.BadInputError, match="threads"):
+        Loader(cache, threads=0)
+    with pytest.raises(shardset.BadInputError, match="'name'.*strings"):
+        Loader(cache, columns=["x", "name"])
+    with pytest.raises(shardset.BadInputError, match="'x'.*not an image"):
+        Loader(cache, ops={"x": [shardset.ops.CenterCrop(4)]})
+    with pytest.raises(shardset.BadInputError, match="layout"):
+        Loader(cache, layout="WHC")

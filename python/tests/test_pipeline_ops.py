@@ -1,0 +1,135 @@
+"""The input pipeline's ops against torchvision.transforms.v2 on the same
+decoded pixels (PNG images, so both sides start from identical pixels):
+deterministic ops agree within one level of 255 (resampling) or exactly
+(crops, flips, type conversion, normalisation); video windows take one
+crop for all their frames; bad ops are refused by name."""
+
+import numpy as np
+import pytest
+import torch
+import torchvision.transforms.v2.functional as F
+
+import shardset
+from shardset import ClassLabel, Features, Image, Value, ops
+from shardset.torch import Loader
+
+SIZES = [(48, 64), (64, 48), (37, 53), (80, 80)]
+
+
+@pytest.fixture(scope="module")
+def images(tmp_path_factory):
+    """Photograph-like images (smooth gradients and noise) of several sizes, as PNG."""
+    rng = np.random.default_rng(0)
+    pics = []
+    for i in range(16):
+        h, w = SIZES[i % len(SIZES)]
+        y, x = np.mgrid[0:h, 0:w]
+        base = np.stack([x * 255 / w, y * 255 / h, (x + y) * 127 / (h + w)], -1)
+        noise = rng.normal(0, 20, size=(h, w, 3))
+        pics.append(np.clip(base + noise, 0, 255).astype(np.uint8))
+    d = tmp_path_factory.mktemp("ops") / "c"
+    shardset.write_cache(({"image": p, "id": i, "label": i % 2} for i, p in enumerate(pics)),
+                         Features({"image": Image(), "id": Value("int64"),
+                                   "label": ClassLabel(names=["a", "b"])}), d)
+    return str(d), [torch.from_numpy(p).permute(2, 0, 1).contiguous() for p in pics]
+
+
+def run(path, op_list, **kw):
+    """Every image through the ops, one batch each, in id order."""
+    loader = Loader(path, batch_size=1, order="sequential", remainder="partial", threads=2,
+                    ops={"image": op_list}, **kw)
+    return [b["image"][0] for b in loader]
+
+
+def close(ours, theirs, tol):
+    assert ours.shape == theirs.shape, (ours.shape, theirs.shape)
+    diff = (ours.double() - theirs.double()).abs().max().item()
+    assert diff <= tol, f"max difference {diff} > {tol}"
+
+
+def test_resize_to_a_size_is_within_one_level(images):
+    path, pics = images
+    for size in ([32, 40], [96, 70]):
+        for ours, src in zip(run(path, [ops.Resize(size)]), pics):
+            close(ours, F.resize(src, size, antialias=True), 1)
+
+
+def test_resize_shorter_side_then_center_crop(images):
+    path, pics = images
+    out = run(path, [ops.Resize(40), ops.CenterCrop(32)])
+    for ours, src in zip(out, pics):
+        close(ours, F.center_crop(F.resize(src, 40, antialias=True), [32, 32]), 1)
+
+
+def test_center_crop_and_flip_are_exact(images):
+    path, pics = images
+    for ours, src in zip(run(path, [ops.CenterCrop([30, 20]), ops.RandomHorizontalFlip(1.0)]),
+                         pics):
+        close(ours, F.horizontal_flip(F.center_crop(src, [30, 20])), 0)
+    # A crop larger than the image pads with zeros, as torchvision's.
+    for ours, src in zip(run(path, [ops.CenterCrop(70)]), pics):
+        close(ours, F.center_crop(src, [70, 70]), 0)
+
+
+def test_a_whole_image_crop_is_a_resize(images):
+    path, pics = images
+    for (h, w), ours, src in zip([tuple(p.shape[1:]) for p in pics],
+                                 run(path, [ops.RandomResizedCrop([24, 24], scale=(1, 1),
+                                                                 ratio=(1, 1))]), pics):
+        if h == w:
+            close(ours, F.resize(src, [24, 24], antialias=True), 1)
+
+
+def test_to_dtype_and_normalize_match(images):
+    path, pics = images
+    mean, std = [0.485, 0.456, 0.406], [0.229, 0.224, 0.225]
+    out = run(path, [ops.CenterCrop(32), ops.ToDtype("float32"), ops.Normalize(mean, std)])
+    for ours, src in zip(out, pics):
+        want = F.normalize(F.to_dtype(F.center_crop(src, [32, 32]), torch.float32, scale=True),
+                           mean, std)
+        assert ours.dtype == torch.float32
+        close(ours, want, 1e-5)
+    for name, dt in (("float16", torch.float16), ("bfloat16", torch.bfloat16)):
+        out = run(path, [ops.CenterCrop(32), ops.ToDtype(name)])
+        for ours, src in zip(out, pics):
+            want = F.to_dtype(F.center_crop(src, [32, 32]), torch.float32, scale=True).to(dt)
+            assert ours.dtype == dt
+            close(ours.float(), want.float(), 0)
+
+
+def test_random_ops_differ_per_sample_and_repeat_per_seed(images):
+    path, _ = images
+    train = [ops.RandomResizedCrop(16), ops.RandomHorizontalFlip()]
+    a = run(path, train, seed=3)
+    assert all(torch.equal(x, y) for x, y in zip(a, run(path, train, seed=3)))
+    assert not all(torch.equal(x, y) for x, y in zip(a, run(path, train, seed=4)))
+
+
+def test_hwc_layout(images):
+    path, pics = images
+    for ours, src in zip(run(path, [ops.CenterCrop(8)], layout="HWC"), pics):
+        close(ours, F.center_crop(src, [8, 8]).permute(1, 2, 0), 0)
+
+
+@pytest.mark.parametrize("bad,word", [
+    (ops.RandomResizedCrop(0), "size"),
+    (ops.RandomResizedCrop(8, scale=(0.5, 1.5)), "scale"),
+    (ops.RandomResizedCrop(8, ratio=(2.0, 1.0)), "ratio"),
+    (ops.RandomHorizontalFlip(1.5), "p"),
+    (ops.Normalize([0.5, 0.5], [0.5, 0.5]), "mean"),
+    ({"op": "rotate", "angle": 3}, "rotate"),
+])
+def test_bad_ops_are_refused_by_name(images, bad, word):
+    path, _ = images
+    ops_list = [ops.CenterCrop(8), ops.ToDtype("float32"), bad]
+    with pytest.raises(shardset.BadInputError, match=word) as e:
+        Loader(path, ops={"image": ops_list})
+    assert "image" in str(e.value)
+
+
+def test_normalize_needs_a_float_type_first(images):
+    path, _ = images
+    with pytest.raises(shardset.BadInputError, match="to_dtype"):
+        Loader(path, ops={"image": [ops.CenterCrop(8), ops.Normalize([0.5] * 3, [0.5] * 3)]})
+    with pytest.raises(shardset.BadInputError, match="size"):
+        Loader(path, ops={"image": [ops.Resize(10)]})

@@ -1,0 +1,237 @@
+//! The pipeline's threads: each takes the next batch of the epoch (in the
+//! one epoch model's order, under a lock held only to claim it), reads its
+//! rows and assembles every column alone, so batches are independent and
+//! any number of threads gives the same batches; the consumer puts them
+//! back in order. A pool of tokens bounds the batches that exist at once
+//! (being made or waiting), so memory stays bounded whatever the speed of
+//! the consumer. Dropping the run (the pipeline, or an epoch left early)
+//! stops the threads and joins them.
+
+use std::collections::BTreeMap;
+use std::ops::Range;
+use std::panic::{catch_unwind, AssertUnwindSafe};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+use std::thread::JoinHandle;
+
+use crossbeam_channel::{bounded, unbounded, Receiver, Sender};
+
+use super::batch::Batch;
+use super::columns::SampleKeys;
+use super::options::Layout;
+use super::source::Columns;
+use crate::dataset::Dataset;
+use crate::error::{Error, Result};
+use crate::sampler::{Loader, LoaderState};
+use crate::util::fork_generation;
+use crate::util::limits::DecodeLimits;
+
+/// What every thread reads batches with.
+pub(crate) struct Shared {
+    pub(crate) ds: Dataset,
+    pub(crate) columns: Columns,
+    pub(crate) seed: u64,
+    pub(crate) layout: Layout,
+    pub(crate) limits: DecodeLimits,
+}
+
+impl Shared {
+    /// One batch: its rows read, every column assembled.
+    fn make(
+        &self,
+        epoch: u64,
+        span: Range<u64>,
+        positions: Vec<u64>,
+        state: LoaderState,
+    ) -> Result<Batch> {
+        let keys: Vec<u64> = span.collect();
+        let keys = SampleKeys {
+            seed: self.seed,
+            epoch,
+            keys: &keys,
+            limits: &self.limits,
+            layout: self.layout,
+        };
+        let columns = self.columns.fill(&self.ds, &positions, &keys)?;
+        Ok(Batch {
+            columns,
+            positions,
+            state,
+        })
+    }
+}
+
+/// The batches still to claim, shared by the threads.
+struct Claims {
+    loader: Loader,
+    seq: u64,
+}
+
+/// One epoch's (or the rest of one epoch's) threads and the batches they made.
+pub(crate) struct Run {
+    tokens: Option<Sender<()>>,
+    results: Receiver<(u64, Result<Batch>)>,
+    pending: BTreeMap<u64, Result<Batch>>,
+    next_seq: u64,
+    stop: Arc<AtomicBool>,
+    threads: Vec<JoinHandle<()>>,
+    /// The fork generation that started the threads: a forked child holds
+    /// a copy of the run without its threads.
+    generation: u64,
+}
+
+/// What [`Run::next`] found.
+pub(crate) enum Next {
+    /// The next batch in order (or the error that made it).
+    Batch(Result<Batch>),
+    /// The epoch's batches are all out.
+    End,
+}
+
+impl Run {
+    /// Starts `threads` threads on the batches `loader` has left, with at
+    /// most `threads + prefetch` batches existing at once.
+    pub(crate) fn start(
+        shared: Arc<Shared>,
+        loader: Loader,
+        threads: usize,
+        prefetch: usize,
+    ) -> Result<Run> {
+        let in_flight = threads + prefetch;
+        let (tokens, token_rx) = bounded::<()>(in_flight);
+        for _ in 0..in_flight {
+            tokens
+                .send(())
+                .expect("the channel has room for every token");
+        }
+        let (results_tx, results) = unbounded();
+        let claims = Arc::new(Mutex::new(Claims { loader, seq: 0 }));
+        let stop = Arc::new(AtomicBool::new(false));
+        let mut handles = Vec::with_capacity(threads);
+        for i in 0..threads {
+            let (shared, claims, flag) = (shared.clone(), claims.clone(), stop.clone());
+            let (token_rx, results_tx) = (token_rx.clone(), results_tx.clone());
+            let spawned = std::thread::Builder::new()
+                .name(format!("shardset-pipeline-{i}"))
+                .spawn(move || work(&shared, &claims, &flag, &token_rx, &results_tx));
+            match spawned {
+                Ok(h) => handles.push(h),
+                Err(e) => {
+                    let mut run = Run {
+                        tokens: Some(tokens),
+                        results,
+                        pending: BTreeMap::new(),
+                        next_seq: 0,
+                        stop,
+                        threads: handles,
+                        generation: fork_generation(),
+                    };
+                    run.shut();
+                    return Err(Error::InvalidArgument(format!(
+                        "cannot start pipeline thread {i}: {e}; ask for fewer threads"
+                    )));
+                }
+            }
+        }
+        Ok(Run {
+            tokens: Some(tokens),
+            results,
+            pending: BTreeMap::new(),
+            next_seq: 0,
+            stop,
+            threads: handles,
+            generation: fork_generation(),
+        })
+    }
+
+    /// The next batch in the epoch's order, waiting for it.
+    pub(crate) fn next(&mut self) -> Next {
+        loop {
+            if let Some(b) = self.pending.remove(&self.next_seq) {
+                self.next_seq += 1;
+                if let Some(t) = &self.tokens {
+                    // A thread may claim one more batch. Fails only when the
+                    // threads are gone, which the next receive tells.
+                    let _ = t.try_send(());
+                }
+                return Next::Batch(b);
+            }
+            match self.results.recv() {
+                Ok((seq, b)) => {
+                    self.pending.insert(seq, b);
+                }
+                Err(_) if self.pending.is_empty() => return Next::End,
+                Err(_) => {
+                    return Next::Batch(Err(Error::Panic {
+                        what: "pipeline",
+                        message: format!(
+                            "batch {} of the run was never made (a thread ended early)",
+                            self.next_seq
+                        ),
+                    }))
+                }
+            }
+        }
+    }
+
+    /// Stops the threads and waits for them (each finishes the batch it is on).
+    fn shut(&mut self) {
+        if self.generation != fork_generation() {
+            // A forked child's copy: the threads are the parent's, and
+            // joining them (or taking a lock one held) could wait for ever.
+            for h in self.threads.drain(..) {
+                std::mem::forget(h);
+            }
+            std::mem::forget(std::mem::take(&mut self.pending));
+            std::mem::forget(self.tokens.take());
+            return;
+        }
+        self.stop.store(true, Ordering::SeqCst);
+        self.tokens = None;
+        for h in self.threads.drain(..) {
+            let _ = h.join();
+        }
+        self.pending.clear();
+    }
+}
+
+impl Drop for Run {
+    fn drop(&mut self) {
+        self.shut();
+    }
+}
+
+/// One thread: a token, a claim, a batch, until the epoch's batches are
+/// all claimed or the run stops.
+fn work(
+    shared: &Shared,
+    claims: &Mutex<Claims>,
+    stop: &AtomicBool,
+    tokens: &Receiver<()>,
+    results: &Sender<(u64, Result<Batch>)>,
+) {
+    loop {
+        if tokens.recv().is_err() || stop.load(Ordering::SeqCst) {
+            return;
+        }
+        let claim = {
+            let mut c = claims.lock().unwrap_or_else(|p| p.into_inner());
+            match c.loader.next_span() {
+                None => return,
+                Some((epoch, span, positions)) => {
+                    let seq = c.seq;
+                    c.seq += 1;
+                    (seq, epoch, span, positions, c.loader.state())
+                }
+            }
+        };
+        let (seq, epoch, span, positions, state) = claim;
+        let batch = catch_unwind(AssertUnwindSafe(|| {
+            shared.make(epoch, span, positions, state)
+        }))
+        .unwrap_or_else(|p| Err(Error::from_panic("pipeline batch", p)));
+        if results.send((seq, batch)).is_err() {
+            return;
+        }
+    }
+}

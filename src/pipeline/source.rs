@@ -1,0 +1,80 @@
+//! What a pipeline reads: a cache's rows (their columns planned in
+//! `columns`) or a video cache's windows (`windows`), chosen once from the
+//! dataset's backend, and each batch's columns filled from it.
+
+use super::batch::{BatchColumn, Element};
+use super::columns::{plan_columns, ColumnPlan, SampleKeys};
+use super::options::PipelineOptions;
+#[cfg(feature = "video")]
+use super::windows;
+use crate::error::Result;
+
+/// Every output column of a pipeline: a cache's rows, or a video cache's
+/// windows.
+#[derive(Debug, Clone)]
+pub(crate) enum Columns {
+    /// Columns of rows.
+    Rows(Vec<ColumnPlan>),
+    /// Windows of a frames or segments cache.
+    #[cfg(feature = "video")]
+    Windows(
+        Box<crate::layouts::LanceVideoFrames>,
+        windows::WindowColumns,
+    ),
+}
+
+impl Columns {
+    /// The columns of `ds` that `opts` asks for, checked.
+    pub(crate) fn plan(ds: &crate::dataset::Dataset, opts: &PipelineOptions) -> Result<Columns> {
+        #[cfg(feature = "video")]
+        if let Some(fr) = ds
+            .backend()
+            .as_any()
+            .downcast_ref::<crate::layouts::LanceVideoFrames>()
+        {
+            let cols = windows::plan_windows(fr, opts)?;
+            return Ok(Columns::Windows(Box::new(fr.clone()), cols));
+        }
+        Ok(Columns::Rows(plan_columns(ds.features(), opts)?))
+    }
+
+    /// Output columns with their element types, in order.
+    pub(crate) fn elements(&self) -> Vec<(&str, Element)> {
+        match self {
+            Columns::Rows(c) => c.iter().map(|c| (c.name.as_str(), c.element())).collect(),
+            #[cfg(feature = "video")]
+            Columns::Windows(_, w) => w.elements(),
+        }
+    }
+
+    /// Bytes of one row (window) in a batch.
+    pub(crate) fn row_bytes(&self) -> usize {
+        match self {
+            Columns::Rows(c) => c.iter().map(ColumnPlan::row_bytes).sum(),
+            #[cfg(feature = "video")]
+            Columns::Windows(_, w) => w.row_bytes(),
+        }
+    }
+
+    /// The columns of the rows at view positions `positions` of `ds`.
+    pub(crate) fn fill(
+        &self,
+        ds: &crate::dataset::Dataset,
+        positions: &[u64],
+        keys: &SampleKeys<'_>,
+    ) -> Result<Vec<(String, BatchColumn)>> {
+        match self {
+            Columns::Rows(c) => {
+                let rows = ds.take_positions_arrow(positions)?;
+                c.iter()
+                    .map(|c| Ok((c.name.clone(), c.fill(&rows, keys)?)))
+                    .collect()
+            }
+            #[cfg(feature = "video")]
+            Columns::Windows(fr, w) => {
+                let phys = ds.physical_positions(positions);
+                windows::fill_windows(fr, w, &phys, keys)
+            }
+        }
+    }
+}
