@@ -1,8 +1,12 @@
 """The input pipeline's ops against torchvision.transforms.v2 on the same
 decoded pixels (PNG images, so both sides start from identical pixels):
 deterministic ops agree within one level of 255 (resampling) or exactly
-(crops, flips, type conversion, normalisation); video windows take one
-crop for all their frames; bad ops are refused by name."""
+(crops, flips, type conversion, normalisation); bad ops are refused by
+name; the memory of a loop stopped early returns. (Video windows through
+the ops: tests/it/pipeline_video.rs.)"""
+
+import gc
+import os
 
 import numpy as np
 import pytest
@@ -133,3 +137,33 @@ def test_normalize_needs_a_float_type_first(images):
         Loader(path, ops={"image": [ops.CenterCrop(8), ops.Normalize([0.5] * 3, [0.5] * 3)]})
     with pytest.raises(shardset.BadInputError, match="size"):
         Loader(path, ops={"image": [ops.Resize(10)]})
+
+
+def rss_mib():
+    with open("/proc/self/statm") as f:
+        return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE") / 2**20
+
+
+def test_memory_returns_when_a_loop_stops_early(images):
+    path, _ = images
+    big = [ops.Resize([512, 512]), ops.ToDtype("float32")]  # 3 MiB an image
+
+    def stop_early():
+        loader = Loader(path, batch_size=8, threads=2, prefetch=2, ops={"image": big})
+        # 4 batches of 8 rows: the image, and the id and label (8 bytes each).
+        assert loader.max_bytes_in_flight == (2 + 2) * 8 * (512 * 512 * 3 * 4 + 16)
+        it = iter(loader)
+        held = [next(it), next(it)]
+        assert held[0]["image"].shape == (8, 3, 512, 512)
+        del it, held, loader
+        gc.collect()
+
+    stop_early()  # first use: torch's and the library's one-time set-up
+    seen = []
+    for _ in range(10):
+        stop_early()
+        seen.append(rss_mib())
+    # Each loader made up to 4 batches of 24 MiB, and none is kept: the
+    # process does not grow from loop to loop (the allocator may keep a
+    # freed batch or two for the next one).
+    assert max(seen[5:]) <= max(seen[:5]) + 24, seen
