@@ -4,12 +4,14 @@
 //! copy). In: values and examples converted by their column's feature.
 
 use std::path::PathBuf;
+use std::sync::Arc;
 
 use pyo3::exceptions::PyTypeError;
 use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyDict, PyList, PyString, PyTuple};
 
 use shardset::dataset::collate::Column;
+use shardset::pipeline::BufferPool;
 use shardset::{Dtype, Example, Feature, Features, ImageData, Row, Tensor, Value, VideoRef};
 
 use crate::error::{BadInputError, OrPy, PyRes};
@@ -17,28 +19,30 @@ use crate::error::{BadInputError, OrPy, PyRes};
 /// Bytes handed to numpy without a copy: `numpy.asarray` of this object
 /// reads its `__array_interface__` and keeps the object as the array's
 /// base, so the buffer lives as long as the array (writable, as torch's
-/// `from_numpy` wants).
+/// `from_numpy` wants). A pipeline's buffer goes back to its pool when the
+/// array (and the tensor over it) is freed.
 #[pyclass(module = "shardset._shardset", frozen)]
 pub(crate) struct HostBuffer {
     ptr: *mut u8,
     len: usize,
+    cap: usize,
     shape: Vec<usize>,
     typestr: &'static str,
+    pool: Option<Arc<BufferPool>>,
 }
 
-// SAFETY: the buffer is owned by the object alone (a leaked Box freed in
-// Drop); Rust never reads it after handing it out, numpy reads and writes
-// it under the GIL like any array memory.
+// SAFETY: the buffer is owned by the object alone (a Vec taken apart and
+// put back together in Drop); Rust never reads it after handing it out,
+// numpy reads and writes it under the GIL like any array memory.
 unsafe impl Send for HostBuffer {}
 unsafe impl Sync for HostBuffer {}
 
 impl Drop for HostBuffer {
     fn drop(&mut self) {
-        // SAFETY: ptr/len came from Box::into_raw of a boxed slice of len bytes.
-        unsafe {
-            drop(Box::from_raw(std::ptr::slice_from_raw_parts_mut(
-                self.ptr, self.len,
-            )))
+        // SAFETY: ptr/len/cap came from a Vec<u8> taken apart in `ndarray_from`.
+        let v = unsafe { Vec::from_raw_parts(self.ptr, self.len, self.cap) };
+        if let Some(pool) = &self.pool {
+            pool.give(v);
         }
     }
 }
@@ -64,15 +68,28 @@ pub(crate) fn ndarray<'py>(
     typestr: &'static str,
     shape: Vec<usize>,
 ) -> PyRes<Bound<'py, PyAny>> {
-    let len = data.len();
-    let ptr = Box::into_raw(data.into_boxed_slice()) as *mut u8;
+    ndarray_from(py, data, typestr, shape, None)
+}
+
+/// As [`ndarray`], the buffer given back to `pool` once the array is freed.
+pub(crate) fn ndarray_from<'py>(
+    py: Python<'py>,
+    data: Vec<u8>,
+    typestr: &'static str,
+    shape: Vec<usize>,
+    pool: Option<Arc<BufferPool>>,
+) -> PyRes<Bound<'py, PyAny>> {
+    let mut data = std::mem::ManuallyDrop::new(data);
+    let (ptr, len, cap) = (data.as_mut_ptr(), data.len(), data.capacity());
     let buf = Bound::new(
         py,
         HostBuffer {
             ptr,
             len,
+            cap,
             shape,
             typestr,
+            pool,
         },
     )?;
     PyModule::import(py, "numpy")?.call_method1("asarray", (buf,))

@@ -3,16 +3,16 @@
 //! the GIL released, and each column leaves as a numpy array over the
 //! library's buffer (no copy), which torch then views (`from_numpy`).
 
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 
 use pyo3::exceptions::PyStopIteration;
 use pyo3::prelude::*;
 use pyo3::types::PyDict;
 
-use shardset::pipeline::{Batch, Element, Layout, Pipeline, PipelineOptions};
+use shardset::pipeline::{Batch, BufferPool, Element, Layout, Pipeline, PipelineOptions};
 use shardset::{EpochPosition, LoaderOptions, LoaderState, Partition};
 
-use crate::convert::ndarray;
+use crate::convert::ndarray_from;
 use crate::dataset::PyDataset;
 use crate::error::{BadInputError, OrPy, PyRes};
 
@@ -45,10 +45,13 @@ impl PyPipeline {
     }
 }
 
-fn batch_to_py(py: Python<'_>, b: Batch) -> PyRes<Bound<'_, PyDict>> {
+/// A batch as numpy arrays over its buffers, which go back to the
+/// pipeline's pool when freed.
+fn batch_to_py(py: Python<'_>, b: Batch, pool: Arc<BufferPool>) -> PyRes<Bound<'_, PyDict>> {
     let d = PyDict::new(py);
     for (name, c) in b.columns {
-        d.set_item(name, ndarray(py, c.data, typestr(c.element), c.shape)?)?;
+        let a = ndarray_from(py, c.data, typestr(c.element), c.shape, Some(pool.clone()))?;
+        d.set_item(name, a)?;
     }
     Ok(d)
 }
@@ -116,9 +119,10 @@ impl PyPipeline {
     /// The next batch (a dict of numpy arrays); StopIteration at the end of
     /// the epoch, after which the pipeline stands at the next epoch.
     fn __next__<'py>(&self, py: Python<'py>) -> PyRes<Bound<'py, PyDict>> {
-        match py.detach(|| self.with(|p| p.next_batch())) {
+        let (next, pool) = py.detach(|| self.with(|p| (p.next_batch(), p.buffers())));
+        match next {
             None => Err(PyStopIteration::new_err(())),
-            Some(b) => batch_to_py(py, b.py()?),
+            Some(b) => batch_to_py(py, b.py()?, pool),
         }
     }
 

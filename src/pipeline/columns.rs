@@ -145,6 +145,8 @@ pub(crate) struct SampleKeys<'a> {
     pub(crate) keys: &'a [u64],
     pub(crate) limits: &'a DecodeLimits,
     pub(crate) layout: Layout,
+    /// Where large column buffers come from.
+    pub(crate) buffers: &'a super::buffers::BufferPool,
 }
 
 impl ColumnPlan {
@@ -209,7 +211,7 @@ impl ColumnPlan {
                 let (h, w) = plan.out_size();
                 let (h, w) = (h as usize, w as usize);
                 let each = plan.out_bytes();
-                let mut data = vec![0u8; n * each];
+                let mut data = keys.buffers.take(n * each);
                 let place = match keys.layout {
                     Layout::Hwc => Placement::Hwc,
                     _ => Placement::Planes { stride: h * w },

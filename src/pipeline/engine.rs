@@ -17,6 +17,7 @@ use std::thread::JoinHandle;
 use crossbeam_channel::{bounded, unbounded, Receiver, Sender};
 
 use super::batch::Batch;
+use super::buffers::BufferPool;
 use super::columns::SampleKeys;
 use super::options::Layout;
 use super::source::Columns;
@@ -33,6 +34,7 @@ pub(crate) struct Shared {
     pub(crate) seed: u64,
     pub(crate) layout: Layout,
     pub(crate) limits: DecodeLimits,
+    pub(crate) buffers: Arc<BufferPool>,
 }
 
 impl Shared {
@@ -51,6 +53,7 @@ impl Shared {
             keys: &keys,
             limits: &self.limits,
             layout: self.layout,
+            buffers: &self.buffers,
         };
         let columns = self.columns.fill(&self.ds, &positions, &keys)?;
         Ok(Batch {

@@ -16,6 +16,7 @@
 //! another world size or worker count through [`Pipeline::resume_at`]).
 
 mod batch;
+mod buffers;
 mod columns;
 mod engine;
 pub mod ops;
@@ -27,6 +28,7 @@ mod windows;
 use std::sync::Arc;
 
 pub use batch::{Batch, BatchColumn, Element};
+pub use buffers::BufferPool;
 pub use options::{Layout, PipelineOptions, DEFAULT_PREFETCH};
 
 use crate::dataset::Dataset;
@@ -62,7 +64,10 @@ impl Pipeline {
     pub fn new(ds: Dataset, opts: PipelineOptions) -> Result<Pipeline> {
         let columns = source::Columns::plan(&ds, &opts)?;
         let state = Loader::new(ds.clone(), *opts.loader()).state();
+        let in_flight =
+            columns.row_bytes() * opts.loader().batch_size() * (opts.threads() + opts.prefetch());
         let shared = Arc::new(Shared {
+            buffers: Arc::new(BufferPool::new(in_flight)),
             limits: ds.decode_options().limits,
             seed: opts.loader().seed(),
             layout: opts.layout(),
@@ -85,6 +90,13 @@ impl Pipeline {
     /// The output columns with their element types.
     pub fn column_elements(&self) -> Vec<(&str, Element)> {
         self.shared.columns.elements()
+    }
+
+    /// The pool the batches' large buffers come from: give a consumed
+    /// batch's buffers back to it ([`BufferPool::give`]) and the next
+    /// batches are written over them instead of fresh memory.
+    pub fn buffers(&self) -> Arc<BufferPool> {
+        self.shared.buffers.clone()
     }
 
     /// The options.

@@ -159,7 +159,7 @@ fn frames_column(
     let each = plan.out_bytes();
     let esize = each / (h * w * 3);
     let n = windows.len();
-    let mut data = vec![0u8; n * t * each];
+    let mut data = keys.buffers.take(n * t * each);
     for (i, win) in windows.iter().enumerate() {
         let shape = &win.frames.shape;
         let (fh, fw) = (shape[1], shape[2]);

@@ -361,3 +361,34 @@ fn a_bad_image_is_a_typed_error_naming_the_column_and_the_state_stays() {
     assert!(e.to_string().contains("image"), "{e}");
     assert_eq!(p.state(), before, "the failed batch is not consumed");
 }
+
+#[test]
+fn buffers_given_back_are_written_over_with_the_same_results() {
+    let (_t, ds) = jpegs(50);
+    // Random crops, and a centre crop larger than some images (padding).
+    let pad = PipelineOptions::default()
+        .with_loader(loader(8, 6, Partition::single()))
+        .try_with_threads(2)
+        .unwrap()
+        .try_with_ops_json("image", r#"[{"op": "center_crop", "size": [48, 48]}]"#)
+        .unwrap();
+    for opts in [train_ops(2, loader(8, 6, Partition::single())), pad] {
+        let fresh: Vec<Batch> = Pipeline::new(ds.clone(), opts.clone())
+            .unwrap()
+            .map(|b| b.unwrap())
+            .collect();
+        let mut p = Pipeline::new(ds.clone(), opts).unwrap();
+        let pool = p.buffers();
+        let mut recycled = Vec::new();
+        while let Some(b) = p.next_batch() {
+            let b = b.unwrap();
+            recycled.push(b.clone());
+            for (_, c) in b.columns {
+                pool.give(c.data);
+            }
+            assert!(pool.held_bytes() <= p.max_bytes_in_flight());
+        }
+        assert!(pool.held_bytes() > 0, "buffers came back");
+        assert_eq!(recycled, fresh, "a reused buffer is written over whole");
+    }
+}
