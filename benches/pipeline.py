@@ -1,6 +1,9 @@
-"""The input pipeline (`shardset.torch.Loader`: decode and augment on the
-library's threads) against its peers, each with PIL decode and
-torchvision.transforms.v2 in a torch DataLoader.
+"""The input pipeline against its peers, one run (over 600 lines: each of
+the seven readers is a branch beside the others so they read alike, and a
+run's data, measures and table are one script, as in loaders.py).
+
+shardset's `Loader` decodes and augments on the library's threads; each peer
+uses PIL decode and torchvision.transforms.v2 in a torch DataLoader.
 
     python3 benches/pipeline.py
 
@@ -566,6 +569,10 @@ def limits_of(results, lims):
     return out
 
 
+def secs(s):
+    return f"{s:.3f}" if s < 0.1 else f"{s:.2f}"
+
+
 def us(seconds):
     v = seconds * 1e6
     return f"{v:,.2f}" if v < 100 else f"{v:,.0f}"
@@ -600,7 +607,7 @@ def table(results, lims):
             vs_best = f"{r['rate'] / best:.2f}" if best else ""
             vs_lim = f"{r['rate'] / (CORES * per_core):.2f}" if per_core else ""
             out.append(f"| {w} | {name(r)} | {par_cell(r)} | {r['shuffle']} | "
-                       f"{r['first_s']:.2f} | {r['rate']:,.0f} | {us(r['cpu_per'])} | "
+                       f"{secs(r['first_s'])} | {r['rate']:,.0f} | {us(r['cpu_per'])} | "
                        f"{r['peak_mib']:,.0f} | {once_cell(r)} | {vs_best} | {vs_lim} |")
     out.append("")
     for w, (ours, ours_what, peers_l, peers_what) in lim.items():
