@@ -112,19 +112,25 @@ def scalar_columns():
             "y": rng.integers(0, 1000, N_SCALAR, dtype=np.int32), "label": ids % 10}
 
 
-def image_columns():
+def photos():
+    """The eight colour photographs scikit-image ships, as RGB arrays."""
     import importlib.util
     from PIL import Image
     spec = importlib.util.find_spec("skimage")
     data = os.path.join(os.path.dirname(spec.origin), "data")
     names = ["astronaut.png", "chelsea.png", "coffee.png", "motorcycle_left.png",
              "motorcycle_right.png", "rocket.jpg", "hubble_deep_field.jpg", "retina.jpg"]
-    photos = [np.asarray(Image.open(os.path.join(data, n)).convert("RGB")) for n in names]
+    return [np.asarray(Image.open(os.path.join(data, n)).convert("RGB")) for n in names]
+
+
+def image_columns():
+    from PIL import Image
+    photos_ = photos()
     rng = np.random.default_rng(1)
     out = []
-    labels = rng.integers(0, len(photos), N_IMAGES)
+    labels = rng.integers(0, len(photos_), N_IMAGES)
     for i in range(N_IMAGES):
-        p = photos[labels[i]]
+        p = photos_[labels[i]]
         y = rng.integers(0, p.shape[0] - SIDE + 1)
         x = rng.integers(0, p.shape[1] - SIDE + 1)
         buf = io.BytesIO()
@@ -248,7 +254,8 @@ def write_wds(kind, cols, d):
             if kind == "scalar":
                 s["json"] = {"id": r["id"], "x": r["x"], "y": r["y"], "label": r["label"]}
             else:
-                s["png"] = r["image"]
+                # The member's extension names the image's format.
+                s["jpg" if r["image"][:3] == b"\xff\xd8\xff" else "png"] = r["image"]
                 s["json"] = {"id": r["id"], "label": r["label"]}
             w.write(s)
 
@@ -284,6 +291,19 @@ def write_frames(d):
                                          skip_corrupt=False)
     if json.load(open(os.path.join(d, "_metadata.json")))["num_rows"] == 0:
         sys.exit(f"the reference wrote no frames into {d}")
+
+
+def mosaic_python():
+    """The Python of mosaic-streaming's environment, made first when missing
+    or stale."""
+    py = os.path.join(MOSAIC_VENV, "bin", "python")
+    if not pyenv._fresh(MOSAIC_REQS, MOSAIC_VENV, False):
+        print(f"creating {MOSAIC_VENV}", file=sys.stderr)
+        subprocess.check_call([sys.executable, "-m", "venv", MOSAIC_VENV])
+        subprocess.check_call([py, "-m", "pip", "install", "-q", "--no-deps",
+                               "--disable-pip-version-check", "-r", MOSAIC_REQS])
+        shutil.copy(MOSAIC_REQS, os.path.join(MOSAIC_VENV, ".shardset-requirements"))
+    return py
 
 
 # ------------------------------------------------------------ loaders ---
@@ -650,13 +670,7 @@ def main():
         return
     pyenv.install_shardset(VENV)
     reference()
-    mosaic_py = os.path.join(MOSAIC_VENV, "bin", "python")
-    if not pyenv._fresh(MOSAIC_REQS, MOSAIC_VENV, False):
-        print(f"creating {MOSAIC_VENV}", file=sys.stderr)
-        subprocess.check_call([sys.executable, "-m", "venv", MOSAIC_VENV])
-        subprocess.check_call([mosaic_py, "-m", "pip", "install", "-q", "--no-deps",
-                               "--disable-pip-version-check", "-r", MOSAIC_REQS])
-        shutil.copy(MOSAIC_REQS, os.path.join(MOSAIC_VENV, ".shardset-requirements"))
+    mosaic_py = mosaic_python()
     child_env = dict(os.environ, SHARDSET_LOADERS_CHILD="1")
 
     def child(lib, args, timeout=None):
