@@ -19,6 +19,13 @@
 //!   version 2), then the version list and an open of version 1;
 //! * 3: a features file (`read_features_file`).
 //!
+//! [`image_ops_input`]: an encoded image (any bytes) through the input
+//! pipeline's decoders and ops. The first byte picks the ops (mod 4), the
+//! rest is the image: a random crop to 16x16 with a flip (small targets
+//! take the reduced-size JPEG decode), a centre crop larger than most
+//! images (padding), an exact resize to float32 normalised, a shorter-side
+//! resize and centre crop to bfloat16.
+//!
 //! [`open_frames_input`] (video builds): what a reader of a frames cache
 //! trusts in its `_metadata.json`, beside the reference's Lance dataset.
 //! Mode 0: the bytes are the metadata; 1: edits of the reference's metadata.
@@ -292,6 +299,68 @@ pub fn documents_seeds() -> Vec<Vec<u8>> {
         let mut d = vec![mode];
         d.extend(doc);
         out.push(d);
+    }
+    out
+}
+
+/// The ops of [`image_ops_input`]'s modes.
+const IMAGE_OPS: [&str; 4] = [
+    r#"[{"op": "random_resized_crop", "size": [16, 16]}, {"op": "random_horizontal_flip"}]"#,
+    r#"[{"op": "center_crop", "size": [40, 24]}]"#,
+    r#"[{"op": "resize", "size": [9, 13]}, {"op": "to_dtype", "dtype": "float32"},
+        {"op": "normalize", "mean": [0.5], "std": [0.25]}]"#,
+    r#"[{"op": "resize", "size": 12}, {"op": "center_crop", "size": [12, 12]},
+        {"op": "to_dtype", "dtype": "bfloat16"}]"#,
+];
+
+pub fn image_ops_input(data: &[u8]) -> Option<shardset::Result<()>> {
+    use shardset::pipeline::ops::{ImagePlan, Op, Placement, SampleRng};
+    let (&mode, bytes) = data.split_first()?;
+    let ops: Vec<Op> = serde_json::from_str(IMAGE_OPS[mode as usize % 4]).unwrap();
+    let plan = ImagePlan::new("image", &ops).unwrap();
+    // Limits low enough that a header claiming a large image is refused
+    // fast instead of decoded.
+    let limits = shardset::features::limits::DecodeLimits::default()
+        .try_with_max_image_pixels(1 << 20)
+        .unwrap();
+    let (h, w) = plan.out_size();
+    let mut out = vec![0u8; plan.out_bytes()];
+    let mut rng = SampleRng::new(u64::from(mode), 0, bytes.len() as u64);
+    let place = if mode % 2 == 0 {
+        Placement::Hwc
+    } else {
+        Placement::Planes {
+            stride: (h * w) as usize,
+        }
+    };
+    Some(plan.run_encoded(bytes, &limits, &mut rng, place, &mut out))
+}
+
+/// Small valid images for [`image_ops_input`]: a JPEG, a PNG, a grey PNG,
+/// each under every mode.
+pub fn image_ops_seeds() -> Vec<Vec<u8>> {
+    use shardset::features::image::encode;
+    use shardset::ImageFormat;
+    let rgb = ImageData::new(
+        37,
+        53,
+        3,
+        (0..37 * 53 * 3).map(|i| (i * 7 % 251) as u8).collect(),
+    )
+    .unwrap();
+    let grey = ImageData::new(20, 30, 1, (0..600).map(|i| (i % 256) as u8).collect()).unwrap();
+    let images = [
+        encode(&rgb, ImageFormat::Jpeg).unwrap(),
+        encode(&rgb, ImageFormat::Png).unwrap(),
+        encode(&grey, ImageFormat::Png).unwrap(),
+    ];
+    let mut out = Vec::new();
+    for img in &images {
+        for mode in 0..4u8 {
+            let mut d = vec![mode];
+            d.extend_from_slice(img);
+            out.push(d);
+        }
     }
     out
 }

@@ -17,7 +17,7 @@ from torchdata.stateful_dataloader import StatefulDataLoader
 
 import shardset
 from shardset import Value
-from shardset.torch import IterableDataset, MapDataset, rank_state
+from shardset.torch import IterableDataset, Loader, MapDataset, rank_state
 
 N = 1000
 
@@ -180,7 +180,11 @@ def test_no_shared_memory_files_are_left_behind(cache):
     spawned = DataLoader(m, batch_size=64, num_workers=2, multiprocessing_context="spawn")
     for _ in spawned:
         pass
-    del loader, spawned
+    # The input pipeline inside workers: one shared-memory block a batch.
+    piped = DataLoader(Loader(cache, batch_size=50), batch_size=None, num_workers=2)
+    for _ in piped:
+        pass
+    del loader, spawned, piped
     gc.collect()
     # The DataLoader's own queues (named semaphores under a spawn context)
     # are unlinked by multiprocessing's resource tracker, a separate process:

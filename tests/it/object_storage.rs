@@ -137,7 +137,7 @@ pub(crate) fn server() -> &'static Server {
     })
 }
 
-fn uri(name: &str) -> PathBuf {
+pub(crate) fn uri(name: &str) -> PathBuf {
     PathBuf::from(format!("s3://{BUCKET}/{name}"))
 }
 

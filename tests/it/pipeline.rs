@@ -392,3 +392,21 @@ fn buffers_given_back_are_written_over_with_the_same_results() {
         assert_eq!(recycled, fresh, "a reused buffer is written over whole");
     }
 }
+
+#[cfg(feature = "s3")]
+#[test]
+fn a_cache_on_object_storage_gives_the_same_batches() {
+    use shardset::cache::remote::publish_to_object_store;
+    crate::object_storage::server();
+    let (_t, local) = jpegs(40);
+    let at = crate::object_storage::uri("pipeline/img");
+    publish_to_object_store(local.cache_dir().unwrap(), &at).unwrap();
+    let remote = Dataset::new(open_cache(&at).unwrap());
+    let batches = |ds: &Dataset| -> Vec<Batch> {
+        Pipeline::new(ds.clone(), train_ops(2, loader(8, 1, Partition::single())))
+            .unwrap()
+            .map(|b| b.unwrap())
+            .collect()
+    };
+    assert_eq!(batches(&remote), batches(&local));
+}
