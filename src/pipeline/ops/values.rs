@@ -234,7 +234,7 @@ fn write_inside<const S: usize>(
         } else {
             let at = y * w * 3 * S;
             let dst = &mut out[at..at + w * 3 * S];
-            let mut put = |d: &mut [u8], p: &[u8]| {
+            let put = |d: &mut [u8], p: &[u8]| {
                 for (c, t) in tables.iter().enumerate() {
                     d[c * S..(c + 1) * S].copy_from_slice(&t[p[c] as usize]);
                 }
