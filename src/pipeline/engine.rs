@@ -110,7 +110,15 @@ impl Run {
         let (results_tx, results) = unbounded();
         let claims = Arc::new(Mutex::new(Claims { loader, seq: 0 }));
         let stop = Arc::new(AtomicBool::new(false));
-        let mut handles = Vec::with_capacity(threads);
+        let mut run = Run {
+            tokens: Some(tokens),
+            results,
+            pending: BTreeMap::new(),
+            next_seq: 0,
+            stop: stop.clone(),
+            threads: Vec::with_capacity(threads),
+            generation: fork_generation(),
+        };
         for i in 0..threads {
             let (shared, claims, flag) = (shared.clone(), claims.clone(), stop.clone());
             let (token_rx, results_tx) = (token_rx.clone(), results_tx.clone());
@@ -118,33 +126,17 @@ impl Run {
                 .name(format!("shardset-pipeline-{i}"))
                 .spawn(move || work(&shared, &claims, &flag, &token_rx, &results_tx));
             match spawned {
-                Ok(h) => handles.push(h),
+                Ok(h) => run.threads.push(h),
                 Err(e) => {
-                    let mut run = Run {
-                        tokens: Some(tokens),
-                        results,
-                        pending: BTreeMap::new(),
-                        next_seq: 0,
-                        stop,
-                        threads: handles,
-                        generation: fork_generation(),
-                    };
-                    run.shut();
+                    // Dropping the run stops and joins the threads started.
+                    drop(run);
                     return Err(Error::InvalidArgument(format!(
                         "cannot start pipeline thread {i}: {e}; ask for fewer threads"
                     )));
                 }
             }
         }
-        Ok(Run {
-            tokens: Some(tokens),
-            results,
-            pending: BTreeMap::new(),
-            next_seq: 0,
-            stop,
-            threads: handles,
-            generation: fork_generation(),
-        })
+        Ok(run)
     }
 
     /// The next batch in the epoch's order, waiting for it.
