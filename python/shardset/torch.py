@@ -36,6 +36,7 @@ import os
 from collections.abc import Iterator, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
+import numpy as np
 import torch
 from torch.utils.data import Dataset as _TorchDataset
 from torch.utils.data import IterableDataset as _TorchIterable
@@ -100,8 +101,10 @@ class MapDataset(_TorchDataset[dict[str, Any]]):
 
 
 def _is_array(v: NDArray[Any] | list[Any]) -> TypeIs[NDArray[Any]]:
-    """A column a batch holds as an array (the others are lists)."""
-    return hasattr(v, "__array_interface__")
+    """A column a batch holds as an array (the others are lists). (Not
+    `hasattr(v, "__array_interface__")`: numpy builds that dict on every
+    look-up, a fifth of a scalar batch's time in the consumer.)"""
+    return isinstance(v, np.ndarray)
 
 
 def to_torch(
