@@ -5,6 +5,7 @@ deterministic ops agree within one level of 255 (resampling) or exactly
 name; the memory of a loop stopped early returns. (Video windows through
 the ops: tests/it/pipeline_video.rs.)"""
 
+import ctypes
 import gc
 import os
 
@@ -140,6 +141,10 @@ def test_normalize_needs_a_float_type_first(images):
 
 
 def rss_mib():
+    """Resident memory after the allocator gave its free memory back: glibc
+    keeps freed blocks in per-thread arenas (each loader's threads may get
+    others), which is caching, not a leak; malloc_trim returns them."""
+    ctypes.CDLL("libc.so.6").malloc_trim(0)
     with open("/proc/self/statm") as f:
         return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE") / 2**20
 
@@ -164,6 +169,5 @@ def test_memory_returns_when_a_loop_stops_early(images):
         stop_early()
         seen.append(rss_mib())
     # Each loader made up to 4 batches of 24 MiB, and none is kept: the
-    # process does not grow from loop to loop (the allocator may keep a
-    # freed batch or two for the next one).
+    # process does not grow from loop to loop.
     assert max(seen[5:]) <= max(seen[:5]) + 24, seen
