@@ -5,9 +5,9 @@ deterministic ops agree within one level of 255 (resampling) or exactly
 name; the memory of a loop stopped early returns. (Video windows through
 the ops: tests/it/pipeline_video.rs.)"""
 
-import ctypes
-import gc
-import os
+import json
+import subprocess
+import sys
 
 import numpy as np
 import pytest
@@ -140,34 +140,47 @@ def test_normalize_needs_a_float_type_first(images):
         Loader(path, ops={"image": [ops.Resize(10)]})
 
 
+MEMORY_SCRIPT = """
+import ctypes, gc, json, os, sys
+from shardset import ops
+from shardset.torch import Loader
+
 def rss_mib():
-    """Resident memory after the allocator gave its free memory back: glibc
-    keeps freed blocks in per-thread arenas (each loader's threads may get
-    others), which is caching, not a leak; malloc_trim returns them."""
+    # glibc keeps freed blocks cached in per-thread arenas: give them back
+    # first, so what remains is memory still held.
     ctypes.CDLL("libc.so.6").malloc_trim(0)
     with open("/proc/self/statm") as f:
         return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE") / 2**20
 
+big = [ops.Resize([512, 512]), ops.ToDtype("float32")]  # 3 MiB an image
+
+def stop_early():
+    loader = Loader(sys.argv[1], batch_size=8, threads=2, prefetch=2, ops={"image": big})
+    # 4 batches of 8 rows: the image, and the id and label (8 bytes each).
+    assert loader.max_bytes_in_flight == (2 + 2) * 8 * (512 * 512 * 3 * 4 + 16)
+    it = iter(loader)
+    held = [next(it), next(it)]
+    assert held[0]["image"].shape == (8, 3, 512, 512)
+    del it, held, loader
+    gc.collect()
+
+stop_early()  # first use: torch's and the library's one-time set-up
+seen = []
+for _ in range(10):
+    stop_early()
+    seen.append(rss_mib())
+print(json.dumps(seen))
+"""
+
 
 def test_memory_returns_when_a_loop_stops_early(images):
+    # In a process of its own: resident memory is the whole process's, and
+    # what other tests left (threads, arenas, caches) would blur it.
     path, _ = images
-    big = [ops.Resize([512, 512]), ops.ToDtype("float32")]  # 3 MiB an image
-
-    def stop_early():
-        loader = Loader(path, batch_size=8, threads=2, prefetch=2, ops={"image": big})
-        # 4 batches of 8 rows: the image, and the id and label (8 bytes each).
-        assert loader.max_bytes_in_flight == (2 + 2) * 8 * (512 * 512 * 3 * 4 + 16)
-        it = iter(loader)
-        held = [next(it), next(it)]
-        assert held[0]["image"].shape == (8, 3, 512, 512)
-        del it, held, loader
-        gc.collect()
-
-    stop_early()  # first use: torch's and the library's one-time set-up
-    seen = []
-    for _ in range(10):
-        stop_early()
-        seen.append(rss_mib())
+    out = subprocess.run([sys.executable, "-c", MEMORY_SCRIPT, path], capture_output=True,
+                         text=True, timeout=600)
+    assert out.returncode == 0, out.stderr
+    seen = json.loads(out.stdout.strip().splitlines()[-1])
     # Each loader made up to 4 batches of 24 MiB, and none is kept: the
     # process does not grow from loop to loop.
     assert max(seen[5:]) <= max(seen[:5]) + 24, seen
