@@ -43,13 +43,14 @@ fn png_claiming(side: u32) -> Vec<u8> {
     png
 }
 
-#[test]
-fn an_image_header_above_the_pixel_limit_is_refused_before_decoding() {
+/// A cache of one image cell holding `bytes`, whose read under the default
+/// limits must fail naming the claimed size `claim` and `max_image_pixels`.
+fn refused_by_default(bytes: Vec<u8>, claim: &str) -> (tempfile::TempDir, std::path::PathBuf) {
     let tmp = tempfile::tempdir().unwrap();
     let dir = tmp.path().join("c");
     let f = Features::new().with("img", Feature::image());
     shardset::write_arrow_cache(
-        [Example::new().with("img", png_claiming(20_000))],
+        [Example::new().with("img", bytes)],
         &f,
         &dir,
         &shardset::ArrowWriteOptions::default(),
@@ -59,9 +60,15 @@ fn an_image_header_above_the_pixel_limit_is_refused_before_decoding() {
     let e = c.backend.get(0).unwrap_err();
     assert!(
         matches!(&e, Error::Decode { column, reason } if column == "img"
-            && reason.contains("20000x20000") && reason.contains("max_image_pixels")),
-        "{e}"
+            && reason.contains(claim) && reason.contains("max_image_pixels")),
+        "{claim}: {e}"
     );
+    (tmp, dir)
+}
+
+#[test]
+fn an_image_header_above_the_pixel_limit_is_refused_before_decoding() {
+    let (_t, dir) = refused_by_default(png_claiming(20_000), "20000x20000");
     // Raised, the limit no longer stops it: the decoder's own checks do.
     let raised = DecodeLimits::default()
         .try_with_max_image_pixels(1 << 40)
@@ -130,23 +137,7 @@ fn webp_and_tiff_headers_above_the_limit_are_refused_before_decoding() {
             info.width.unwrap() > 16_000,
             "{name}: the header's size is read: {info:?}"
         );
-        let tmp = tempfile::tempdir().unwrap();
-        let dir = tmp.path().join("c");
-        let f = Features::new().with("img", Feature::image());
-        shardset::write_arrow_cache(
-            [Example::new().with("img", bytes)],
-            &f,
-            &dir,
-            &shardset::ArrowWriteOptions::default(),
-        )
-        .unwrap();
-        let c = open_cache_with(&dir, &OpenOptions::default()).unwrap();
-        let e = c.backend.get(0).unwrap_err();
-        assert!(
-            matches!(&e, Error::Decode { column, reason } if column == "img"
-                && reason.contains(claim) && reason.contains("max_image_pixels")),
-            "{name}: {e}"
-        );
+        refused_by_default(bytes, claim);
     }
 }
 
