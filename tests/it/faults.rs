@@ -268,3 +268,137 @@ fn builds_and_reads_through_a_faulty_network_give_the_same_values_or_fail_whole(
         );
     }
 }
+
+/// A proxy that makes every request its own connection (`Connection:
+/// close`) and forwards it, except that the first PUT of a
+/// `_metadata.json` (a build's commit) reaches the server while its answer
+/// never reaches the client: the commit lands, the client hears nothing.
+/// Returns the endpoint and how many answers were cut.
+fn commit_answer_cutter(upstream: &str) -> (String, Arc<AtomicU64>) {
+    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    let endpoint = format!("http://{}", listener.local_addr().unwrap());
+    let upstream = upstream.trim_start_matches("http://").to_string();
+    let cut = Arc::new(AtomicU64::new(0));
+    let cut_t = cut.clone();
+    std::thread::spawn(move || {
+        for client in listener.incoming() {
+            let Ok(client) = client else { return };
+            let (up, cut) = (upstream.clone(), cut_t.clone());
+            std::thread::spawn(move || forward_one(client, &up, &cut));
+        }
+    });
+    (endpoint, cut)
+}
+
+fn forward_one(mut client: TcpStream, upstream: &str, cut: &AtomicU64) {
+    let mut head = Vec::new();
+    let mut b = [0u8; 1];
+    while !head.ends_with(b"\r\n\r\n") {
+        match client.read(&mut b) {
+            Ok(1) => head.push(b[0]),
+            _ => return,
+        }
+    }
+    let text = String::from_utf8_lossy(&head).into_owned();
+    let mut lines: Vec<&str> = text.trim_end().split("\r\n").collect();
+    let request = lines[0].to_string();
+    let len: usize = lines
+        .iter()
+        .find_map(|l| {
+            let (k, v) = l.split_once(':')?;
+            k.eq_ignore_ascii_case("content-length")
+                .then(|| v.trim().parse().ok())?
+        })
+        .unwrap_or(0);
+    lines.retain(|l| !l.to_ascii_lowercase().starts_with("connection:"));
+    let mut body = vec![0u8; len];
+    if client.read_exact(&mut body).is_err() {
+        return;
+    }
+    let Ok(mut up) = TcpStream::connect(upstream) else {
+        return;
+    };
+    let head = format!("{}\r\nConnection: close\r\n\r\n", lines.join("\r\n"));
+    if up
+        .write_all(head.as_bytes())
+        .and_then(|_| up.write_all(&body))
+        .is_err()
+    {
+        return;
+    }
+    // The commit: the put of the cache's own metadata (not a build's
+    // staging copies of it).
+    let target = request.split(' ').nth(1).unwrap_or("");
+    let commit = request.starts_with("PUT ") && target.ends_with("/train/_metadata.json");
+    let mut answer = Vec::new();
+    let _ = up.read_to_end(&mut answer);
+    if commit && cut.fetch_add(1, Ordering::SeqCst) == 0 {
+        // The server has committed; the client hears nothing.
+        let _ = client.shutdown(Shutdown::Both);
+        return;
+    }
+    let _ = client.write_all(&answer);
+    let _ = client.shutdown(Shutdown::Both);
+}
+
+/// A commit whose answer is lost has still happened: the build reads the
+/// metadata back, finds its own bytes and reports success (it used to
+/// report a lost commit for a cache it had published); readers see exactly
+/// the rows a local build gives.
+#[test]
+fn a_commit_whose_answer_is_lost_counts_as_committed() {
+    let s = server();
+    let t = tempfile::tempdir().unwrap();
+    let file = rows_file(t.path());
+    let local = t.path().join("local");
+    succeeded(
+        shardset_cli()
+            .args(["build", "jsonl", file.to_str().unwrap(), "--out"])
+            .arg(&local),
+    );
+    let want = succeeded(shardset_cli().args(["cat"]).arg(local.join("train"))).stdout;
+    for layout in ["arrow", "lance"] {
+        let (endpoint, cut) = commit_answer_cutter(&s.endpoint);
+        let out = std::path::PathBuf::from(format!("s3://{BUCKET}/commit-cut/{layout}"));
+        let built = shardset_cli()
+            .env("AWS_ENDPOINT_URL", &endpoint)
+            .env(
+                "SHARDSET_OBJECT_CACHE",
+                t.path().join(format!("dc-{layout}")),
+            )
+            .args([
+                "build",
+                "jsonl",
+                file.to_str().unwrap(),
+                "--format",
+                layout,
+                "--out",
+            ])
+            .arg(&out)
+            .output()
+            .unwrap();
+        assert!(
+            cut.load(Ordering::SeqCst) >= 1,
+            "{layout}: no commit went through the proxy"
+        );
+        assert!(
+            built.status.success(),
+            "{layout}: the build reported a failure for a commit that landed: {}",
+            String::from_utf8_lossy(&built.stderr)
+        );
+        let direct = cat(
+            &out.join("train"),
+            &s.endpoint,
+            &t.path().join(format!("direct-{layout}")),
+        );
+        assert!(
+            direct.status.success(),
+            "{}",
+            String::from_utf8_lossy(&direct.stderr)
+        );
+        assert!(
+            direct.stdout == want,
+            "{layout}: other values than a local build's"
+        );
+    }
+}

@@ -78,12 +78,20 @@ impl Target {
                     return Ok(None);
                 }
                 let replaced = current.is_some();
-                o.put(
+                let bytes = Bytes::from(bytes);
+                if let Err(e) = o.put(
                     &meta,
-                    Bytes::from(bytes),
+                    bytes.clone(),
                     update_mode(current.and_then(|(_, e)| e)),
-                )
-                .map_err(lost_commit)?;
+                ) {
+                    // A put whose answer was lost may still have landed (and
+                    // a retry of it then fails its own condition): the
+                    // object says whether this commit happened.
+                    return match o.get_with_etag(&meta) {
+                        Ok(Some((now, _))) if now == bytes => Ok(Some(replaced)),
+                        _ => Err(lost_commit(e)),
+                    };
+                }
                 Ok(Some(replaced))
             }
             Target::Files(s) => {
