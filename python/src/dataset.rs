@@ -12,7 +12,7 @@ use pyo3::types::{PyBytes, PyDict, PyList, PySlice, PyString, PyTuple};
 
 use shardset::dataset::collate::{collate_rows, window_columns};
 use shardset::features::describe::features_to_json;
-use shardset::{Dataset, TestSize};
+use shardset::{Dataset, FilterSource, TestSize};
 
 use crate::arrow::{BatchIter, OwnedBatches};
 use crate::convert::{columns_to_py, row_to_py, tensor_to_py, window_to_py};
@@ -356,6 +356,33 @@ impl PyDataset {
     fn select(&self, indices: &Bound<'_, PyAny>) -> PyRes<PyDataset> {
         let idx = self.indices_from(indices)?;
         Ok(self.view(self.ds.select(&idx).py()?))
+    }
+
+    /// The rows for which the SQL predicate `expr` over scalar columns is
+    /// true (the library's `Dataset::filter_expr_report`), and how they
+    /// were found, as a dict.
+    fn filter<'py>(&self, py: Python<'py>, expr: String) -> PyRes<(PyDataset, Bound<'py, PyDict>)> {
+        let ds = self.ds.clone();
+        let (view, rep) = py.detach(move || ds.filter_expr_report(&expr)).py()?;
+        let d = PyDict::new(py);
+        d.set_item("filter", rep.filter)?;
+        d.set_item("columns", rep.columns)?;
+        d.set_item("rows_in", rep.rows_in)?;
+        d.set_item("rows_kept", rep.rows_kept)?;
+        d.set_item(
+            "source",
+            match rep.source {
+                FilterSource::Kept => "kept",
+                FilterSource::LanceScan => "lance-scan",
+                FilterSource::Evaluated => "evaluated",
+            },
+        )?;
+        d.set_item(
+            "kept_at",
+            rep.kept_at.map(|p| p.to_string_lossy().into_owned()),
+        )?;
+        d.set_item("not_kept", rep.not_kept)?;
+        Ok((self.view(view), d))
     }
 
     /// The rows in an order drawn from `seed`.

@@ -81,8 +81,8 @@ pub(crate) fn read_file_checksums(storage: &dyn Storage, path: &Path) -> Result<
 pub(crate) const MUTABLE_FILES: &[&str] = &["_versions/latest_version_hint.json"];
 
 /// The data files of a cache: every regular file under it but the metadata,
-/// the stamp itself, [`MUTABLE_FILES`] and the top-level names in
-/// `exclude`, relative and sorted.
+/// the stamp itself, [`MUTABLE_FILES`], kept filter selections and the
+/// top-level names in `exclude`, relative and sorted.
 fn data_files(storage: &dyn Storage, dir: &Path, exclude: &[&str]) -> Result<Vec<String>> {
     Ok(storage
         .walk_files(dir)?
@@ -93,6 +93,7 @@ fn data_files(storage: &dyn Storage, dir: &Path, exclude: &[&str]) -> Result<Vec
             s != METADATA_FILE
                 && s != CHECKSUMS_FILE
                 && !MUTABLE_FILES.contains(&s.as_str())
+                && top != crate::cache::naming::SELECTIONS_DIR
                 && !exclude.contains(&top)
         })
         .collect())

@@ -5,6 +5,10 @@ use std::path::PathBuf;
 /// Environment variable naming the cache root.
 pub const CACHE_DIR_ENV: &str = "STABLE_DATASETS_CACHE_DIR";
 
+/// The folder inside a cache where filters keep their row selections
+/// (`Dataset::filter_expr`): not data, left out of checksums and `verify`.
+pub const SELECTIONS_DIR: &str = "_selections";
+
 /// `{class lower}_{config}_{split}_{sha256("{Class}:{version}:{config}:{split}:{format}")[:16]}`.
 pub fn cache_fingerprint(
     class_name: &str,

@@ -21,6 +21,8 @@ use crate::util::SplitMix64;
 use crate::value::Row;
 
 pub mod collate;
+#[cfg(feature = "lance")]
+pub mod filter;
 
 /// Which physical rows a dataset shows, in order.
 #[derive(Debug, Clone)]

@@ -3,4 +3,5 @@
 pub(crate) mod edit;
 mod options;
 pub mod read;
+mod scan;
 pub mod write;

@@ -75,9 +75,9 @@ struct Inner {
     state: crate::util::ForkLocal<Arc<State>>,
 }
 
-struct State {
-    ds: Arc<Dataset>,
-    fragments: Vec<Arc<FileFragment>>,
+pub(super) struct State {
+    pub(super) ds: Arc<Dataset>,
+    pub(super) fragments: Vec<Arc<FileFragment>>,
     sessions: Mutex<Vec<Option<Arc<FragmentSession>>>>,
     cache: Mutex<ChunkCache>,
 }
@@ -267,7 +267,7 @@ impl LanceRows {
         .map_err(|e| lance_err(dir, e))
     }
 
-    fn state(&self) -> Result<Arc<State>> {
+    pub(super) fn state(&self) -> Result<Arc<State>> {
         self.inner.state.get_or_try_init(|| self.open_state())
     }
 
