@@ -35,6 +35,7 @@ pub mod features;
 #[cfg(feature = "lance")]
 pub mod lance;
 pub mod layouts;
+pub mod mixture;
 pub mod pipeline;
 pub mod sampler;
 pub mod sources;
@@ -49,6 +50,8 @@ pub use builder::{
 };
 pub use cache::metadata::ArrowShardsMetadata;
 pub use cache::naming::{cache_fingerprint, cache_root};
+#[cfg(feature = "lance")]
+pub use dataset::filter::{FilterReport, FilterSource};
 pub use dataset::{Dataset, Format, TestSize};
 pub use error::{Error, Result};
 pub use features::decode::{DecodeOptions, RowDecoder};
@@ -77,6 +80,10 @@ pub use layouts::{ArrowShards, Backend, IterOptions};
 pub use layouts::{LanceReadOptions, LanceRows};
 #[cfg(feature = "video")]
 pub use layouts::{LanceVideoFrames, Window, WindowBatch};
+pub use mixture::{
+    DrawUnit, Mixture, MixtureBatch, MixtureBatches, MixtureOptions, MixtureSource, MixtureState,
+    SourceEnd, SourceProgress,
+};
 pub use sampler::{
     EpochBatches, EpochPosition, Loader, LoaderOptions, LoaderState, Order, Partition, Remainder,
     Sampler, WithinShard,

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import json
 import os
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from typing import TYPE_CHECKING, Any, overload
 
 from . import _shardset, ops  # noqa: F401  (ops: the input pipeline's ops)
@@ -27,6 +27,7 @@ from ._shardset import (  # noqa: F401
     SchemaMismatchError,
     ShardsetError,
 )
+from .mixture import Mixture  # noqa: F401
 from .features import (  # noqa: F401
     Array3D,
     Array4D,
@@ -55,7 +56,7 @@ def _pa() -> Any:
     return pyarrow
 
 
-__all__ = ["open_cache", "write_cache", "edit", "Dataset", "Features", "Value", "ClassLabel",
+__all__ = ["open_cache", "write_cache", "edit", "Dataset", "Mixture", "Features", "Value", "ClassLabel",
            "Sequence", "Image", "Array3D", "Array4D", "Video", "ShardsetError",
            "CacheNotFoundError", "CorruptCacheError", "SchemaMismatchError", "BadInputError"]
 
@@ -120,6 +121,30 @@ class Dataset:
     def shuffle(self, seed: int = 0) -> Dataset:
         return Dataset(self._ds.shuffle(seed))
 
+    def filter(self, expr: str | Callable[[_Row], bool]) -> Dataset:
+        """The rows for which `expr` is true, in view order, as a view.
+
+        `expr` is SQL over the scalar columns (`Value`s and `ClassLabel`
+        ids), evaluated in the library: comparisons, `IN`, `BETWEEN`,
+        `LIKE`, `AND`/`OR`/`NOT`, `IS [NOT] NULL`; a row whose predicate is
+        NULL is not kept. On a whole Lance cache it is pushed down to
+        Lance's scanner; on a whole local cache the selection is kept in
+        `_selections/` and the next open with the same filter reads it back.
+        A bad filter is a BadInputError naming it and the reason, before
+        any row is read. `expr` may also be a function of a row (as in
+        Hugging Face `datasets`), called in Python on every row."""
+        if callable(expr):
+            keep = [i for i, row in enumerate(self) if expr(row)]
+            return self.select(keep)
+        return Dataset(self._ds.filter(expr)[0])
+
+    def filter_report(self, expr: str) -> tuple[Dataset, dict[str, Any]]:
+        """`filter(expr)` and what it did: the columns read, rows in and
+        kept, `source` (`"kept"`, `"lance-scan"` or `"evaluated"`), where
+        the selection is kept (`kept_at`) or why it is not (`not_kept`)."""
+        view, report = self._ds.filter(expr)
+        return Dataset(view), report
+
     def train_test_split(self, test_size: int | float, seed: int = 0,
                          stratify_by_column: str | None = None) -> dict[str, Dataset]:
         a, b = self._ds.train_test_split(test_size, seed, stratify_by_column)
@@ -160,7 +185,7 @@ def open_cache(path: str | os.PathLike[str], columns: Iterable[str] | None = Non
                version: int | None = None,
                trusted_roots: Iterable[str | os.PathLike[str]] = (),
                max_image_pixels: int | None = None, max_frame_pixels: int | None = None,
-               max_window_frames: int | None = None) -> Dataset:
+               max_window_frames: int | None = None, filter: str | None = None) -> Dataset:
     """Opens a cache of any layout (`arrow-shards`, `lance-rows`,
     `lance-video-frames`), written by shardset or by stable-datasets.
 
@@ -194,11 +219,14 @@ def open_cache(path: str | os.PathLike[str], columns: Iterable[str] | None = Non
     image, a video frame or a window a read may decode (default: PIL's
     decompression-bomb limit, 178,956,970 pixels, for images and frames;
     4096 frames per window). A cache asking for more is a CorruptCacheError
-    naming the limit, before anything is allocated."""
+    naming the limit, before anything is allocated.
+
+    filter: only the rows for which this SQL predicate over scalar columns
+    is true (see `Dataset.filter`), e.g. `"label IN (1, 2) AND score > 0.5"`."""
     if isinstance(window, int):
         window = (window, 0, 1)
     fjson = None if features is None else Features.coerce(features).to_json()
-    return Dataset(_shardset.open_cache(
+    ds = Dataset(_shardset.open_cache(
         str(path), None if columns is None else list(columns), decode_images=decode_images,
         window=window, lance_chunk_rows=lance_chunk_rows, features=fjson,
         verify_on_read=bool(verify_on_read), in_memory=bool(in_memory),
@@ -206,6 +234,7 @@ def open_cache(path: str | os.PathLike[str], columns: Iterable[str] | None = Non
         version=version, trusted_roots=[str(r) for r in trusted_roots],
         max_image_pixels=max_image_pixels, max_frame_pixels=max_frame_pixels,
         max_window_frames=max_window_frames))
+    return ds if filter is None else ds.filter(filter)
 
 
 def edit(path: str | os.PathLike[str]) -> _shardset.Staging:

@@ -30,6 +30,7 @@ global batches consumed are a prefix of the epoch.
 
 from __future__ import annotations
 
+import json
 import multiprocessing
 import multiprocessing.context
 import os
@@ -295,6 +296,72 @@ class IterableDataset(_TorchIterable[Any]):
         # Every rank at the same step: a prefix of the global batches.
         self._base, self._done = _shardset.EpochBatches.restate(
             state["base"], state["done"], state["world_size"], world)
+        same = state["world_size"] == world and state.get("next") is not None
+        self._resume_next = state["next"] if same else None
+        self._next = None
+
+
+class MixtureDataset(_TorchIterable[Any]):
+    """A `shardset.Mixture` for `DataLoader(ds, batch_size=None, ...)`: its
+    global steps split over ranks (torch.distributed when initialised, else
+    `rank`/`world_size`) and the DataLoader's workers as the epoch model
+    splits batches, each batch a dict of tensors. `state_dict` and
+    `load_state_dict` work as `IterableDataset`'s: a worker's own state
+    under `StatefulDataLoader`, or a rank's from `rank_state(...)`, loadable
+    with any number of workers or world size."""
+
+    def __init__(self, mixture: shardset.Mixture, rank: int | None = None,
+                 world_size: int | None = None) -> None:
+        self.mixture = mixture
+        self._rank, self._world = rank, world_size
+        self._next: int | None = None
+        self._resume_next: int | None = None
+
+    def _rank_world(self) -> tuple[int, int]:
+        if self._world is not None:
+            return int(self._rank or 0), int(self._world)
+        return _dist()
+
+    def _done(self, world: int) -> int:
+        m = self.mixture._m
+        state = json.loads(m.state_json())
+        if state["world_size"] != world:
+            m.set_done(0, world)  # restated: the steps consumed become the base
+            return 0
+        return int(state["done"])
+
+    def __iter__(self) -> Iterator[dict[str, torch.Tensor | list[Any]]]:
+        rank, world = self._rank_world()
+        info = get_worker_info()
+        wid, nw = (info.id, info.num_workers) if info is not None else (0, 1)
+        m = self.mixture._m
+        if self._resume_next is not None:
+            # A worker state loaded by StatefulDataLoader: its own next batch.
+            m.set_done(self._resume_next - wid, world)
+            self._resume_next = None
+        self._next = self._done(world) + wid
+        for local, _step, cols, _sources in m.batches(rank, world, wid, nw):
+            self._next = local + nw
+            if info is None:
+                m.set_done(local + 1, world)
+            yield to_torch(cols)
+
+    def state_dict(self) -> dict[str, Any]:
+        """The mixture's state (its schedule included), the rank-local
+        batches yielded, and this worker's next batch (in a worker)."""
+        _, world = self._rank_world()
+        info = get_worker_info()
+        done = self._done(world)
+        return {"mixture": json.loads(self.mixture._m.state_json()), "done": done,
+                "next": self._next, "world_size": world,
+                "num_workers": info.num_workers if info is not None else 0}
+
+    def load_state_dict(self, state: Mapping[str, Any]) -> None:
+        """Continues from `state` (see the class docstring)."""
+        _, world = self._rank_world()
+        saved = dict(state["mixture"])
+        saved["done"], saved["world_size"] = int(state["done"]), int(state["world_size"])
+        self.mixture._m.load_state_json(json.dumps(saved), world)
         same = state["world_size"] == world and state.get("next") is not None
         self._resume_next = state["next"] if same else None
         self._next = None

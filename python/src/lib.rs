@@ -8,7 +8,7 @@
 //!
 //! One module per concern: `error` (the exceptions), `convert` (values
 //! both ways), `arrow` (record batches), `open` and `dataset` (reading),
-//! `write`, `edit`, `epoch` (the epoch model for `shardset.torch`), `pipeline` (the input pipeline) and `remote` (distributed builds on object storage);
+//! `write`, `edit`, `epoch` (the epoch model for `shardset.torch`), `mixture` (mixtures of datasets), `pipeline` (the input pipeline) and `remote` (distributed builds on object storage);
 //! this file registers them as the module `shardset._shardset`.
 
 use pyo3::prelude::*;
@@ -19,6 +19,7 @@ mod dataset;
 mod edit;
 mod epoch;
 mod error;
+mod mixture;
 mod open;
 mod pipeline;
 mod remote;
@@ -43,6 +44,8 @@ fn _shardset(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<edit::PyStaging>()?;
     m.add_class::<epoch::PyEpochBatches>()?;
     m.add_class::<pipeline::PyPipeline>()?;
+    m.add_class::<mixture::PyMixture>()?;
+    m.add_class::<mixture::PyMixtureBatches>()?;
     m.add_function(wrap_pyfunction!(epoch::_check_order, m)?)?;
     m.add_function(wrap_pyfunction!(write::write_options, m)?)?;
     m.add_function(wrap_pyfunction!(write::_check_write_options, m)?)?;

@@ -20,6 +20,7 @@ fn layer(top: &str) -> Option<u32> {
         "sampler" => 7,
         "builder" => 8,
         "pipeline" => 8,
+        "mixture" => 8,
         "sources" => 9,
         _ => return None,
     })

@@ -26,6 +26,8 @@ mod lance;
 mod lance_edit;
 mod limits;
 mod memory;
+#[cfg(feature = "lance")]
+mod mixture;
 #[cfg(feature = "s3")]
 mod object_storage;
 mod pipeline;
@@ -41,6 +43,8 @@ mod trust;
 mod video;
 #[cfg(feature = "video")]
 mod video_segments;
+#[cfg(feature = "lance")]
+mod views;
 mod write_spec;
 
 #[global_allocator]

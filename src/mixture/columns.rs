@@ -1,0 +1,155 @@
+//! A mixture's columns: what every source gives, by the same name and the
+//! same feature, checked when the mixture is made; and one step's rows,
+//! taken from each source in one read and put in draw order.
+
+use std::sync::Arc;
+
+use arrow_array::{ArrayRef, RecordBatch};
+use arrow_schema::Schema;
+
+use crate::dataset::Dataset;
+use crate::error::{Error, Result};
+use crate::features::Features;
+
+/// How one source's columns become the mixture's: for each output column,
+/// the source column it reads.
+#[derive(Debug, Clone)]
+pub(crate) struct SourceColumns {
+    /// (output name, the source's column) for the output columns, in order.
+    pub(crate) reads: Vec<(String, String)>,
+}
+
+/// The mixture's features and each source's column plan.
+///
+/// `mappings[s]`: the source's own (output name, its column) pairs, or None
+/// for its columns as they are. The output columns are the names every
+/// source gives, in the first source's order; each must be the same
+/// feature in every source.
+///
+/// # Errors
+/// [`Error::InvalidArgument`] naming the source and the column: a mapping
+/// that reads a column the source does not have or names an output twice,
+/// a column of different features in two sources, or no column in common.
+pub(crate) fn plan(
+    names: &[String],
+    datasets: &[Dataset],
+    mappings: &[Option<Vec<(String, String)>>],
+) -> Result<(Arc<Features>, Vec<SourceColumns>)> {
+    let mut views: Vec<Vec<(String, String)>> = Vec::new();
+    for ((name, ds), map) in names.iter().zip(datasets).zip(mappings) {
+        let own = ds.column_names();
+        let view = match map {
+            None => own.iter().map(|c| (c.clone(), c.clone())).collect(),
+            Some(m) => {
+                for (i, (out, col)) in m.iter().enumerate() {
+                    if !own.contains(col) {
+                        return Err(Error::InvalidArgument(format!(
+                            "mixture source '{name}' has no column '{col}' (its columns: {own:?})"
+                        )));
+                    }
+                    if m[..i].iter().any(|(o, _)| o == out) {
+                        return Err(Error::InvalidArgument(format!(
+                            "mixture source '{name}' names the output column '{out}' twice"
+                        )));
+                    }
+                }
+                m.clone()
+            }
+        };
+        views.push(view);
+    }
+    let mut out = Features::new();
+    let mut plans: Vec<SourceColumns> = vec![SourceColumns { reads: Vec::new() }; views.len()];
+    for (o, c0) in &views[0] {
+        let mut reads = Vec::with_capacity(views.len());
+        for v in &views {
+            match v.iter().find(|(n, _)| n == o) {
+                Some((_, c)) => reads.push(c.clone()),
+                None => break,
+            }
+        }
+        if reads.len() < views.len() {
+            continue;
+        }
+        let f0 = datasets[0].features().get(c0).expect("a checked column");
+        for (s, c) in reads.iter().enumerate().skip(1) {
+            let f = datasets[s].features().get(c).expect("a checked column");
+            if f != f0 {
+                return Err(Error::InvalidArgument(format!(
+                    "column '{o}' is {} in mixture source '{}' but {} in '{}': map one of them to another name, or leave it out with a column mapping",
+                    f0.class_name(),
+                    names[0],
+                    f.class_name(),
+                    names[s]
+                )));
+            }
+        }
+        out.insert(o.clone(), f0.clone());
+        for (p, c) in plans.iter_mut().zip(reads) {
+            p.reads.push((o.clone(), c));
+        }
+    }
+    if out.names().is_empty() {
+        return Err(Error::InvalidArgument(format!(
+            "the mixture's sources {names:?} have no column in common: give column mappings"
+        )));
+    }
+    Ok((Arc::new(out), plans))
+}
+
+/// One step's rows: `picks[i]` = (source, view position in that source),
+/// read with one `take` per source and put back in draw order.
+///
+/// # Errors
+/// Read errors, and Arrow errors (a cache whose cells do not match its
+/// features).
+pub(crate) fn assemble(
+    schema: &Arc<Schema>,
+    datasets: &[Dataset],
+    plans: &[SourceColumns],
+    picks: &[(usize, u64)],
+) -> Result<RecordBatch> {
+    let mut per_source: Vec<Vec<i64>> = vec![Vec::new(); datasets.len()];
+    let mut at = Vec::with_capacity(picks.len());
+    for &(s, pos) in picks {
+        at.push((s, per_source[s].len()));
+        per_source[s].push(pos as i64);
+    }
+    let mut taken: Vec<Option<Vec<ArrayRef>>> = vec![None; datasets.len()];
+    for (s, rows) in per_source.iter().enumerate() {
+        if rows.is_empty() {
+            continue;
+        }
+        let b = datasets[s].take_arrow(rows)?;
+        let cols = plans[s]
+            .reads
+            .iter()
+            .map(|(_, c)| {
+                b.column_by_name(c).cloned().ok_or_else(|| {
+                    Error::InvalidArgument(format!("the source's rows have no column '{c}'"))
+                })
+            })
+            .collect::<Result<Vec<_>>>()?;
+        taken[s] = Some(cols);
+    }
+    let columns = (0..schema.fields().len())
+        .map(|k| {
+            let sources: Vec<usize> = (0..datasets.len())
+                .filter(|&s| taken[s].is_some())
+                .collect();
+            let arrays: Vec<&dyn arrow_array::Array> = sources
+                .iter()
+                .map(|&s| taken[s].as_ref().expect("taken")[k].as_ref())
+                .collect();
+            let index: Vec<(usize, usize)> = at
+                .iter()
+                .map(|&(s, r)| (sources.iter().position(|&x| x == s).expect("taken"), r))
+                .collect();
+            arrow_select::interleave::interleave(&arrays, &index)
+        })
+        .collect::<std::result::Result<Vec<_>, _>>()
+        .map_err(|e| Error::InvalidArgument(format!("mixing the sources' columns: {e}")))?;
+    let opts = arrow_array::RecordBatchOptions::new().with_row_count(Some(picks.len()));
+    RecordBatch::try_new_with_options(schema.clone(), columns, &opts)
+        .map_err(|e| Error::InvalidArgument(format!("mixing the sources' columns: {e}")))
+}

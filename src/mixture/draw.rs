@@ -1,0 +1,324 @@
+//! Which source each sample of a mixture comes from: a pure function of the
+//! seed, the sample's global index (or its step's, for homogeneous
+//! batches), the weight schedule and how many rows each source gave
+//! before. Every process replays the same draws, so nothing is exchanged
+//! between ranks or workers, and a saved position (a step and the rows each
+//! source gave up to it) continues the very same sequence.
+
+use serde::{Deserialize, Serialize};
+
+use crate::error::{Error, Result};
+use crate::util::SplitMix64;
+
+crate::util::named_enum! {
+    /// What a source does when its rows run out.
+    #[derive(Default)]
+    pub enum SourceEnd("source end") {
+        /// It starts its next epoch (a new order of its rows).
+        #[default]
+        Cycle = "cycle",
+        /// It drops out; the other sources' weights renormalise, and the
+        /// mixture ends when every source has dropped out.
+        Exhaust = "exhaust",
+    }
+}
+
+crate::util::named_enum! {
+    /// How often a source is drawn.
+    #[derive(Default)]
+    pub enum DrawUnit("draw") {
+        /// For every sample: batches mix sources in proportion.
+        #[default]
+        Sample = "sample",
+        /// For every batch: each batch comes from one source (homogeneous
+        /// batches); a source that runs out mid-batch hands the rest of the
+        /// batch to a source drawn anew.
+        Batch = "batch",
+    }
+}
+
+/// The weights of the sources, changed from given steps on: a list of
+/// `(first step, weights)`, the first at step 0, in step order.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Schedule {
+    changes: Vec<(u64, Vec<f64>)>,
+}
+
+/// Checks one set of weights for `n` sources.
+///
+/// # Errors
+/// [`Error::InvalidArgument`] for a wrong count, a negative or non-finite
+/// weight, or no positive weight.
+pub(crate) fn check_weights(weights: &[f64], n: usize) -> Result<()> {
+    if weights.len() != n {
+        return Err(Error::InvalidArgument(format!(
+            "{} weights for {n} sources: give one weight per source",
+            weights.len()
+        )));
+    }
+    if let Some((i, w)) = weights
+        .iter()
+        .enumerate()
+        .find(|(_, w)| !w.is_finite() || **w < 0.0)
+    {
+        return Err(Error::InvalidArgument(format!(
+            "weight {w} of source {i} is not a finite number >= 0"
+        )));
+    }
+    if !weights.iter().any(|w| *w > 0.0) {
+        return Err(Error::InvalidArgument(
+            "every weight is 0: give at least one source a positive weight".into(),
+        ));
+    }
+    Ok(())
+}
+
+impl Schedule {
+    /// Weights from step 0 on.
+    pub(crate) fn new(weights: Vec<f64>) -> Schedule {
+        Schedule {
+            changes: vec![(0, weights)],
+        }
+    }
+
+    /// The weights in force at `step`.
+    pub(crate) fn at(&self, step: u64) -> &[f64] {
+        let i = self.changes.partition_point(|(s, _)| *s <= step);
+        &self.changes[i.saturating_sub(1)].1
+    }
+
+    /// `weights` from `step` on, replacing any change at or after it.
+    pub(crate) fn set(&mut self, step: u64, weights: Vec<f64>) {
+        self.changes.retain(|(s, _)| *s < step);
+        self.changes.push((step, weights));
+    }
+
+    /// The changes, in step order.
+    pub fn changes(&self) -> &[(u64, Vec<f64>)] {
+        &self.changes
+    }
+
+    /// A schedule from its changes, checked (weights, a first change at
+    /// step 0, steps increasing).
+    ///
+    /// # Errors
+    /// [`Error::InvalidArgument`] naming what is wrong.
+    pub(crate) fn from_changes(changes: Vec<(u64, Vec<f64>)>, n: usize) -> Result<Schedule> {
+        if changes.first().map(|c| c.0) != Some(0) {
+            return Err(Error::InvalidArgument(
+                "a weight schedule starts at step 0".into(),
+            ));
+        }
+        for w in changes.windows(2) {
+            if w[1].0 <= w[0].0 {
+                return Err(Error::InvalidArgument(format!(
+                    "a weight schedule's steps increase: {} after {}",
+                    w[1].0, w[0].0
+                )));
+            }
+        }
+        for (_, w) in &changes {
+            check_weights(w, n)?;
+        }
+        Ok(Schedule { changes })
+    }
+}
+
+/// A place in the global sequence: the next step, and the rows each source
+/// has given before it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Cursor {
+    /// The next global step.
+    pub step: u64,
+    /// Rows each source gave before `step` (over all its epochs).
+    pub counts: Vec<u64>,
+}
+
+/// What the draws need of a mixture: its sources' sizes and ends, the seed,
+/// the batch size and the draw unit.
+#[derive(Debug, Clone)]
+pub(crate) struct Draws {
+    pub(crate) rows: Vec<u64>,
+    pub(crate) ends: Vec<SourceEnd>,
+    pub(crate) seed: u64,
+    pub(crate) batch_size: u64,
+    pub(crate) unit: DrawUnit,
+}
+
+/// A uniform number in [0, 1) for draw `index` of `stream` under `seed`.
+fn unit_f64(seed: u64, stream: u64, index: u64) -> f64 {
+    let mut m = SplitMix64::new(seed ^ 0xA076_1D64_78BD_642F ^ stream.rotate_left(32));
+    let a = m.next_u64();
+    let mut r = SplitMix64::new(a ^ index.wrapping_mul(0x9E37_79B9_7F4A_7C15));
+    (r.next_u64() >> 11) as f64 / (1u64 << 53) as f64
+}
+
+impl Draws {
+    fn live(&self, s: usize, counts: &[u64]) -> bool {
+        self.ends[s] == SourceEnd::Cycle || counts[s] < self.rows[s]
+    }
+
+    /// A source by weight among the live ones, for the uniform `u`; None
+    /// when no live source has weight.
+    fn pick(&self, weights: &[f64], counts: &[u64], u: f64) -> Option<usize> {
+        let total: f64 = (0..weights.len())
+            .filter(|&s| self.live(s, counts))
+            .map(|s| weights[s])
+            .sum();
+        if total <= 0.0 {
+            return None;
+        }
+        let mut at = u * total;
+        let mut last = None;
+        for (s, &w) in weights.iter().enumerate() {
+            if w <= 0.0 || !self.live(s, counts) {
+                continue;
+            }
+            last = Some(s);
+            if at < w {
+                return Some(s);
+            }
+            at -= w;
+        }
+        last
+    }
+
+    /// The samples of step `cursor.step`, as (source, the source's row
+    /// count before it), and the cursor moved past it. Short when the
+    /// sources run out during the step; empty when they had already.
+    pub(crate) fn step(&self, schedule: &Schedule, cursor: &mut Cursor) -> Vec<(usize, u64)> {
+        let weights = schedule.at(cursor.step);
+        let mut out = Vec::with_capacity(self.batch_size as usize);
+        let mut batch_source = None;
+        for i in 0..self.batch_size {
+            let g = cursor.step * self.batch_size + i;
+            let s = match self.unit {
+                DrawUnit::Sample => self.pick(weights, &cursor.counts, unit_f64(self.seed, 0, g)),
+                DrawUnit::Batch => match batch_source {
+                    Some(s) if self.live(s, &cursor.counts) => Some(s),
+                    _ => {
+                        let u = if i == 0 {
+                            unit_f64(self.seed, 1, cursor.step)
+                        } else {
+                            unit_f64(self.seed, 2, g)
+                        };
+                        batch_source = self.pick(weights, &cursor.counts, u);
+                        batch_source
+                    }
+                },
+            };
+            let Some(s) = s else { break };
+            out.push((s, cursor.counts[s]));
+            cursor.counts[s] += 1;
+        }
+        cursor.step += 1;
+        out
+    }
+
+    /// Moves `cursor` to `step` (not before it), drawing the steps between.
+    pub(crate) fn advance_to(&self, schedule: &Schedule, cursor: &mut Cursor, step: u64) {
+        while cursor.step < step {
+            self.step(schedule, cursor);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn draws(unit: DrawUnit, ends: Vec<SourceEnd>, rows: Vec<u64>) -> Draws {
+        Draws {
+            rows,
+            ends,
+            seed: 7,
+            batch_size: 64,
+            unit,
+        }
+    }
+
+    #[test]
+    fn shares_follow_the_weights_and_the_schedule() {
+        let d = draws(
+            DrawUnit::Sample,
+            vec![SourceEnd::Cycle; 3],
+            vec![10, 20, 30],
+        );
+        let mut sched = Schedule::new(vec![1.0, 2.0, 1.0]);
+        sched.set(500, vec![0.0, 0.0, 1.0]);
+        let mut c = Cursor {
+            step: 0,
+            counts: vec![0; 3],
+        };
+        let mut n = [0u64; 3];
+        for _ in 0..500 {
+            for (s, _) in d.step(&sched, &mut c) {
+                n[s] += 1;
+            }
+        }
+        let total = 500.0 * 64.0;
+        for (s, want) in [(0, 0.25), (1, 0.5), (2, 0.25)] {
+            let got = n[s] as f64 / total;
+            assert!((got - want).abs() < 0.01, "source {s}: {got}");
+        }
+        let before = c.counts.clone();
+        d.step(&sched, &mut c);
+        assert_eq!(
+            c.counts[2],
+            before[2] + 64,
+            "from step 500 on, source 2 alone"
+        );
+    }
+
+    #[test]
+    fn exhausted_sources_drop_out_and_the_mixture_ends() {
+        for unit in [DrawUnit::Sample, DrawUnit::Batch] {
+            let d = draws(unit, vec![SourceEnd::Exhaust; 2], vec![100, 250]);
+            let sched = Schedule::new(vec![3.0, 1.0]);
+            let mut c = Cursor {
+                step: 0,
+                counts: vec![0; 2],
+            };
+            let mut seen = vec![Vec::new(); 2];
+            loop {
+                let s = d.step(&sched, &mut c);
+                if s.is_empty() {
+                    break;
+                }
+                for (src, k) in s {
+                    seen[src].push(k);
+                }
+            }
+            assert_eq!(seen[0], (0..100).collect::<Vec<_>>(), "{unit}");
+            assert_eq!(seen[1], (0..250).collect::<Vec<_>>(), "{unit}");
+        }
+    }
+
+    #[test]
+    fn batch_draws_give_homogeneous_batches() {
+        let d = draws(DrawUnit::Batch, vec![SourceEnd::Cycle; 2], vec![5, 5]);
+        let sched = Schedule::new(vec![1.0, 1.0]);
+        let mut c = Cursor {
+            step: 0,
+            counts: vec![0; 2],
+        };
+        let mut firsts = [0; 2];
+        for _ in 0..200 {
+            let s = d.step(&sched, &mut c);
+            assert!(s.iter().all(|(x, _)| *x == s[0].0));
+            firsts[s[0].0] += 1;
+        }
+        assert!(firsts[0] > 70 && firsts[1] > 70, "{firsts:?}");
+    }
+
+    #[test]
+    fn bad_weights_are_refused_by_name() {
+        assert!(check_weights(&[1.0], 2).is_err());
+        assert!(check_weights(&[1.0, f64::NAN], 2).is_err());
+        assert!(check_weights(&[1.0, -1.0], 2).is_err());
+        assert!(check_weights(&[0.0, 0.0], 2).is_err());
+        assert!(check_weights(&[0.0, 2.0], 2).is_ok());
+        assert!(Schedule::from_changes(vec![(1, vec![1.0])], 1).is_err());
+        assert!(Schedule::from_changes(vec![(0, vec![1.0]), (0, vec![1.0])], 1).is_err());
+    }
+}
