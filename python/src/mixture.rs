@@ -156,10 +156,7 @@ impl PyMixtureBatches {
         slf
     }
 
-    fn __next__<'py>(
-        &self,
-        py: Python<'py>,
-    ) -> PyRes<Option<NextBatch<'py>>> {
+    fn __next__<'py>(&self, py: Python<'py>) -> PyRes<Option<NextBatch<'py>>> {
         let next = py.detach(|| -> shardset::Result<_> {
             let mut it = self.it.lock().unwrap_or_else(|e| e.into_inner());
             match it.next() {
