@@ -53,7 +53,7 @@ pub(crate) fn server() -> &'static Server {
         let weed = weed();
         let base = std::env::temp_dir().join(format!("shardset-s3-test-{}", std::process::id()));
         let _ = std::fs::remove_dir_all(&base);
-        std::fs::create_dir_all(base.join("data")).unwrap();
+        std::fs::create_dir_all(&base).unwrap();
         let config = base.join("s3.json");
         std::fs::write(
             &config,
@@ -62,79 +62,103 @@ pub(crate) fn server() -> &'static Server {
             ),
         )
         .unwrap();
-        let ports: Vec<u16> = (0..10).map(|_| free_port()).collect();
-        let s3_port = ports[3];
-        let args: Vec<String> = vec![
-            "mini".into(),
-            format!("-dir={}", base.join("data").display()),
-            "-ip=127.0.0.1".into(),
-            "-ip.bind=127.0.0.1".into(),
-            format!("-master.port={}", ports[0]),
-            format!("-master.port.grpc={}", ports[5]),
-            format!("-volume.port={}", ports[1]),
-            format!("-volume.port.grpc={}", ports[6]),
-            format!("-filer.port={}", ports[2]),
-            format!("-filer.port.grpc={}", ports[7]),
-            format!("-s3.port={s3_port}"),
-            format!("-s3.port.grpc={}", ports[8]),
-            format!("-admin.port={}", ports[4]),
-            format!("-admin.port.grpc={}", ports[9]),
-            "-admin.ui=false".into(),
-            "-webdav=false".into(),
-            "-s3.port.iceberg=0".into(),
-            "-s3.port.lance=0".into(),
-            format!("-s3.config={}", config.display()),
-            format!("-bucket={BUCKET}"),
-        ];
-        let log = std::fs::File::create(base.join("weed.log")).unwrap();
-        // Spawned from a thread that lives as long as the process, with
-        // PR_SET_PDEATHSIG: the server dies with this test binary.
-        let (tx, rx) = std::sync::mpsc::channel();
-        std::thread::spawn(move || {
-            use std::os::unix::process::CommandExt;
-            let mut cmd = Command::new(&weed);
-            cmd.args(&args)
-                .stdin(Stdio::null())
-                .stdout(log.try_clone().unwrap())
-                .stderr(log);
-            unsafe {
-                cmd.pre_exec(|| {
-                    libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL);
-                    Ok(())
-                });
+        std::env::set_var("AWS_ACCESS_KEY_ID", ACCESS_KEY);
+        std::env::set_var("AWS_SECRET_ACCESS_KEY", SECRET_KEY);
+        std::env::set_var("AWS_REGION", "us-east-1");
+        std::env::set_var("SHARDSET_OBJECT_CACHE", base.join("disk-cache"));
+        // The ports are free when chosen, but another test of this binary
+        // may bind one before the server does: then it is started again on
+        // other ports.
+        for attempt in 1..=4 {
+            let ports: Vec<u16> = (0..10).map(|_| free_port()).collect();
+            let log_path = base.join(format!("weed-{attempt}.log"));
+            let data = base.join(format!("data-{attempt}"));
+            std::fs::create_dir_all(&data).unwrap();
+            let pid = start_weed(&weed, &data, &config, &ports, &log_path);
+            let endpoint = format!("http://127.0.0.1:{}", ports[3]);
+            std::env::set_var("AWS_ENDPOINT_URL", &endpoint);
+            // Ready when the bucket lists.
+            let t = Instant::now();
+            let probe = PathBuf::from(format!("s3://{BUCKET}/"));
+            loop {
+                let log = std::fs::read_to_string(&log_path).unwrap_or_default();
+                if log.contains("address already in use") && attempt < 4 {
+                    unsafe {
+                        libc::kill(pid as i32, libc::SIGKILL);
+                    }
+                    break;
+                }
+                match object_storage(&probe).list_recursive(&probe) {
+                    Ok(_) => return Server { endpoint },
+                    Err(e) if t.elapsed() > Duration::from_secs(90) => panic!(
+                        "SeaweedFS (pid {pid}) did not serve {BUCKET} within 90 s: {e}\n{log}"
+                    ),
+                    Err(_) => std::thread::sleep(Duration::from_millis(250)),
+                }
             }
-            let child = cmd.spawn();
-            let ok = child.is_ok();
-            tx.send(child.map(|c| c.id()).map_err(|e| e.to_string()))
-                .unwrap();
-            if ok {
+        }
+        unreachable!("the last attempt returns or panics")
+    })
+}
+
+/// Starts `weed mini` on `ports` (S3 on `ports[3]`) with its files in
+/// `data` and its output in `log`,
+/// from a thread that lives as long as the process, with PR_SET_PDEATHSIG:
+/// the server dies with this test binary. Returns its pid.
+fn start_weed(weed: &Path, data: &Path, config: &Path, ports: &[u16], log: &Path) -> u32 {
+    let args: Vec<String> = vec![
+        "mini".into(),
+        format!("-dir={}", data.display()),
+        "-ip=127.0.0.1".into(),
+        "-ip.bind=127.0.0.1".into(),
+        format!("-master.port={}", ports[0]),
+        format!("-master.port.grpc={}", ports[5]),
+        format!("-volume.port={}", ports[1]),
+        format!("-volume.port.grpc={}", ports[6]),
+        format!("-filer.port={}", ports[2]),
+        format!("-filer.port.grpc={}", ports[7]),
+        format!("-s3.port={}", ports[3]),
+        format!("-s3.port.grpc={}", ports[8]),
+        format!("-admin.port={}", ports[4]),
+        format!("-admin.port.grpc={}", ports[9]),
+        "-admin.ui=false".into(),
+        "-webdav=false".into(),
+        "-s3.port.iceberg=0".into(),
+        "-s3.port.lance=0".into(),
+        format!("-s3.config={}", config.display()),
+        format!("-bucket={BUCKET}"),
+    ];
+    let log = std::fs::File::create(log).unwrap();
+    let weed = weed.to_path_buf();
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        use std::os::unix::process::CommandExt;
+        let mut cmd = Command::new(&weed);
+        cmd.args(&args)
+            .stdin(Stdio::null())
+            .stdout(log.try_clone().unwrap())
+            .stderr(log);
+        unsafe {
+            cmd.pre_exec(|| {
+                libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL);
+                Ok(())
+            });
+        }
+        match cmd.spawn() {
+            Ok(mut child) => {
+                tx.send(Ok(child.id())).unwrap();
+                // Reaped when it exits (a server killed for a taken port).
+                let _ = child.wait();
                 loop {
                     std::thread::park();
                 }
             }
-        });
-        let pid = rx.recv().unwrap().unwrap_or_else(|e| panic!("cannot start weed: {e}"));
-        let endpoint = format!("http://127.0.0.1:{s3_port}");
-        std::env::set_var("AWS_ACCESS_KEY_ID", ACCESS_KEY);
-        std::env::set_var("AWS_SECRET_ACCESS_KEY", SECRET_KEY);
-        std::env::set_var("AWS_REGION", "us-east-1");
-        std::env::set_var("AWS_ENDPOINT_URL", &endpoint);
-        std::env::set_var("SHARDSET_OBJECT_CACHE", base.join("disk-cache"));
-        // Ready when the bucket lists.
-        let t = Instant::now();
-        let probe = PathBuf::from(format!("s3://{BUCKET}/"));
-        loop {
-            match object_storage(&probe).list_recursive(&probe) {
-                Ok(_) => break,
-                Err(e) if t.elapsed() > Duration::from_secs(90) => panic!(
-                    "SeaweedFS (pid {pid}) did not serve {BUCKET} within 90 s: {e}\n{}",
-                    std::fs::read_to_string(base.join("weed.log")).unwrap_or_default()
-                ),
-                Err(_) => std::thread::sleep(Duration::from_millis(250)),
-            }
+            Err(e) => tx.send(Err(e.to_string())).unwrap(),
         }
-        Server { endpoint }
-    })
+    });
+    rx.recv()
+        .unwrap()
+        .unwrap_or_else(|e| panic!("cannot start weed: {e}"))
 }
 
 pub(crate) fn uri(name: &str) -> PathBuf {
