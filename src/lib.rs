@@ -75,6 +75,8 @@ pub use layouts::video_frames::write::{
     try_write_video_frames_cache, write_video_frames_cache, ResizeMode, VideoFramesOptions,
     WrittenVideoFrames,
 };
+#[cfg(feature = "parquet")]
+pub use layouts::{open::open_parquet_with, parquet::ParquetRows};
 pub use layouts::{ArrowShards, Backend, IterOptions};
 #[cfg(feature = "lance")]
 pub use layouts::{LanceReadOptions, LanceRows};

@@ -56,7 +56,7 @@ def _pa() -> Any:
     return pyarrow
 
 
-__all__ = ["open_cache", "write_cache", "edit", "Dataset", "Mixture", "Features", "Value", "ClassLabel",
+__all__ = ["open_cache", "open_parquet", "write_cache", "edit", "Dataset", "Mixture", "Features", "Value", "ClassLabel",
            "Sequence", "Image", "Array3D", "Array4D", "Video", "ShardsetError",
            "CacheNotFoundError", "CorruptCacheError", "SchemaMismatchError", "BadInputError"]
 
@@ -234,6 +234,28 @@ def open_cache(path: str | os.PathLike[str], columns: Iterable[str] | None = Non
         version=version, trusted_roots=[str(r) for r in trusted_roots],
         max_image_pixels=max_image_pixels, max_frame_pixels=max_frame_pixels,
         max_window_frames=max_window_frames))
+    return ds if filter is None else ds.filter(filter)
+
+
+def open_parquet(path: str | os.PathLike[str], columns: Iterable[str] | None = None,
+                 features: FeaturesLike | None = None, decode_images: bool = True,
+                 filter: str | None = None) -> Dataset:
+    """Opens Parquet data read-only as a dataset, without converting it: a
+    `.parquet` file, or a directory of them (read in name order as one
+    dataset; every file has the same columns). Random access reads only the
+    pages holding the rows asked for (the files' page index), iteration
+    whole row groups; views, filters, samplers and `shardset.torch` work as
+    on a cache.
+
+    features: the features to read the columns as; by default those that
+    Hugging Face `datasets` stores in the files' metadata (class names,
+    images), else inferred from the Arrow types (a column of a type no
+    feature holds is a BadInputError naming it: give `features` for the
+    columns to read). A file that is not Parquet is a CorruptCacheError
+    naming it. filter: as `open_cache`'s."""
+    fjson = None if features is None else Features.coerce(features).to_json()
+    ds = Dataset(_shardset.open_parquet(str(path), None if columns is None else list(columns),
+                                        features=fjson, decode_images=decode_images))
     return ds if filter is None else ds.filter(filter)
 
 

@@ -33,6 +33,7 @@ __all__ = [
     "_check_write_options",
     "edit",
     "open_cache",
+    "open_parquet",
     "_reopen",
     "write_cache",
     "features_fingerprint",
@@ -85,7 +86,7 @@ _Indices: TypeAlias = Sequence[int] | _ToList
 # in_memory_fallback, version, trusted_roots).
 # `open_cache`'s arguments, as a pickled dataset carries them: (path,
 # columns, the library's OpenOptions as JSON).
-_OpenArgs: TypeAlias = tuple[_Path, Sequence[str] | None, str]
+_OpenArgs: TypeAlias = tuple[_Path, Sequence[str] | None, str, bool]
 
 @type_check_only
 class _ArrayInterface(TypedDict):
@@ -322,6 +323,12 @@ def open_cache(
     max_image_pixels: int | None = None,
     max_frame_pixels: int | None = None,
     max_window_frames: int | None = None,
+) -> Dataset: ...
+def open_parquet(
+    path: _Path,
+    columns: Sequence[str] | None = None,
+    features: str | None = None,
+    decode_images: bool = True,
 ) -> Dataset: ...
 def _reopen(args: _OpenArgs, positions: bytes | None) -> Dataset: ...
 def edit(path: _Path) -> Staging: ...

@@ -54,36 +54,46 @@ if TYPE_CHECKING:
 
 
 class _Lazy:
-    """A cache opened once per process, on first use."""
+    """A cache opened once per process, on first use; or a dataset given
+    opened (any view, Parquet too), which pickles as its path, options and
+    rows and opens again in a worker process."""
 
-    def __init__(self, path: str | os.PathLike[str], open_kwargs: Mapping[str, Any]) -> None:
-        self.path = str(path)
+    def __init__(self, path: str | os.PathLike[str] | shardset.Dataset,
+                 open_kwargs: Mapping[str, Any]) -> None:
+        self._given = path if isinstance(path, shardset.Dataset) else None
+        self.path = str(path.path) if isinstance(path, shardset.Dataset) else str(path)
         self.open_kwargs = dict(open_kwargs)
         self._ds: shardset.Dataset | None = None
         self._pid: int | None = None
 
     def get(self) -> shardset.Dataset:
+        if self._given is not None:
+            return self._given
         if self._ds is None or self._pid != os.getpid():
             self._ds = shardset.open_cache(self.path, **self.open_kwargs)
             self._pid = os.getpid()
         return self._ds
 
     def __getstate__(self) -> dict[str, Any]:
-        return {"path": self.path, "open_kwargs": self.open_kwargs}
+        return {"path": self.path, "open_kwargs": self.open_kwargs, "given": self._given}
 
     def __setstate__(self, state: Mapping[str, Any]) -> None:
         self.path = state["path"]
         self.open_kwargs = state["open_kwargs"]
+        self._given = state.get("given")
         self._ds = None
         self._pid = None
 
 
 class MapDataset(_TorchDataset[dict[str, Any]]):
-    """`len(ds)`, `ds[i]` and `ds.__getitems__(indices)` over a cache: rows
+    """`len(ds)`, `ds[i]` and `ds.__getitems__(indices)` over a cache (a
+    path and `open_cache`'s keywords) or an opened dataset (any view;
+    `open_parquet`'s too): rows
     as the reference returns them (dicts of Python scalars and numpy arrays;
     the DataLoader's collate stacks them into tensors)."""
 
-    def __init__(self, path: str | os.PathLike[str], **open_kwargs: Any) -> None:
+    def __init__(self, path: str | os.PathLike[str] | shardset.Dataset,
+                 **open_kwargs: Any) -> None:
         self._lazy = _Lazy(path, open_kwargs)
         self._len = len(self._lazy.get())
 
@@ -166,7 +176,7 @@ class IterableDataset(_TorchIterable[Any]):
     the start of its iteration (`StatefulDataLoader`), or through
     `shardset.torch.epoch_sync`."""
 
-    def __init__(self, path: str | os.PathLike[str], batch_size: int = 256,
+    def __init__(self, path: str | os.PathLike[str] | shardset.Dataset, batch_size: int = 256,
                  order: _Order = "shard-shuffle", seed: int = 0,
                  remainder: _Remainder = "drop_last", rank: int | None = None,
                  world_size: int | None = None, collate: bool = True,

@@ -458,7 +458,12 @@ impl PyDataset {
         };
         let options = serde_json::to_string(&self.spec.options)
             .map_err(|e| BadInputError::new_err(format!("open options: {e}")))?;
-        let open = (self.spec.path.clone(), self.spec.columns.clone(), options);
+        let open = (
+            self.spec.path.clone(),
+            self.spec.columns.clone(),
+            options,
+            self.spec.parquet,
+        );
         let args = (open, positions.map(|p| PyBytes::new(py, &p)));
         PyTuple::new(py, [f.into_any(), args.into_pyobject(py)?.into_any()])
     }
@@ -519,6 +524,46 @@ pub(crate) fn open_cache(
             path,
             columns,
             options,
+            parquet: false,
+        },
+    )
+}
+
+/// Opens Parquet files (a file or a directory of them) read-only; see
+/// `shardset.open_parquet`.
+#[pyfunction]
+#[pyo3(signature = (path, columns=None, features=None, decode_images=true))]
+pub(crate) fn open_parquet(
+    py: Python<'_>,
+    path: PathBuf,
+    columns: Option<Vec<String>>,
+    features: Option<String>,
+    decode_images: bool,
+) -> PyRes<PyDataset> {
+    let options = OpenKeywords {
+        decode_images,
+        window: None,
+        lance_chunk_rows: None,
+        features,
+        verify_on_read: false,
+        in_memory: false,
+        memory_fraction: None,
+        in_memory_fallback: false,
+        version: None,
+        trusted_roots: Vec::new(),
+        max_image_pixels: None,
+        max_frame_pixels: None,
+        max_window_frames: None,
+    }
+    .options()
+    .py()?;
+    open_spec(
+        py,
+        OpenSpec {
+            path,
+            columns,
+            options,
+            parquet: true,
         },
     )
 }
@@ -538,10 +583,10 @@ fn open_spec(py: Python<'_>, spec: OpenSpec) -> PyRes<PyDataset> {
 #[pyfunction]
 pub(crate) fn _reopen(
     py: Python<'_>,
-    args: (PathBuf, Option<Vec<String>>, String),
+    args: (PathBuf, Option<Vec<String>>, String, bool),
     positions: Option<Vec<u8>>,
 ) -> PyRes<PyDataset> {
-    let (path, columns, options) = args;
+    let (path, columns, options, parquet) = args;
     let options: shardset::OpenOptions = serde_json::from_str(&options)
         .map_err(|e| BadInputError::new_err(format!("open options: {e}")))?;
     let d = open_spec(
@@ -550,6 +595,7 @@ pub(crate) fn _reopen(
             path,
             columns,
             options,
+            parquet,
         },
     )?;
     match positions {

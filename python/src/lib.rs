@@ -51,6 +51,7 @@ fn _shardset(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(write::_check_write_options, m)?)?;
     m.add_function(wrap_pyfunction!(edit::edit, m)?)?;
     m.add_function(wrap_pyfunction!(dataset::open_cache, m)?)?;
+    m.add_function(wrap_pyfunction!(dataset::open_parquet, m)?)?;
     m.add_function(wrap_pyfunction!(dataset::_reopen, m)?)?;
     m.add_function(wrap_pyfunction!(write::write_cache, m)?)?;
     m.add_function(wrap_pyfunction!(write::features_fingerprint, m)?)?;

@@ -15,12 +15,20 @@ pub(crate) struct OpenSpec {
     pub(crate) path: PathBuf,
     pub(crate) columns: Option<Vec<String>>,
     pub(crate) options: OpenOptions,
+    /// Parquet files (`open_parquet`), not a cache.
+    pub(crate) parquet: bool,
 }
 
 impl OpenSpec {
     pub(crate) fn open(&self) -> shardset::Result<Dataset> {
-        let cache = shardset::open_cache_with(&self.path, &self.options)?;
-        let ds = Dataset::new(cache);
+        let ds = if self.parquet {
+            Dataset::from_backend(std::sync::Arc::new(shardset::open_parquet_with(
+                &self.path,
+                &self.options,
+            )?))
+        } else {
+            Dataset::new(shardset::open_cache_with(&self.path, &self.options)?)
+        };
         match &self.columns {
             Some(cols) => {
                 let cols: Vec<&str> = cols.iter().map(String::as_str).collect();

@@ -10,6 +10,7 @@
 pub mod decode;
 pub mod describe;
 pub mod encode;
+pub mod foreign;
 pub mod image;
 pub mod limits;
 pub mod repr;

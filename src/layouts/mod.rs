@@ -14,6 +14,8 @@ pub mod inspect;
 #[cfg(feature = "lance")]
 pub mod lance_rows;
 pub mod open;
+#[cfg(feature = "parquet")]
+pub mod parquet;
 pub mod spec;
 pub mod stats;
 pub mod verify;

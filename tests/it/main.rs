@@ -30,6 +30,8 @@ mod memory;
 mod mixture;
 #[cfg(feature = "s3")]
 mod object_storage;
+#[cfg(feature = "parquet")]
+mod parquet;
 mod pipeline;
 #[cfg(feature = "video")]
 mod pipeline_video;

@@ -191,18 +191,45 @@ type Opened = (Arc<dyn Backend>, FeaturesSource);
 /// # Errors
 /// [`Error::InvalidArgument`] for a bad `SHARDSET_TRUSTED_ROOTS`.
 fn decoder(dir: &Path, features: &Arc<Features>, opts: &OpenOptions) -> Result<RowDecoder> {
+    Ok(RowDecoder::new(
+        features.clone(),
+        decode_options(dir, opts)?,
+    ))
+}
+
+/// How the cells of data at `dir` decode under the caller's options.
+///
+/// # Errors
+/// [`Error::InvalidArgument`] for a bad `SHARDSET_TRUSTED_ROOTS`.
+fn decode_options(dir: &Path, opts: &OpenOptions) -> Result<DecodeOptions> {
     let trusted = crate::features::trust::TrustedRoots::from_env()?.merged(&opts.trusted_roots);
     // Canonical once here, so video path cells are checked against it
     // without a lookup per cell (an object-store location stays as it is).
     let dir = std::fs::canonicalize(dir).unwrap_or_else(|_| dir.to_path_buf());
-    Ok(RowDecoder::new(
-        features.clone(),
-        DecodeOptions::default()
-            .with_decode_images(opts.decode_images)
-            .with_cache_dir(dir)
-            .with_trusted_roots(trusted)
-            .with_limits(opts.decode_limits),
-    ))
+    Ok(DecodeOptions::default()
+        .with_decode_images(opts.decode_images)
+        .with_cache_dir(dir)
+        .with_trusted_roots(trusted)
+        .with_limits(opts.decode_limits))
+}
+
+/// A Parquet file, or a directory of them, opened read-only as a dataset
+/// backend ([`crate::layouts::parquet`]): the features from `opts`
+/// ([`OpenOptions::with_features`]), else those the files give; images
+/// decoded and limited as `opts` says.
+///
+/// # Errors
+/// As [`crate::layouts::parquet::ParquetRows::open`].
+#[cfg(feature = "parquet")]
+pub fn open_parquet_with(
+    path: &Path,
+    opts: &OpenOptions,
+) -> Result<crate::layouts::parquet::ParquetRows> {
+    crate::layouts::parquet::ParquetRows::open(
+        path,
+        opts.features.clone(),
+        decode_options(path, opts)?,
+    )
 }
 
 fn open_arrow_shards(

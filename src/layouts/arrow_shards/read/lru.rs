@@ -8,15 +8,15 @@ use arrow_array::RecordBatch;
 /// Decompressed record batches by (shard, batch), least recently used
 /// evicted first, their Arrow memory sizes summing to at most `budget`.
 #[derive(Debug)]
-pub(super) struct BatchLru {
-    pub(super) budget: usize,
-    pub(super) used: usize,
+pub(crate) struct BatchLru {
+    pub(crate) budget: usize,
+    pub(crate) used: usize,
     tick: u64,
     map: HashMap<(usize, usize), (RecordBatch, usize, u64)>,
 }
 
 impl BatchLru {
-    pub(super) fn new(budget: usize) -> Self {
+    pub(crate) fn new(budget: usize) -> Self {
         BatchLru {
             budget,
             used: 0,
@@ -25,7 +25,7 @@ impl BatchLru {
         }
     }
 
-    pub(super) fn get(&mut self, key: (usize, usize)) -> Option<RecordBatch> {
+    pub(crate) fn get(&mut self, key: (usize, usize)) -> Option<RecordBatch> {
         self.tick += 1;
         let tick = self.tick;
         self.map.get_mut(&key).map(|(b, _, t)| {
@@ -35,7 +35,7 @@ impl BatchLru {
     }
 
     /// A new budget; batches are evicted until what is kept fits it.
-    pub(super) fn set_budget(&mut self, budget: usize) {
+    pub(crate) fn set_budget(&mut self, budget: usize) {
         self.budget = budget;
         self.evict_to(budget);
     }
@@ -56,7 +56,7 @@ impl BatchLru {
 
     /// Keeps `batch` unless it alone exceeds the budget, evicting the least
     /// recently used batches to make room.
-    pub(super) fn insert(&mut self, key: (usize, usize), batch: &RecordBatch) {
+    pub(crate) fn insert(&mut self, key: (usize, usize), batch: &RecordBatch) {
         let size = batch_bytes(batch);
         if size > self.budget || self.map.contains_key(&key) {
             return;

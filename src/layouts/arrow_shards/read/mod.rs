@@ -12,7 +12,7 @@
 //! panic.
 
 mod backend;
-mod lru;
+pub(crate) mod lru;
 mod restore;
 mod shard;
 
