@@ -28,6 +28,7 @@ __all__ = [
     "Pipeline",
     "Mixture",
     "MixtureBatches",
+    "MixturePipeline",
     "_check_order",
     "write_options",
     "_check_write_options",
@@ -304,6 +305,35 @@ class MixtureBatches:
 
     def __iter__(self) -> Self: ...
     def __next__(self) -> tuple[int, int, _Columns, list[int]]: ...
+
+@final
+class MixturePipeline:
+    """Batches of finished tensors from a mixture, made on the library's threads."""
+
+    def __new__(
+        cls,
+        mixture: Mixture,
+        batch_size: int,
+        ops: Sequence[tuple[str, str]],
+        columns: Sequence[str] | None,
+        rank: int,
+        world_size: int,
+        worker: int,
+        num_workers: int,
+        threads: int,
+        prefetch: int,
+        layout: str,
+    ) -> Self: ...
+    def __iter__(self) -> Self: ...
+    def __next__(self) -> dict[str, NDArray[Any]]: ...
+    @property
+    def columns(self) -> list[str]: ...
+    def state(self) -> str: ...
+    def load_state(self, state: str) -> None: ...
+    def set_weights(self, step: int, weights: Sequence[float]) -> None: ...
+    def step(self) -> int: ...
+    def max_bytes_in_flight(self) -> int: ...
+    def elements(self) -> list[tuple[str, str]]: ...
 
 # ------------------------------------------------------------- functions ---
 

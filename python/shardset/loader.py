@@ -60,21 +60,26 @@ def _dist() -> tuple[int, int]:
 class Loader(_TorchIterable[Batch]):
     """Batches of finished tensors from a cache (see the module's docstring).
 
-    source: a path (opened with `open_kwargs`) or a `shardset.Dataset`.
+    source: a path (opened with `open_kwargs`), a `shardset.Dataset`, or a
+    `shardset.Mixture` (read from where it stands, with its seed and batch
+    size; iteration ends only when every source has dropped out, so a
+    training loop counts its steps; `state_dict` is the mixture's state,
+    its weight schedule included, and `set_weights` changes it on the way).
     ops: `{column: [op, ...]}` from `shardset.ops`; an image column needs
     ops that fix its size. columns: the output columns (default: numbers,
     class ids, fixed-shape arrays and images given ops). layout: "CHW"
     (default) or "HWC". map_batch: a function applied to each whole batch
     (the user's own Python step), in the consuming process."""
 
-    def __init__(self, source: str | os.PathLike[str] | shardset.Dataset, batch_size: int = 256,
+    def __init__(self, source: str | os.PathLike[str] | shardset.Dataset | shardset.Mixture,
+                 batch_size: int | None = None,
                  ops: Mapping[str, Sequence[Mapping[str, Any]]] | None = None,
                  columns: Sequence[str] | None = None, order: _Order = "shard-shuffle",
                  seed: int = 0, threads: int | None = None, prefetch: int = 2,
                  remainder: _Remainder = "drop_last", rank: int | None = None,
                  world_size: int | None = None, layout: str = "CHW",
                  map_batch: Callable[[Batch], Any] | None = None, **open_kwargs: Any) -> None:
-        if isinstance(source, shardset.Dataset):
+        if isinstance(source, (shardset.Dataset, shardset.Mixture)):
             if open_kwargs:
                 raise shardset.BadInputError(
                     "open options go with a path; this dataset is open already")
@@ -82,7 +87,8 @@ class Loader(_TorchIterable[Batch]):
         else:
             self._source = os.fspath(source)
         self._open_kwargs = dict(open_kwargs)
-        self.batch_size = int(batch_size)
+        mixture_batch = source.batch_size if isinstance(source, shardset.Mixture) else 256
+        self.batch_size = mixture_batch if batch_size is None else int(batch_size)
         self.ops = {str(k): [dict(o) for o in v] for k, v in (ops or {}).items()}
         self.columns = None if columns is None else [str(c) for c in columns]
         self.order, self.seed, self.remainder = order, int(seed), remainder
@@ -91,7 +97,7 @@ class Loader(_TorchIterable[Batch]):
         self.layout = layout
         self.map_batch = map_batch
         self._rank, self._world = rank, world_size
-        self._pipe: _shardset.Pipeline | None = None
+        self._pipe: _shardset.Pipeline | _shardset.MixturePipeline | None = None
         self._key: tuple[Any, ...] | None = None
         self._pending: dict[str, Any] | None = None
         # Checks every option and op now, before the first batch.
@@ -116,7 +122,10 @@ class Loader(_TorchIterable[Batch]):
             threads = 1 if info is not None else (os.cpu_count() or 1)
         return rank, world, wid, nw, threads
 
-    def _pipeline(self) -> _shardset.Pipeline:
+    def _is_mixture(self) -> bool:
+        return isinstance(self._source, shardset.Mixture)
+
+    def _pipeline(self) -> _shardset.Pipeline | _shardset.MixturePipeline:
         key = (os.getpid(), *self._place())
         if self._pipe is None or self._key != key:
             if self._pipe is not None and self._pending is None:
@@ -125,9 +134,15 @@ class Loader(_TorchIterable[Batch]):
                 self._pending = json.loads(self._pipe.state())
             rank, world, wid, nw, threads = key[1:]
             ops = [(c, json.dumps(o)) for c, o in self.ops.items()]
-            self._pipe = _shardset.Pipeline(
-                self._dataset()._ds, self.batch_size, ops, self.columns, self.order, self.seed,
-                self.remainder, rank, world, wid, nw, threads, self.prefetch, self.layout)
+            if self._is_mixture():
+                self._pipe = _shardset.MixturePipeline(
+                    self._source._m, self.batch_size, ops, self.columns, rank, world, wid, nw,
+                    threads, self.prefetch, self.layout)
+            else:
+                self._pipe = _shardset.Pipeline(
+                    self._dataset()._ds, self.batch_size, ops, self.columns, self.order,
+                    self.seed, self.remainder, rank, world, wid, nw, threads, self.prefetch,
+                    self.layout)
             self._key = key
             self._bf16 = {n for n, e in self._pipe.elements() if e == "bfloat16"}
             if self._pending is not None:
@@ -158,7 +173,11 @@ class Loader(_TorchIterable[Batch]):
             yield self.map_batch(batch) if self.map_batch is not None else batch
 
     def __len__(self) -> int:
-        return self._pipeline().epoch_batches()
+        pipe = self._pipeline()
+        if isinstance(pipe, _shardset.MixturePipeline):
+            raise TypeError("a mixture's batches go on until its sources run out: it has no "
+                            "length; count the steps of the training loop")
+        return pipe.epoch_batches()
 
     @property
     def columns_out(self) -> list[str]:
@@ -171,8 +190,19 @@ class Loader(_TorchIterable[Batch]):
         return self._pipeline().max_bytes_in_flight()
 
     def set_epoch(self, epoch: int) -> None:
-        """Starts epoch `epoch` from its beginning."""
-        self._pipeline().set_epoch(int(epoch))
+        """Starts epoch `epoch` from its beginning (a mixture has no
+        epochs: its sources have their own, and this does nothing)."""
+        pipe = self._pipeline()
+        if isinstance(pipe, _shardset.Pipeline):
+            pipe.set_epoch(int(epoch))
+
+    def set_weights(self, step: int, weights: Sequence[float]) -> None:
+        """A mixture's weights from global step `step` on (see
+        `shardset.Mixture.set_weights`); batches made ahead are made again."""
+        pipe = self._pipeline()
+        if not isinstance(pipe, _shardset.MixturePipeline):
+            raise shardset.BadInputError("set_weights is for a loader over a shardset.Mixture")
+        pipe.set_weights(int(step), [float(w) for w in weights])
 
     # ------------------------------------------------------ checkpointing ---
     def state_dict(self) -> dict[str, Any]:
@@ -180,7 +210,11 @@ class Loader(_TorchIterable[Batch]):
         state: dict[str, Any] = json.loads(self._pipeline().state())
         return state
 
-    def _resume(self, pipe: _shardset.Pipeline, state: Mapping[str, Any]) -> None:
+    def _resume(self, pipe: _shardset.Pipeline | _shardset.MixturePipeline,
+                state: Mapping[str, Any]) -> None:
+        if isinstance(pipe, _shardset.MixturePipeline):
+            pipe.load_state(json.dumps(state))
+            return
         rank, world, wid, nw, _ = self._place()
         p = state["partition"]
         if (p["rank"], p["world_size"], p["worker"], p["num_workers"]) == (rank, world, wid, nw):

@@ -3,7 +3,6 @@
 //! batches of columns, windows of a frames cache, and pickling (the open
 //! options and the view's rows, never the open maps).
 
-use std::path::PathBuf;
 use std::sync::Arc;
 
 use pyo3::exceptions::{PyIndexError, PyTypeError};
@@ -17,7 +16,7 @@ use shardset::{Dataset, FilterSource, TestSize};
 use crate::arrow::{BatchIter, OwnedBatches};
 use crate::convert::{columns_to_py, row_to_py, tensor_to_py, window_to_py};
 use crate::error::{BadInputError, OrPy, PyRes};
-use crate::open::{OpenKeywords, OpenSpec};
+use crate::open::OpenSpec;
 
 /// Batches of an epoch looked ahead for prefetching, on object storage.
 const PREFETCH_BATCHES: u64 = 8;
@@ -46,7 +45,17 @@ impl PyDataset {
         &self.ds
     }
 
-    fn view(&self, ds: Dataset) -> PyDataset {
+    /// A dataset opened by `spec`.
+    pub(crate) fn opened(ds: Dataset, spec: OpenSpec) -> PyDataset {
+        PyDataset {
+            ds,
+            spec,
+            orders: Default::default(),
+        }
+    }
+
+    /// Another view of the same opened cache.
+    pub(crate) fn view(&self, ds: Dataset) -> PyDataset {
         PyDataset {
             ds,
             spec: self.spec.clone(),
@@ -476,136 +485,5 @@ impl PyDataset {
             self.ds.len(),
             self.ds.column_names()
         )
-    }
-}
-
-/// Opens a cache (any layout); see `shardset.open_cache`.
-#[pyfunction]
-#[pyo3(signature = (path, columns=None, decode_images=true, window=None, lance_chunk_rows=None, features=None, verify_on_read=false, in_memory=false, memory_fraction=None, in_memory_fallback=false, version=None, trusted_roots=Vec::new(), max_image_pixels=None, max_frame_pixels=None, max_window_frames=None))]
-#[allow(clippy::too_many_arguments)]
-pub(crate) fn open_cache(
-    py: Python<'_>,
-    path: PathBuf,
-    columns: Option<Vec<String>>,
-    decode_images: bool,
-    window: Option<(u32, u32, u32)>,
-    lance_chunk_rows: Option<u64>,
-    features: Option<String>,
-    verify_on_read: bool,
-    in_memory: bool,
-    memory_fraction: Option<f64>,
-    in_memory_fallback: bool,
-    version: Option<u64>,
-    trusted_roots: Vec<PathBuf>,
-    max_image_pixels: Option<u64>,
-    max_frame_pixels: Option<u64>,
-    max_window_frames: Option<u64>,
-) -> PyRes<PyDataset> {
-    let options = OpenKeywords {
-        decode_images,
-        window,
-        lance_chunk_rows,
-        features,
-        verify_on_read,
-        in_memory,
-        memory_fraction,
-        in_memory_fallback,
-        version,
-        trusted_roots,
-        max_image_pixels,
-        max_frame_pixels,
-        max_window_frames,
-    }
-    .options()
-    .py()?;
-    open_spec(
-        py,
-        OpenSpec {
-            path,
-            columns,
-            options,
-            parquet: false,
-        },
-    )
-}
-
-/// Opens Parquet files (a file or a directory of them) read-only; see
-/// `shardset.open_parquet`.
-#[pyfunction]
-#[pyo3(signature = (path, columns=None, features=None, decode_images=true))]
-pub(crate) fn open_parquet(
-    py: Python<'_>,
-    path: PathBuf,
-    columns: Option<Vec<String>>,
-    features: Option<String>,
-    decode_images: bool,
-) -> PyRes<PyDataset> {
-    let options = OpenKeywords {
-        decode_images,
-        window: None,
-        lance_chunk_rows: None,
-        features,
-        verify_on_read: false,
-        in_memory: false,
-        memory_fraction: None,
-        in_memory_fallback: false,
-        version: None,
-        trusted_roots: Vec::new(),
-        max_image_pixels: None,
-        max_frame_pixels: None,
-        max_window_frames: None,
-    }
-    .options()
-    .py()?;
-    open_spec(
-        py,
-        OpenSpec {
-            path,
-            columns,
-            options,
-            parquet: true,
-        },
-    )
-}
-
-fn open_spec(py: Python<'_>, spec: OpenSpec) -> PyRes<PyDataset> {
-    let s = spec.clone();
-    let ds = py.detach(move || s.open()).py()?;
-    Ok(PyDataset {
-        ds,
-        spec,
-        orders: Default::default(),
-    })
-}
-
-/// Unpickles a dataset: opens the cache again with the options it was
-/// opened with (the library's serialised `OpenOptions`), then the view's rows.
-#[pyfunction]
-pub(crate) fn _reopen(
-    py: Python<'_>,
-    args: (PathBuf, Option<Vec<String>>, String, bool),
-    positions: Option<Vec<u8>>,
-) -> PyRes<PyDataset> {
-    let (path, columns, options, parquet) = args;
-    let options: shardset::OpenOptions = serde_json::from_str(&options)
-        .map_err(|e| BadInputError::new_err(format!("open options: {e}")))?;
-    let d = open_spec(
-        py,
-        OpenSpec {
-            path,
-            columns,
-            options,
-            parquet,
-        },
-    )?;
-    match positions {
-        None => Ok(d),
-        Some(p) => {
-            let idx: Vec<i64> = p
-                .chunks_exact(8)
-                .map(|c| u64::from_le_bytes(c.try_into().expect("8 bytes")) as i64)
-                .collect();
-            Ok(d.view(d.ds.select(&idx).py()?))
-        }
     }
 }

@@ -34,6 +34,11 @@ type SourceArgs<'py> = (
 pub(crate) struct PyMixture(Mutex<Mixture>);
 
 impl PyMixture {
+    /// The library's mixture, as it stands.
+    pub(crate) fn mixture(&self) -> Mixture {
+        self.lock().clone()
+    }
+
     fn lock(&self) -> std::sync::MutexGuard<'_, Mixture> {
         self.0.lock().unwrap_or_else(|e| e.into_inner())
     }

@@ -1,13 +1,19 @@
-//! How a cache was opened: the library's `OpenOptions` (serialisable) kept
-//! with a dataset, so a pickled dataset opens the same cache the same way in
-//! another process.
+//! Opening from Python (`open_cache`, `open_parquet`) and how a dataset was
+//! opened: the library's `OpenOptions` (serialisable) kept with a dataset,
+//! so a pickled dataset opens the same data the same way in another
+//! process (`_reopen`).
 
 use std::path::PathBuf;
+
+use pyo3::prelude::*;
 
 use shardset::features::describe::features_from_json;
 use shardset::features::limits::DecodeLimits;
 use shardset::features::trust::TrustedRoots;
 use shardset::{Dataset, Error, OpenOptions, WindowSpec};
+
+use crate::dataset::PyDataset;
+use crate::error::{BadInputError, OrPy, PyRes};
 
 /// What a dataset needs to be opened again: where, which columns, how.
 #[derive(Clone, Debug)]
@@ -94,5 +100,132 @@ impl OpenKeywords {
             limits = limits.try_with_max_window_frames(n)?;
         }
         Ok(o.with_decode_limits(limits))
+    }
+}
+
+/// Opens a cache (any layout); see `shardset.open_cache`.
+#[pyfunction]
+#[pyo3(signature = (path, columns=None, decode_images=true, window=None, lance_chunk_rows=None, features=None, verify_on_read=false, in_memory=false, memory_fraction=None, in_memory_fallback=false, version=None, trusted_roots=Vec::new(), max_image_pixels=None, max_frame_pixels=None, max_window_frames=None))]
+#[allow(clippy::too_many_arguments)]
+pub(crate) fn open_cache(
+    py: Python<'_>,
+    path: PathBuf,
+    columns: Option<Vec<String>>,
+    decode_images: bool,
+    window: Option<(u32, u32, u32)>,
+    lance_chunk_rows: Option<u64>,
+    features: Option<String>,
+    verify_on_read: bool,
+    in_memory: bool,
+    memory_fraction: Option<f64>,
+    in_memory_fallback: bool,
+    version: Option<u64>,
+    trusted_roots: Vec<PathBuf>,
+    max_image_pixels: Option<u64>,
+    max_frame_pixels: Option<u64>,
+    max_window_frames: Option<u64>,
+) -> PyRes<PyDataset> {
+    let options = OpenKeywords {
+        decode_images,
+        window,
+        lance_chunk_rows,
+        features,
+        verify_on_read,
+        in_memory,
+        memory_fraction,
+        in_memory_fallback,
+        version,
+        trusted_roots,
+        max_image_pixels,
+        max_frame_pixels,
+        max_window_frames,
+    }
+    .options()
+    .py()?;
+    open_spec(
+        py,
+        OpenSpec {
+            path,
+            columns,
+            options,
+            parquet: false,
+        },
+    )
+}
+
+/// Opens Parquet files (a file or a directory of them) read-only; see
+/// `shardset.open_parquet`.
+#[pyfunction]
+#[pyo3(signature = (path, columns=None, features=None, decode_images=true))]
+pub(crate) fn open_parquet(
+    py: Python<'_>,
+    path: PathBuf,
+    columns: Option<Vec<String>>,
+    features: Option<String>,
+    decode_images: bool,
+) -> PyRes<PyDataset> {
+    let options = OpenKeywords {
+        decode_images,
+        window: None,
+        lance_chunk_rows: None,
+        features,
+        verify_on_read: false,
+        in_memory: false,
+        memory_fraction: None,
+        in_memory_fallback: false,
+        version: None,
+        trusted_roots: Vec::new(),
+        max_image_pixels: None,
+        max_frame_pixels: None,
+        max_window_frames: None,
+    }
+    .options()
+    .py()?;
+    open_spec(
+        py,
+        OpenSpec {
+            path,
+            columns,
+            options,
+            parquet: true,
+        },
+    )
+}
+
+fn open_spec(py: Python<'_>, spec: OpenSpec) -> PyRes<PyDataset> {
+    let s = spec.clone();
+    let ds = py.detach(move || s.open()).py()?;
+    Ok(PyDataset::opened(ds, spec))
+}
+
+/// Unpickles a dataset: opens the cache again with the options it was
+/// opened with (the library's serialised `OpenOptions`), then the view's rows.
+#[pyfunction]
+pub(crate) fn _reopen(
+    py: Python<'_>,
+    args: (PathBuf, Option<Vec<String>>, String, bool),
+    positions: Option<Vec<u8>>,
+) -> PyRes<PyDataset> {
+    let (path, columns, options, parquet) = args;
+    let options: shardset::OpenOptions = serde_json::from_str(&options)
+        .map_err(|e| BadInputError::new_err(format!("open options: {e}")))?;
+    let d = open_spec(
+        py,
+        OpenSpec {
+            path,
+            columns,
+            options,
+            parquet,
+        },
+    )?;
+    match positions {
+        None => Ok(d),
+        Some(p) => {
+            let idx: Vec<i64> = p
+                .chunks_exact(8)
+                .map(|c| u64::from_le_bytes(c.try_into().expect("8 bytes")) as i64)
+                .collect();
+            Ok(d.view(d.dataset().select(&idx).py()?))
+        }
     }
 }

@@ -9,12 +9,15 @@ use pyo3::exceptions::PyStopIteration;
 use pyo3::prelude::*;
 use pyo3::types::PyDict;
 
-use shardset::pipeline::{Batch, BufferPool, Element, Layout, Pipeline, PipelineOptions};
-use shardset::{EpochPosition, LoaderOptions, LoaderState, Partition};
+use shardset::pipeline::{
+    Batch, BufferPool, Element, Layout, MixturePipeline, Pipeline, PipelineOptions,
+};
+use shardset::{EpochPosition, LoaderOptions, LoaderState, MixtureState, Partition, Remainder};
 
 use crate::convert::ndarray_from;
 use crate::dataset::PyDataset;
 use crate::error::{BadInputError, OrPy, PyRes};
+use crate::mixture::PyMixture;
 
 /// numpy's type string of an element; bfloat16 travels as uint16 (numpy
 /// has no bfloat16) and torch views it as bfloat16.
@@ -33,6 +36,42 @@ fn typestr(e: Element) -> &'static str {
         Element::Float32 => "<f4",
         Element::Float64 => "<f8",
     }
+}
+
+/// The library's pipeline options from the bindings' arguments (each
+/// checked by its setter).
+#[allow(clippy::too_many_arguments)]
+fn pipeline_options(
+    batch_size: usize,
+    ops: &[(String, String)],
+    columns: Option<Vec<String>>,
+    order: &str,
+    seed: u64,
+    partition: Partition,
+    threads: usize,
+    prefetch: usize,
+    layout: &str,
+) -> PyRes<PipelineOptions> {
+    let loader = LoaderOptions::default()
+        .with_order(order.parse().py()?)
+        .with_seed(seed)
+        .with_partition(partition)
+        .try_with_batch_size(batch_size)
+        .py()?;
+    let mut opts = PipelineOptions::default()
+        .with_loader(loader)
+        .try_with_threads(threads)
+        .py()?
+        .try_with_prefetch(prefetch)
+        .py()?
+        .with_layout(layout.parse::<Layout>().py()?);
+    for (column, json) in ops {
+        opts = opts.try_with_ops_json(column, json).py()?;
+    }
+    if let Some(c) = columns {
+        opts = opts.with_columns(c);
+    }
+    Ok(opts)
 }
 
 /// Batches of finished tensors from a dataset.
@@ -80,33 +119,24 @@ impl PyPipeline {
         prefetch: usize,
         layout: &str,
     ) -> PyRes<Self> {
-        let partition = Partition::new(
-            rank,
-            world_size,
-            worker,
-            num_workers,
-            remainder.parse().py()?,
-        )
-        .py()?;
-        let loader = LoaderOptions::default()
-            .with_order(order.parse().py()?)
-            .with_seed(seed)
-            .with_partition(partition)
-            .try_with_batch_size(batch_size)
-            .py()?;
-        let mut opts = PipelineOptions::default()
-            .with_loader(loader)
-            .try_with_threads(threads)
-            .py()?
-            .try_with_prefetch(prefetch)
-            .py()?
-            .with_layout(layout.parse::<Layout>().py()?);
-        for (column, json) in &ops {
-            opts = opts.try_with_ops_json(column, json).py()?;
-        }
-        if let Some(c) = columns {
-            opts = opts.with_columns(c);
-        }
+        let opts = pipeline_options(
+            batch_size,
+            &ops,
+            columns,
+            order,
+            seed,
+            Partition::new(
+                rank,
+                world_size,
+                worker,
+                num_workers,
+                remainder.parse().py()?,
+            )
+            .py()?,
+            threads,
+            prefetch,
+            layout,
+        )?;
         let ds = dataset.dataset().clone();
         let p = py.detach(move || Pipeline::new(ds, opts)).py()?;
         Ok(PyPipeline(Mutex::new(p)))
@@ -177,6 +207,118 @@ impl PyPipeline {
 
     /// Which element types columns leave as (bfloat16 columns arrive as
     /// uint16 arrays).
+    fn elements(&self) -> Vec<(String, String)> {
+        self.with(|p| {
+            p.column_elements()
+                .into_iter()
+                .map(|(n, e)| (n.to_string(), e.name().to_string()))
+                .collect()
+        })
+    }
+}
+
+/// Batches of finished tensors from a mixture.
+#[pyclass(module = "shardset._shardset", name = "MixturePipeline", frozen)]
+pub(crate) struct PyMixturePipeline(Mutex<MixturePipeline>);
+
+impl PyMixturePipeline {
+    fn with<T>(&self, f: impl FnOnce(&mut MixturePipeline) -> T) -> T {
+        f(&mut self.0.lock().unwrap_or_else(|p| p.into_inner()))
+    }
+}
+
+#[pymethods]
+impl PyMixturePipeline {
+    /// As `Pipeline`, over a mixture from where it stands (its seed and
+    /// batch size are the mixture's).
+    #[new]
+    #[pyo3(signature = (mixture, batch_size, ops, columns, rank, world_size, worker, num_workers, threads, prefetch, layout))]
+    #[allow(clippy::too_many_arguments)]
+    fn new(
+        py: Python<'_>,
+        mixture: &PyMixture,
+        batch_size: usize,
+        ops: Vec<(String, String)>,
+        columns: Option<Vec<String>>,
+        rank: u32,
+        world_size: u32,
+        worker: u32,
+        num_workers: u32,
+        threads: usize,
+        prefetch: usize,
+        layout: &str,
+    ) -> PyRes<Self> {
+        let part =
+            Partition::new(rank, world_size, worker, num_workers, Remainder::Partial).py()?;
+        let opts = pipeline_options(
+            batch_size,
+            &ops,
+            columns,
+            "sequential",
+            0,
+            part,
+            threads,
+            prefetch,
+            layout,
+        )?;
+        let m = mixture.mixture();
+        let p = py.detach(move || MixturePipeline::new(m, opts)).py()?;
+        Ok(PyMixturePipeline(Mutex::new(p)))
+    }
+
+    fn __iter__(slf: PyRef<'_, Self>) -> PyRef<'_, Self> {
+        slf
+    }
+
+    /// The next batch (a dict of numpy arrays); StopIteration once every
+    /// source has dropped out.
+    fn __next__<'py>(&self, py: Python<'py>) -> PyRes<Bound<'py, PyDict>> {
+        let (next, pool) = py.detach(|| self.with(|p| (p.next_batch(), p.buffers())));
+        match next {
+            None => Err(PyStopIteration::new_err(())),
+            Some(b) => batch_to_py(py, b.py()?, pool),
+        }
+    }
+
+    /// The output columns.
+    #[getter]
+    fn columns(&self) -> Vec<String> {
+        self.with(|p| {
+            p.column_elements()
+                .into_iter()
+                .map(|(n, _)| n.to_string())
+                .collect()
+        })
+    }
+
+    /// The mixture's state after the last batch consumed, as JSON.
+    fn state(&self) -> String {
+        self.with(|p| serde_json::to_string(p.state()).expect("a state serialises"))
+    }
+
+    /// Continues from a mixture state (JSON), any world size.
+    fn load_state(&self, state: &str) -> PyRes<()> {
+        let s: MixtureState = serde_json::from_str(state)
+            .map_err(|e| BadInputError::new_err(format!("not a mixture state: {e}")))?;
+        self.with(|p| p.load_state(s)).py()
+    }
+
+    /// Uses `weights` from global step `step` on.
+    fn set_weights(&self, step: u64, weights: Vec<f64>) -> PyRes<()> {
+        self.with(|p| p.set_weights(step, &weights)).py()
+    }
+
+    /// The global step after the batches consumed.
+    fn step(&self) -> u64 {
+        self.with(|p| p.mixture().step())
+    }
+
+    /// The most bytes of batches being made or waiting at once.
+    fn max_bytes_in_flight(&self) -> usize {
+        self.with(|p| p.max_bytes_in_flight())
+    }
+
+    /// Which element types columns leave as.
     fn elements(&self) -> Vec<(String, String)> {
         self.with(|p| {
             p.column_elements()

@@ -121,3 +121,24 @@ def test_columns_that_differ_name_the_source(caches, tmp_path):
     with pytest.raises(shardset.BadInputError, match="nope"):
         shardset.Mixture([(caches[0], 1.0), (other, 1.0)], columns=[None, {"id": "nope"}])
     assert torch.is_tensor(next(iter(MixtureDataset(m)))["id"])
+
+
+def test_the_loader_reads_a_mixture_on_the_librarys_threads_and_resumes(caches):
+    from shardset.torch import Loader
+    whole = ids(mix(caches), 25)
+    for threads in (1, 2):
+        got = [[int(x) for x in b["id"]] for b in itertools.islice(Loader(mix(caches),
+                                                                          threads=threads), 25)]
+        assert got == whole, threads
+    loader = Loader(mix(caches), threads=2)
+    head = [[int(x) for x in b["id"]] for b in itertools.islice(loader, 9)]
+    state = loader.state_dict()
+    again = Loader(mix(caches), threads=1)
+    again.load_state_dict(state)
+    rest = [[int(x) for x in b["id"]] for b in itertools.islice(again, 16)]
+    assert head + rest == whole
+    with pytest.raises(TypeError, match="no length"):
+        len(again)
+    with pytest.raises(shardset.BadInputError, match="batch size"):
+        Loader(mix(caches), batch_size=7)
+    again.set_weights(again.state_dict()["base"]["step"] + 100, [0.0, 1.0, 0.0])

@@ -132,6 +132,11 @@ impl MixtureOptions {
     pub fn batch_size(&self) -> u64 {
         self.batch_size.get()
     }
+
+    /// The seed.
+    pub fn seed(&self) -> u64 {
+        self.seed
+    }
 }
 
 /// A saved place in a mixture's sequence, with what it refers to (checked
@@ -414,7 +419,6 @@ impl Mixture {
             world: u64::from(part.world_size()),
             stride: u64::from(part.num_workers()),
             orders: HashMap::new(),
-            schema: self.features.arrow_schema(),
             schedule: state.schedule,
             ended: false,
         }
@@ -433,7 +437,6 @@ pub struct MixtureBatches {
     stride: u64,
     /// Each source's current epoch order.
     orders: HashMap<usize, (u64, Arc<Vec<u64>>)>,
-    schema: arrow_schema::SchemaRef,
     schedule: Schedule,
     ended: bool,
 }
@@ -459,10 +462,21 @@ impl MixtureBatches {
     }
 }
 
-impl Iterator for MixtureBatches {
-    type Item = Result<MixtureBatch>;
+/// One step's rows, drawn but not read: what a thread of the input
+/// pipeline claims, in order, and reads on its own ([`Mixture::read`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct MixturePlan {
+    /// The global step.
+    pub step: u64,
+    /// Its rank-local index (since the state's base).
+    pub local: u64,
+    /// Each row: (source, view position in that source).
+    pub rows: Vec<(usize, u64)>,
+}
 
-    fn next(&mut self) -> Option<Result<MixtureBatch>> {
+impl MixtureBatches {
+    /// The next step's rows, drawn; None once every source has dropped out.
+    pub fn next_plan(&mut self) -> Option<MixturePlan> {
         if self.ended {
             return None;
         }
@@ -476,24 +490,40 @@ impl Iterator for MixtureBatches {
         }
         let local = self.next;
         self.next += self.stride;
-        let sources: Vec<u32> = picks.iter().map(|&(s, _)| s as u32).collect();
-        let positions: Vec<(usize, u64)> = picks
+        let rows = picks
             .iter()
             .map(|&(s, k)| (s, self.position(s, k)))
             .collect();
-        Some(
-            columns::assemble(
-                &self.schema,
-                &self.mix.datasets,
-                &self.mix.plans,
-                &positions,
-            )
-            .map(|batch| MixtureBatch {
-                step,
-                local,
-                batch,
-                sources,
-            }),
+        Some(MixturePlan { step, local, rows })
+    }
+}
+
+impl Mixture {
+    /// The rows of a plan, in the mixture's columns (stored cells).
+    ///
+    /// # Errors
+    /// Read errors of the sources.
+    pub fn read(&self, rows: &[(usize, u64)]) -> Result<RecordBatch> {
+        columns::assemble(
+            &self.features.arrow_schema(),
+            &self.datasets,
+            &self.plans,
+            rows,
         )
+    }
+}
+
+impl Iterator for MixtureBatches {
+    type Item = Result<MixtureBatch>;
+
+    fn next(&mut self) -> Option<Result<MixtureBatch>> {
+        let plan = self.next_plan()?;
+        let sources: Vec<u32> = plan.rows.iter().map(|&(s, _)| s as u32).collect();
+        Some(self.mix.read(&plan.rows).map(|batch| MixtureBatch {
+            step: plan.step,
+            local: plan.local,
+            batch,
+            sources,
+        }))
     }
 }

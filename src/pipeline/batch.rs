@@ -82,17 +82,34 @@ pub struct BatchColumn {
     pub shape: Vec<usize>,
 }
 
+/// Where a pipeline stands once a batch is consumed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum BatchState {
+    /// A dataset's pipeline: the state to save after consuming the batch
+    /// (resuming from it yields the batches after this one).
+    Epoch(LoaderState),
+    /// A mixture's pipeline: the batch's global step and rank-local index.
+    Mixture {
+        /// The global step.
+        step: u64,
+        /// The rank-local index (since the mixture state's base).
+        local: u64,
+    },
+}
+
 /// One batch: its columns in the pipeline's column order, and where the
 /// pipeline stands once the batch is consumed.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Batch {
     /// `(name, column)` in the order the pipeline was given.
     pub columns: Vec<(String, BatchColumn)>,
-    /// The rows of the epoch's order the batch holds (view positions).
+    /// The rows the batch holds: view positions (for a mixture, in the
+    /// source each row came from).
     pub positions: Vec<u64>,
-    /// The state to save after consuming this batch: resuming from it
-    /// yields the batches after this one.
-    pub state: LoaderState,
+    /// For a mixture, the source of each row; empty otherwise.
+    pub sources: Vec<u32>,
+    /// Where the pipeline stands after this batch.
+    pub state: BatchState,
 }
 
 impl Batch {

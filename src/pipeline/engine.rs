@@ -8,7 +8,6 @@
 //! stops the threads and joins them.
 
 use std::collections::BTreeMap;
-use std::ops::Range;
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
@@ -16,20 +15,30 @@ use std::thread::JoinHandle;
 
 use crossbeam_channel::{bounded, unbounded, Receiver, Sender};
 
-use super::batch::Batch;
+use super::batch::{Batch, BatchState};
 use super::buffers::BufferPool;
 use super::columns::SampleKeys;
 use super::options::Layout;
 use super::source::Columns;
 use crate::dataset::Dataset;
 use crate::error::{Error, Result};
-use crate::sampler::{Loader, LoaderState};
+use crate::mixture::{Mixture, MixtureBatches};
+use crate::sampler::Loader;
 use crate::util::fork_generation;
 use crate::util::limits::DecodeLimits;
 
+/// What the threads read rows from: a dataset in the epoch model's order,
+/// or a mixture's steps.
+pub(crate) enum Input {
+    /// A dataset (any view).
+    Rows(Dataset),
+    /// A mixture of datasets.
+    Mixture(Box<Mixture>),
+}
+
 /// What every thread reads batches with.
 pub(crate) struct Shared {
-    pub(crate) ds: Dataset,
+    pub(crate) input: Input,
     pub(crate) columns: Columns,
     pub(crate) seed: u64,
     pub(crate) layout: Layout,
@@ -37,36 +46,92 @@ pub(crate) struct Shared {
     pub(crate) buffers: Arc<BufferPool>,
 }
 
+/// Where the threads claim batches: an epoch's batches (a [`Loader`]), or
+/// a mixture's steps.
+pub(crate) enum Claimer {
+    /// The batches a loader has left in its epoch.
+    Epoch(Loader),
+    /// A consumer's steps of a mixture, and its batch size.
+    Mixture(MixtureBatches, u64),
+}
+
+/// Which rows a claimed batch holds.
+enum ClaimRows {
+    /// View positions of the dataset.
+    Positions(Vec<u64>),
+    /// (source, view position in it) of the mixture.
+    Mixed(Vec<(usize, u64)>),
+}
+
+/// One batch claimed, not yet read: its epoch, each sample's key (its place
+/// in the epoch's order, or in the mixture's sequence), its rows, and the
+/// state after it.
+struct Claim {
+    epoch: u64,
+    keys: Vec<u64>,
+    rows: ClaimRows,
+    state: BatchState,
+}
+
+impl Claimer {
+    fn claim(&mut self) -> Option<Claim> {
+        match self {
+            Claimer::Epoch(l) => l.next_span().map(|(epoch, span, positions)| Claim {
+                epoch,
+                keys: span.collect(),
+                rows: ClaimRows::Positions(positions),
+                state: BatchState::Epoch(l.state()),
+            }),
+            Claimer::Mixture(m, batch_size) => m.next_plan().map(|p| {
+                let first = p.step * *batch_size;
+                Claim {
+                    epoch: 0,
+                    keys: (first..first + p.rows.len() as u64).collect(),
+                    rows: ClaimRows::Mixed(p.rows),
+                    state: BatchState::Mixture {
+                        step: p.step,
+                        local: p.local,
+                    },
+                }
+            }),
+        }
+    }
+}
+
 impl Shared {
     /// One batch: its rows read, every column assembled.
-    fn make(
-        &self,
-        epoch: u64,
-        span: Range<u64>,
-        positions: Vec<u64>,
-        state: LoaderState,
-    ) -> Result<Batch> {
-        let keys: Vec<u64> = span.collect();
+    fn make(&self, claim: Claim) -> Result<Batch> {
         let keys = SampleKeys {
             seed: self.seed,
-            epoch,
-            keys: &keys,
+            epoch: claim.epoch,
+            keys: &claim.keys,
             limits: &self.limits,
             layout: self.layout,
             buffers: &self.buffers,
         };
-        let columns = self.columns.fill(&self.ds, &positions, &keys)?;
+        let (columns, positions, sources) = match (&self.input, claim.rows) {
+            (Input::Rows(ds), ClaimRows::Positions(p)) => {
+                (self.columns.fill(ds, &p, &keys)?, p, Vec::new())
+            }
+            (Input::Mixture(m), ClaimRows::Mixed(rows)) => {
+                let batch = m.read(&rows)?;
+                let (sources, positions) = rows.iter().map(|&(s, p)| (s as u32, p)).unzip();
+                (self.columns.fill_batch(&batch, &keys)?, positions, sources)
+            }
+            _ => unreachable!("a dataset's claims are positions, a mixture's are mixed"),
+        };
         Ok(Batch {
             columns,
             positions,
-            state,
+            sources,
+            state: claim.state,
         })
     }
 }
 
 /// The batches still to claim, shared by the threads.
 struct Claims {
-    loader: Loader,
+    claimer: Claimer,
     seq: u64,
 }
 
@@ -92,11 +157,11 @@ pub(crate) enum Next {
 }
 
 impl Run {
-    /// Starts `threads` threads on the batches `loader` has left, with at
+    /// Starts `threads` threads on the batches `claimer` has left, with at
     /// most `threads + prefetch` batches existing at once.
     pub(crate) fn start(
         shared: Arc<Shared>,
-        loader: Loader,
+        claimer: Claimer,
         threads: usize,
         prefetch: usize,
     ) -> Result<Run> {
@@ -108,7 +173,7 @@ impl Run {
                 .expect("the channel has room for every token");
         }
         let (results_tx, results) = unbounded();
-        let claims = Arc::new(Mutex::new(Claims { loader, seq: 0 }));
+        let claims = Arc::new(Mutex::new(Claims { claimer, seq: 0 }));
         let stop = Arc::new(AtomicBool::new(false));
         let mut run = Run {
             tokens: Some(tokens),
@@ -211,20 +276,18 @@ fn work(
         }
         let claim = {
             let mut c = claims.lock().unwrap_or_else(|p| p.into_inner());
-            match c.loader.next_span() {
+            match c.claimer.claim() {
                 None => return,
-                Some((epoch, span, positions)) => {
+                Some(claim) => {
                     let seq = c.seq;
                     c.seq += 1;
-                    (seq, epoch, span, positions, c.loader.state())
+                    (seq, claim)
                 }
             }
         };
-        let (seq, epoch, span, positions, state) = claim;
-        let batch = catch_unwind(AssertUnwindSafe(|| {
-            shared.make(epoch, span, positions, state)
-        }))
-        .unwrap_or_else(|p| Err(Error::from_panic("pipeline batch", p)));
+        let (seq, claim) = claim;
+        let batch = catch_unwind(AssertUnwindSafe(|| shared.make(claim)))
+            .unwrap_or_else(|p| Err(Error::from_panic("pipeline batch", p)));
         if results.send((seq, batch)).is_err() {
             return;
         }

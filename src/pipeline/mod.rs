@@ -19,6 +19,7 @@ mod batch;
 mod buffers;
 mod columns;
 mod engine;
+mod mixed;
 pub mod ops;
 mod options;
 mod source;
@@ -27,14 +28,15 @@ mod windows;
 
 use std::sync::Arc;
 
-pub use batch::{Batch, BatchColumn, Element};
+pub use batch::{Batch, BatchColumn, BatchState, Element};
 pub use buffers::BufferPool;
+pub use mixed::MixturePipeline;
 pub use options::{Layout, PipelineOptions, DEFAULT_PREFETCH};
 
 use crate::dataset::Dataset;
 use crate::error::Result;
 use crate::sampler::{EpochPosition, Loader, LoaderState};
-use engine::{Next, Run, Shared};
+use engine::{Claimer, Input, Next, Run, Shared};
 
 /// Batches of finished tensors from a dataset, made on a pool of threads.
 pub struct Pipeline {
@@ -72,7 +74,7 @@ impl Pipeline {
             seed: opts.loader().seed(),
             layout: opts.layout(),
             columns,
-            ds,
+            input: Input::Rows(ds),
         });
         Ok(Pipeline {
             shared,
@@ -106,7 +108,14 @@ impl Pipeline {
 
     /// The dataset read.
     pub fn dataset(&self) -> &Dataset {
-        &self.shared.ds
+        self.ds()
+    }
+
+    fn ds(&self) -> &Dataset {
+        match &self.shared.input {
+            Input::Rows(ds) => ds,
+            Input::Mixture(_) => unreachable!("a Pipeline reads a dataset"),
+        }
     }
 
     /// The state after the last batch consumed: save it (serde), and
@@ -136,7 +145,7 @@ impl Pipeline {
     /// Batches left in the current epoch.
     pub fn remaining_batches(&self) -> u64 {
         let p = self.opts.loader().partition();
-        let total = Loader::new(self.shared.ds.clone(), *self.opts.loader())
+        let total = Loader::new(self.ds().clone(), *self.opts.loader())
             .plan()
             .rank_total(p.rank(), &self.state.position);
         let next = self.state.next;
@@ -149,13 +158,13 @@ impl Pipeline {
     }
 
     fn loader_at(&self, state: LoaderState) -> Result<Loader> {
-        Loader::resume(self.shared.ds.clone(), *self.opts.loader(), state)
+        Loader::resume(self.ds().clone(), *self.opts.loader(), state)
     }
 
     /// Moves to the start of `epoch` (stopping the batches made ahead).
     pub fn set_epoch(&mut self, epoch: u64) {
         self.run = None;
-        let mut l = Loader::new(self.shared.ds.clone(), *self.opts.loader());
+        let mut l = Loader::new(self.ds().clone(), *self.opts.loader());
         l.set_epoch(epoch);
         self.state = l.state();
     }
@@ -177,7 +186,7 @@ impl Pipeline {
     /// # Errors
     /// As [`Loader::resume_at`].
     pub fn resume_at(&mut self, position: EpochPosition) -> Result<()> {
-        let l = Loader::resume_at(self.shared.ds.clone(), *self.opts.loader(), position)?;
+        let l = Loader::resume_at(self.ds().clone(), *self.opts.loader(), position)?;
         self.run = None;
         self.state = l.state();
         Ok(())
@@ -195,7 +204,7 @@ impl Pipeline {
             };
             match Run::start(
                 self.shared.clone(),
-                loader,
+                Claimer::Epoch(loader),
                 self.opts.threads(),
                 self.opts.prefetch(),
             ) {
@@ -206,7 +215,9 @@ impl Pipeline {
         let run = self.run.as_mut().expect("started above");
         match run.next() {
             Next::Batch(Ok(b)) => {
-                self.state = b.state;
+                if let BatchState::Epoch(s) = b.state {
+                    self.state = s;
+                }
                 Some(Ok(b))
             }
             Next::Batch(Err(e)) => {

@@ -1,6 +1,7 @@
 //! What a pipeline reads: a cache's rows (their columns planned in
 //! `columns`) or a video cache's windows (`windows`), chosen once from the
-//! dataset's backend, and each batch's columns filled from it.
+//! dataset's backend, or a mixture's rows; and each batch's columns filled
+//! from it.
 
 use super::batch::{BatchColumn, Element};
 use super::columns::{plan_columns, ColumnPlan, SampleKeys};
@@ -38,6 +39,14 @@ impl Columns {
         Ok(Columns::Rows(plan_columns(ds.features(), opts)?))
     }
 
+    /// The columns of a mixture's rows that `opts` asks for, checked.
+    pub(crate) fn plan_mixture(
+        mix: &crate::mixture::Mixture,
+        opts: &PipelineOptions,
+    ) -> Result<Columns> {
+        Ok(Columns::Rows(plan_columns(mix.features(), opts)?))
+    }
+
     /// Output columns with their element types, in order.
     pub(crate) fn elements(&self) -> Vec<(&str, Element)> {
         match self {
@@ -53,6 +62,24 @@ impl Columns {
             Columns::Rows(c) => c.iter().map(ColumnPlan::row_bytes).sum(),
             #[cfg(feature = "video")]
             Columns::Windows(_, w) => w.row_bytes(),
+        }
+    }
+
+    /// The columns of rows already read (a mixture's).
+    pub(crate) fn fill_batch(
+        &self,
+        rows: &arrow_array::RecordBatch,
+        keys: &SampleKeys<'_>,
+    ) -> Result<Vec<(String, BatchColumn)>> {
+        match self {
+            Columns::Rows(c) => c
+                .iter()
+                .map(|c| Ok((c.name.clone(), c.fill(rows, keys)?)))
+                .collect(),
+            #[cfg(feature = "video")]
+            Columns::Windows(..) => Err(crate::Error::InvalidArgument(
+                "a mixture reads rows, not video windows".into(),
+            )),
         }
     }
 

@@ -312,3 +312,68 @@ fn columns_are_the_common_ones_or_mapped_and_mismatches_name_the_source() {
         .filter(|id| **id / 1000 == 1)
         .all(|id| id % 2 == 0));
 }
+
+/// The `id` column of a pipeline batch.
+fn pipeline_ids(b: &shardset::pipeline::Batch) -> Vec<i64> {
+    b.column("id")
+        .unwrap()
+        .data
+        .chunks_exact(8)
+        .map(|c| i64::from_le_bytes(c.try_into().unwrap()))
+        .collect()
+}
+
+fn pipeline_opts(batch: usize, threads: usize) -> shardset::pipeline::PipelineOptions {
+    shardset::pipeline::PipelineOptions::default()
+        .with_loader(
+            shardset::LoaderOptions::default()
+                .try_with_batch_size(batch)
+                .unwrap(),
+        )
+        .try_with_threads(threads)
+        .unwrap()
+        .with_columns(["id", "label"])
+}
+
+#[test]
+fn the_input_pipeline_reads_a_mixture_as_it_is_drawn_at_any_thread_count_and_resumes() {
+    use shardset::pipeline::MixturePipeline;
+    let t = tempfile::tempdir().unwrap();
+    let ds = sources(t.path());
+    let mut m = mixture(&ds, [2.0, 1.0, 1.0], SourceEnd::Cycle, opts(16));
+    m.set_weights(20, &[0.0, 0.0, 1.0]).unwrap();
+    let drawn: Vec<Vec<i64>> = take_ids(&m, &Partition::single(), 30)
+        .into_iter()
+        .map(|(_, b)| b)
+        .collect();
+    for threads in [1, 3] {
+        let p = MixturePipeline::new(m.clone(), pipeline_opts(16, threads)).unwrap();
+        let got: Vec<Vec<i64>> = p.take(30).map(|b| pipeline_ids(&b.unwrap())).collect();
+        assert_eq!(got, drawn, "{threads} threads");
+    }
+    // Stopped after 11 batches, resumed at another thread count.
+    let mut p = MixturePipeline::new(m.clone(), pipeline_opts(16, 2)).unwrap();
+    let head: Vec<Vec<i64>> = p
+        .by_ref()
+        .take(11)
+        .map(|b| pipeline_ids(&b.unwrap()))
+        .collect();
+    let saved = serde_json::to_string(p.state()).unwrap();
+    let mut q = MixturePipeline::new(
+        mixture(&ds, [2.0, 1.0, 1.0], SourceEnd::Cycle, opts(16)),
+        pipeline_opts(16, 3),
+    )
+    .unwrap();
+    q.load_state(serde_json::from_str(&saved).unwrap()).unwrap();
+    let rest: Vec<Vec<i64>> = q.take(19).map(|b| pipeline_ids(&b.unwrap())).collect();
+    assert_eq!(
+        [head, rest].concat(),
+        drawn,
+        "the schedule came with the state"
+    );
+    // A batch size other than the mixture's is refused by name.
+    match MixturePipeline::new(m, pipeline_opts(8, 1)) {
+        Err(Error::InvalidArgument(msg)) => assert!(msg.contains("16"), "{msg}"),
+        other => panic!("{other:?}"),
+    }
+}
