@@ -46,6 +46,7 @@ impl OpenSpec {
 }
 
 /// `open_cache`'s keywords, as the library's options (each checked by its setter).
+#[derive(Default)]
 pub(crate) struct OpenKeywords {
     pub(crate) decode_images: bool,
     pub(crate) window: Option<(u32, u32, u32)>,
@@ -166,18 +167,8 @@ pub(crate) fn open_parquet(
 ) -> PyRes<PyDataset> {
     let options = OpenKeywords {
         decode_images,
-        window: None,
-        lance_chunk_rows: None,
         features,
-        verify_on_read: false,
-        in_memory: false,
-        memory_fraction: None,
-        in_memory_fallback: false,
-        version: None,
-        trusted_roots: Vec::new(),
-        max_image_pixels: None,
-        max_frame_pixels: None,
-        max_window_frames: None,
+        ..OpenKeywords::default()
     }
     .options()
     .py()?;

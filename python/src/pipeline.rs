@@ -95,6 +95,26 @@ fn batch_to_py(py: Python<'_>, b: Batch, pool: Arc<BufferPool>) -> PyRes<Bound<'
     Ok(d)
 }
 
+/// A pipeline's next batch for Python: StopIteration at the end.
+fn next_to_py(
+    py: Python<'_>,
+    next: Option<shardset::Result<Batch>>,
+    pool: Arc<BufferPool>,
+) -> PyRes<Bound<'_, PyDict>> {
+    match next {
+        None => Err(PyStopIteration::new_err(())),
+        Some(b) => batch_to_py(py, b.py()?, pool),
+    }
+}
+
+/// Columns with their element types' names.
+fn element_names(columns: Vec<(&str, Element)>) -> Vec<(String, String)> {
+    columns
+        .into_iter()
+        .map(|(n, e)| (n.to_string(), e.name().to_string()))
+        .collect()
+}
+
 #[pymethods]
 impl PyPipeline {
     /// `ops`: `{column: json list of ops}`; `columns`: the output columns
@@ -150,10 +170,7 @@ impl PyPipeline {
     /// the epoch, after which the pipeline stands at the next epoch.
     fn __next__<'py>(&self, py: Python<'py>) -> PyRes<Bound<'py, PyDict>> {
         let (next, pool) = py.detach(|| self.with(|p| (p.next_batch(), p.buffers())));
-        match next {
-            None => Err(PyStopIteration::new_err(())),
-            Some(b) => batch_to_py(py, b.py()?, pool),
-        }
+        next_to_py(py, next, pool)
     }
 
     /// The output columns.
@@ -208,12 +225,7 @@ impl PyPipeline {
     /// Which element types columns leave as (bfloat16 columns arrive as
     /// uint16 arrays).
     fn elements(&self) -> Vec<(String, String)> {
-        self.with(|p| {
-            p.column_elements()
-                .into_iter()
-                .map(|(n, e)| (n.to_string(), e.name().to_string()))
-                .collect()
-        })
+        self.with(|p| element_names(p.column_elements()))
     }
 }
 
@@ -274,19 +286,16 @@ impl PyMixturePipeline {
     /// source has dropped out.
     fn __next__<'py>(&self, py: Python<'py>) -> PyRes<Bound<'py, PyDict>> {
         let (next, pool) = py.detach(|| self.with(|p| (p.next_batch(), p.buffers())));
-        match next {
-            None => Err(PyStopIteration::new_err(())),
-            Some(b) => batch_to_py(py, b.py()?, pool),
-        }
+        next_to_py(py, next, pool)
     }
 
     /// The output columns.
     #[getter]
     fn columns(&self) -> Vec<String> {
         self.with(|p| {
-            p.column_elements()
+            element_names(p.column_elements())
                 .into_iter()
-                .map(|(n, _)| n.to_string())
+                .map(|(n, _)| n)
                 .collect()
         })
     }
@@ -320,11 +329,6 @@ impl PyMixturePipeline {
 
     /// Which element types columns leave as.
     fn elements(&self) -> Vec<(String, String)> {
-        self.with(|p| {
-            p.column_elements()
-                .into_iter()
-                .map(|(n, e)| (n.to_string(), e.name().to_string()))
-                .collect()
-        })
+        self.with(|p| element_names(p.column_elements()))
     }
 }

@@ -272,6 +272,42 @@ pub(crate) fn slice_from_pieces(
     }
 }
 
+/// Rows at `indices` (negative count from the end) of a backend that
+/// reads shards in chunks of `chunk_rows` rows: each distinct chunk is
+/// asked of `load` once, in first-use order, and the rows are picked from
+/// them in the order asked (duplicates allowed).
+///
+/// # Errors
+/// [`Error::IndexOutOfRange`], and `load`'s errors.
+pub(crate) fn take_by_chunks(
+    core: &RowsCore,
+    indices: &[i64],
+    chunk_rows: u64,
+    load: impl FnOnce(&[(usize, u64)]) -> Result<Vec<RecordBatch>>,
+) -> Result<RecordBatch> {
+    if indices.is_empty() {
+        return Ok(RecordBatch::new_empty(core.schema.clone()));
+    }
+    let n = core.len();
+    let mut keys: Vec<(usize, u64)> = Vec::new();
+    let mut slot_of: std::collections::HashMap<(usize, u64), usize> =
+        std::collections::HashMap::new();
+    let mut picks = Vec::with_capacity(indices.len());
+    for &ix in indices {
+        let (shard, local) = core.locate(normalize_index(ix, n)?);
+        let key = (shard, local / chunk_rows);
+        let slot = *slot_of.entry(key).or_insert_with(|| {
+            keys.push(key);
+            keys.len() - 1
+        });
+        picks.push((slot, (local % chunk_rows) as usize));
+    }
+    let chunks = load(&keys)?;
+    let refs: Vec<&RecordBatch> = chunks.iter().collect();
+    arrow_select::interleave::interleave_record_batch(&refs, &picks)
+        .map_err(|e| Error::arrow(Some(&core.dir), e))
+}
+
 /// The shard order an [`IterOptions`] asks for.
 ///
 /// # Errors

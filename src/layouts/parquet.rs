@@ -11,7 +11,6 @@
 //! are kept decoded in a byte-bounded LRU shared by clones, as the Lance
 //! backend keeps its chunks. Iteration reads whole row groups.
 
-use std::collections::HashMap;
 use std::fs::File;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
@@ -29,7 +28,8 @@ use crate::features::foreign::{adapt_column, of_foreign_schema};
 use crate::features::Features;
 use crate::layouts::arrow_shards::read::lru::BatchLru;
 use crate::layouts::backend::{
-    normalize_index, shard_order, slice_from_pieces, Backend, BatchIter, IterOptions, RowsCore,
+    normalize_index, shard_order, slice_from_pieces, take_by_chunks, Backend, BatchIter,
+    IterOptions, RowsCore,
 };
 use crate::value::Row;
 
@@ -264,29 +264,9 @@ impl Backend for ParquetRows {
     }
 
     fn take(&self, indices: &[i64]) -> Result<RecordBatch> {
-        if indices.is_empty() {
-            return Ok(RecordBatch::new_empty(self.schema()));
-        }
-        let n = self.len();
-        let mut keys: Vec<(usize, u64)> = Vec::new();
-        let mut slot_of: HashMap<(usize, u64), usize> = HashMap::new();
-        let mut picks = Vec::with_capacity(indices.len());
-        for &ix in indices {
-            let (g, local) = self.inner.core.locate(normalize_index(ix, n)?);
-            let key = (g, local / CHUNK_ROWS);
-            let slot = *slot_of.entry(key).or_insert_with(|| {
-                keys.push(key);
-                keys.len() - 1
-            });
-            picks.push((slot, (local % CHUNK_ROWS) as usize));
-        }
-        let chunks = keys
-            .iter()
-            .map(|&(g, c)| self.chunk(g, c))
-            .collect::<Result<Vec<_>>>()?;
-        let refs: Vec<&RecordBatch> = chunks.iter().collect();
-        arrow_select::interleave::interleave_record_batch(&refs, &picks)
-            .map_err(|e| Error::arrow(Some(&self.inner.core.dir), e))
+        take_by_chunks(&self.inner.core, indices, CHUNK_ROWS, |keys| {
+            keys.iter().map(|&(g, c)| self.chunk(g, c)).collect()
+        })
     }
 
     fn slice(&self, start: u64, len: u64) -> Result<RecordBatch> {

@@ -171,6 +171,18 @@ fn rows_file(dir: &Path) -> std::path::PathBuf {
     file
 }
 
+/// What a local build of the rows of `file` reads back (`shardset cat`).
+fn local_values(dir: &Path, file: &Path) -> Vec<u8> {
+    let local = dir.join("local");
+    succeeded(
+        shardset_cli()
+            .args(["build", "jsonl", file.to_str().unwrap(), "--out"])
+            .arg(&local)
+            .args(["--shard-size", "4KB"]),
+    );
+    succeeded(shardset_cli().args(["cat"]).arg(local.join("train"))).stdout
+}
+
 /// `shardset cat` of a whole cache, as its JSON lines.
 fn cat(cache: &Path, endpoint: &str, dc: &Path) -> std::process::Output {
     shardset_cli()
@@ -187,15 +199,7 @@ fn builds_and_reads_through_a_faulty_network_give_the_same_values_or_fail_whole(
     let s = server();
     let t = tempfile::tempdir().unwrap();
     let file = rows_file(t.path());
-    // What a local build of the same rows reads back.
-    let local = t.path().join("local");
-    succeeded(
-        shardset_cli()
-            .args(["build", "jsonl", file.to_str().unwrap(), "--out"])
-            .arg(&local)
-            .args(["--shard-size", "4KB"]),
-    );
-    let want = succeeded(shardset_cli().args(["cat"]).arg(local.join("train"))).stdout;
+    let want = local_values(t.path(), &file);
     for (seed, layout) in [(1u64, "arrow"), (2, "arrow"), (3, "lance")] {
         let proxy = FaultProxy::start(&s.endpoint, seed, 0.25);
         let out = std::path::PathBuf::from(format!("s3://{BUCKET}/faults/{layout}-{seed}"));
@@ -350,13 +354,7 @@ fn a_commit_whose_answer_is_lost_counts_as_committed() {
     let s = server();
     let t = tempfile::tempdir().unwrap();
     let file = rows_file(t.path());
-    let local = t.path().join("local");
-    succeeded(
-        shardset_cli()
-            .args(["build", "jsonl", file.to_str().unwrap(), "--out"])
-            .arg(&local),
-    );
-    let want = succeeded(shardset_cli().args(["cat"]).arg(local.join("train"))).stdout;
+    let want = local_values(t.path(), &file);
     for layout in ["arrow", "lance"] {
         let (endpoint, cut) = commit_answer_cutter(&s.endpoint);
         let out = std::path::PathBuf::from(format!("s3://{BUCKET}/commit-cut/{layout}"));

@@ -29,7 +29,7 @@ use crate::features::decode::RowDecoder;
 use crate::features::Features;
 use crate::lance::{block_on, lance_err};
 use crate::layouts::backend::{
-    normalize_index, shard_order, Backend, BatchIter, IterOptions, RowsCore,
+    normalize_index, shard_order, take_by_chunks, Backend, BatchIter, IterOptions, RowsCore,
 };
 use crate::value::Row;
 
@@ -469,32 +469,14 @@ impl Backend for LanceRows {
     }
 
     fn take(&self, indices: &[i64]) -> Result<RecordBatch> {
-        if indices.is_empty() {
-            return Ok(RecordBatch::new_empty(self.schema()));
-        }
         // Whole chunks, loaded concurrently: measured against one Lance take
         // of exactly the rows asked for per fragment (which reads 1/64 of the
         // bytes), this ran a cold 128-row take 1.9x faster on 100 k x 1 KiB
         // rows (96.6 k against 44.6 k rows/s, 1 thread): Lance schedules the
         // rows of one take one after another, the chunks' takes in parallel.
-        let n = self.len();
-        let mut keys: Vec<(usize, u64)> = Vec::new();
-        let mut slot_of: HashMap<(usize, u64), usize> = HashMap::new();
-        let mut picks = Vec::with_capacity(indices.len());
-        for &ix in indices {
-            let row = normalize_index(ix, n)?;
-            let (f, local) = self.locate(row);
-            let key = (f, local / self.chunk_rows());
-            let slot = *slot_of.entry(key).or_insert_with(|| {
-                keys.push(key);
-                keys.len() - 1
-            });
-            picks.push((slot, (local % self.chunk_rows()) as usize));
-        }
-        let batches = self.chunks(&keys)?;
-        let refs: Vec<&RecordBatch> = batches.iter().collect();
-        arrow_select::interleave::interleave_record_batch(&refs, &picks)
-            .map_err(|e| Error::arrow(Some(&self.inner.core.dir), e))
+        take_by_chunks(&self.inner.core, indices, self.chunk_rows(), |keys| {
+            self.chunks(keys)
+        })
     }
 
     fn slice(&self, start: u64, len: u64) -> Result<RecordBatch> {

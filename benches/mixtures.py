@@ -1,0 +1,131 @@
+"""A mixture of three caches through the input pipeline against the same
+rows in one cache, one run.
+
+    SHARDSET_WHEEL=/path/to/shardset-*.whl python3 benches/mixtures.py
+
+It runs in the benchmarks' environment (~/.cache/shardset/bench-venv,
+bench-requirements.txt) with the shardset package of $SHARDSET_WHEEL, else a
+release wheel built from this checkout.
+
+Content (chosen before any run; all of it is reported): 1,000,000 scalar
+rows {id int64, x float32, label class id of 10}, written as one Arrow
+cache ("single") and as three Arrow caches of 400,000, 300,000 and 300,000
+rows (the mixture's sources), shards of 64 MiB.
+
+Reads: the input pipeline (`_shardset.Pipeline` over the single cache in a
+random order; `_shardset.MixturePipeline` over the mixture, weights 0.4,
+0.3, 0.3, each source in its own random order), batches of 256 rows of the
+three columns, the same 3,906 batches' worth of rows, consumed by Python
+(each batch's numpy arrays held, then dropped), at 1 and 2 threads, each in
+a fresh process from the open (cold: the page cache holds the files, the
+process holds nothing) and again in that process (warm). The mixture's
+extra work is the draws (a few random numbers a row) and one take per
+source per batch instead of one.
+"""
+
+import json
+import os
+import platform
+import subprocess
+import sys
+import tempfile
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, HERE)
+import pyenv  # noqa: E402
+
+CHILD = os.environ.get("SHARDSET_MIX_CHILD")
+if not CHILD:
+    pyenv.reexec()
+
+N = 1_000_000
+SIZES = [400_000, 300_000, 300_000]
+BATCH = 256
+STEPS = N // BATCH
+
+
+def write(base):
+    import shardset
+    from shardset import ClassLabel, Features, Value
+    f = Features({"id": Value("int64"), "x": Value("float32"),
+                  "label": ClassLabel(names=[str(i) for i in range(10)])})
+
+    def rows(lo, hi):
+        for i in range(lo, hi):
+            yield {"id": i, "x": float(i % 1000) / 7.0, "label": i % 10}
+    shardset.write_cache(rows(0, N), f, os.path.join(base, "single"), format="arrow",
+                         shard_size=64 << 20)
+    lo = 0
+    for k, n in enumerate(SIZES):
+        shardset.write_cache(rows(lo, lo + n), f, os.path.join(base, f"s{k}"), format="arrow",
+                             shard_size=64 << 20)
+        lo += n
+
+
+def child(base, what, threads):
+    import shardset
+    from shardset import _shardset
+    t0 = time.perf_counter()
+    cols = ["id", "x", "label"]
+    if what == "single":
+        ds = shardset.open_cache(os.path.join(base, "single"))
+
+        def make():
+            return _shardset.Pipeline(ds._ds, BATCH, [], cols, "random", 0, "drop_last",
+                                      0, 1, 0, 1, threads, 2, "CHW")
+    else:
+        mix = shardset.Mixture([(os.path.join(base, f"s{k}"), w)
+                                for k, w in enumerate([0.4, 0.3, 0.3])],
+                               batch_size=BATCH, seed=0)
+
+        def make():
+            return _shardset.MixturePipeline(mix._m, BATCH, [], cols, 0, 1, 0, 1, threads, 2,
+                                             "CHW")
+    out = {}
+    for run in ("cold", "warm"):
+        if run == "warm":
+            t0 = time.perf_counter()
+        p = make()
+        rows = 0
+        for k, b in enumerate(p):
+            rows += len(b["id"])
+            if k + 1 == STEPS:
+                break
+        out[run] = {"rows": rows, "seconds": time.perf_counter() - t0}
+    print(json.dumps(out))
+
+
+def main():
+    if CHILD:
+        base, what, threads = CHILD.split(",")
+        child(base, what, int(threads))
+        return
+    pyenv.install_shardset(pyenv.VENV)
+    base = tempfile.mkdtemp(prefix="shardset-mixbench-")
+    write(base)
+    results = []
+    for threads in (1, 2):
+        for what in ("single", "mixture"):
+            env = dict(os.environ, SHARDSET_MIX_CHILD=f"{base},{what},{threads}")
+            r = json.loads(subprocess.run([sys.executable, __file__], env=env, check=True,
+                                          capture_output=True, text=True).stdout)
+            results.append({"what": what, "threads": threads, **r})
+            print(json.dumps(results[-1]), file=sys.stderr)
+    commit = subprocess.run(["git", "-C", pyenv.ROOT, "rev-parse", "--short", "HEAD"],
+                            capture_output=True, text=True).stdout.strip()
+    print(f"{time.strftime('%Y-%m-%d')}, commit {commit}, {platform.machine()}, "
+          f"{os.cpu_count()} cores, Python {platform.python_version()}")
+    print("\n| threads | run | single cache rows/s | mixture of 3 rows/s | overhead |")
+    print("|---|---|---|---|---|")
+    for threads in (1, 2):
+        s = next(r for r in results if r["what"] == "single" and r["threads"] == threads)
+        m = next(r for r in results if r["what"] == "mixture" and r["threads"] == threads)
+        for run in ("cold", "warm"):
+            a = s[run]["rows"] / s[run]["seconds"]
+            b = m[run]["rows"] / m[run]["seconds"]
+            print(f"| {threads} | {run} | {a:,.0f} | {b:,.0f} | {100 * (1 - b / a):+.1f}% |")
+
+
+if __name__ == "__main__":
+    main()
