@@ -173,6 +173,11 @@ impl ParquetRows {
         })
     }
 
+    /// The Parquet files read, in order.
+    pub fn files(&self) -> Vec<PathBuf> {
+        self.inner.files.iter().map(|f| f.path.clone()).collect()
+    }
+
     /// Rows `offsets` (sorted, distinct) of shard `g`, or all of them,
     /// adapted to the features' Arrow types.
     fn read_group(&self, g: usize, rows: Option<std::ops::Range<u64>>) -> Result<RecordBatch> {

@@ -13,6 +13,8 @@ pub mod csv;
 pub mod imagefolder;
 pub mod infer;
 pub mod jsonl;
+#[cfg(feature = "parquet")]
+pub mod parquet;
 mod rows;
 pub mod videofolder;
 
@@ -21,6 +23,8 @@ use std::path::Path;
 pub use self::csv::CsvFile;
 pub use imagefolder::{ImageCheck, ImageFolder};
 pub use jsonl::JsonLines;
+#[cfg(feature = "parquet")]
+pub use parquet::ParquetFiles;
 pub use rows::{read_rows, set_cells};
 pub use videofolder::VideoFolder;
 

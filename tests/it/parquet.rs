@@ -186,3 +186,35 @@ print("{}")
         other => panic!("{other:?}"),
     }
 }
+
+#[test]
+fn the_cli_converts_parquet_into_each_layout_with_the_same_values() {
+    use crate::common::{shardset_cli, succeeded};
+    let t = tempfile::tempdir().unwrap();
+    let src = t.path().join("src");
+    std::fs::create_dir(&src).unwrap();
+    let want = written(&src);
+    for layout in ["arrow", "lance"] {
+        let out = t.path().join(layout);
+        succeeded(
+            shardset_cli()
+                .args(["build", "parquet"])
+                .arg(&src)
+                .args(["--format", layout, "--out"])
+                .arg(&out),
+        );
+        let ds = Dataset::new(shardset::open_cache(out.join("train")).unwrap());
+        assert_eq!(ds.len(), 180, "{layout}");
+        assert_eq!(
+            ds.features().get("label").unwrap().class_name(),
+            "ClassLabel"
+        );
+        for i in [0i64, 36, 37, 99, 100, 179] {
+            assert_eq!(row_json(&ds, i), want[i as usize], "{layout} row {i}");
+        }
+        match ds.get(101).unwrap().get("image") {
+            Some(Value::Image(img)) => assert_eq!((img.width, img.height), (4, 2)),
+            other => panic!("{layout}: {other:?}"),
+        }
+    }
+}

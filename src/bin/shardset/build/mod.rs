@@ -10,7 +10,7 @@ use std::sync::Arc;
 
 use clap::{Args, Subcommand};
 use serde_json::{json, Map, Value as J};
-use shardset::sources::{CsvFile, ImageCheck, ImageFolder, JsonLines, VideoFolder};
+use shardset::sources::{CsvFile, ImageCheck, ImageFolder, JsonLines, ParquetFiles, VideoFolder};
 use shardset::{Compression, Features, Layout};
 
 use crate::fmt::{CliError, CliResult};
@@ -91,6 +91,18 @@ pub enum BuildSource {
         /// The file.
         file: PathBuf,
         /// The features as JSON (see README); default: inferred from the data.
+        #[arg(long, value_name = "FILE")]
+        features: Option<PathBuf>,
+        #[command(flatten)]
+        opts: BuildOpts,
+    },
+    /// Parquet files (a file, or a directory of `*.parquet` read in name
+    /// order), one `train` split: converted into any layout (`--format`).
+    Parquet {
+        /// The file or directory.
+        path: PathBuf,
+        /// The features as JSON (see README); default: Hugging Face's in the
+        /// files' metadata, else the Arrow types'.
         #[arg(long, value_name = "FILE")]
         features: Option<PathBuf>,
         #[command(flatten)]
@@ -258,6 +270,31 @@ pub fn run(args: BuildArgs) -> CliResult {
                 &opts,
                 1000,
                 &move || Ok(Some(JsonLines::count_rows(&f2)?)),
+                None,
+            )
+        }
+        BuildSource::Parquet {
+            path,
+            features,
+            opts,
+        } => {
+            let path = canonical(&path)?;
+            let features = features
+                .map(|f| shardset::features::describe::read_features_file(&f))
+                .transpose()?;
+            let b = ParquetFiles::open(&path, features)?;
+            let b = match &opts.name {
+                Some(n) => b.with_name(n),
+                None => b,
+            };
+            let n = b.len();
+            build_splits(
+                &b,
+                "parquet",
+                &[("train".into(), Some(n))],
+                &opts,
+                1000,
+                &move || Ok(Some(n)),
                 None,
             )
         }
