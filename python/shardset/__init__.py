@@ -27,6 +27,7 @@ from ._shardset import (  # noqa: F401
     SchemaMismatchError,
     ShardsetError,
 )
+from ._progress import ProgressLike, Reporter, total_of
 from .mixture import Mixture  # noqa: F401
 from .features import (  # noqa: F401
     Array3D,
@@ -278,12 +279,18 @@ def edit(path: str | os.PathLike[str]) -> _shardset.Staging:
 
 def write_cache(examples: Iterable[_Example], features: FeaturesLike,
                 path: str | os.PathLike[str], format: _Layout = "arrow",
-                **options: Any) -> int:
+                progress: ProgressLike = None, **options: Any) -> int:
     """Writes a cache from `examples` (an iterable of dicts or `(key, dict)`
     pairs) with `features` (ours, the reference's, or a JSON description),
     published atomically at `path`. The encoding runs in Rust on all cores
     (`threads` to cap it) while Python only yields the examples. Returns the
     number of rows (frames for "video-frames") written.
+
+    progress: None (default) shows a tqdm bar of the rows written when tqdm
+    is installed and standard error is a terminal, and nothing otherwise;
+    False shows nothing; True a bar anywhere; a callable is told
+    `(rows written, total)` as the write goes (total is `len(examples)`, or
+    None when the iterable has no length).
 
     format: "arrow" (Arrow IPC shards), "lance" (a Lance dataset of rows) or
     "video-frames" (a Lance video cache of WebP frames, or with `segments`,
@@ -293,8 +300,12 @@ def write_cache(examples: Iterable[_Example], features: FeaturesLike,
 
 """
     feats = Features.coerce(features)
-    return _shardset.write_cache(iter(examples), feats.to_json(), str(path), format,
-                                 json.dumps(options))
+    report = Reporter(progress, total_of(examples), "writing", "rows")
+    try:
+        return _shardset.write_cache(iter(examples), feats.to_json(), str(path), format,
+                                     json.dumps(options), report if report.active else None)
+    finally:
+        report.close()
 
 
 write_cache.__doc__ = (write_cache.__doc__ or "") + "\n".join(

@@ -3,7 +3,9 @@
 //! released, into any writable layout, the writers' options checked.
 
 use std::path::PathBuf;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
+use std::time::{Duration, Instant};
 
 use pyo3::exceptions::{PyStopIteration, PyValueError};
 use pyo3::prelude::*;
@@ -19,6 +21,22 @@ struct PyExamples {
     iter: Py<PyAny>,
     features: Arc<Features>,
     count: u64,
+    progress: Option<Progress>,
+}
+
+/// A Python callable told the rows written, at most every 100 ms (called
+/// while the next example is pulled, the GIL held then anyway).
+struct Progress {
+    call: Py<PyAny>,
+    rows: Arc<AtomicU64>,
+    last: Instant,
+}
+
+impl Progress {
+    fn tell(&mut self, py: Python<'_>, rows: u64) -> PyResult<()> {
+        self.last = Instant::now();
+        self.call.bind(py).call1((rows,)).map(|_| ())
+    }
 }
 
 impl Iterator for PyExamples {
@@ -37,6 +55,16 @@ impl Iterator for PyExamples {
                     ))))
                 }
             };
+            if let Some(p) = &mut self.progress {
+                if p.last.elapsed() >= Duration::from_millis(100) {
+                    let rows = p.rows.load(Ordering::Relaxed);
+                    if let Err(e) = p.tell(py, rows) {
+                        return Some(Err(Error::InvalidArgument(format!(
+                            "the progress callable failed: {e}"
+                        ))));
+                    }
+                }
+            }
             self.count += 1;
             Some(
                 example_from_py(&item, &self.features, self.count - 1).map_err(|e| {
@@ -49,9 +77,11 @@ impl Iterator for PyExamples {
 
 /// Writes a cache from an iterable of examples; see `shardset.write_cache`.
 /// `options_json` is an object of write options by name (the library's
-/// table decides which apply to `layout`); returns the rows written.
+/// table decides which apply to `layout`); `progress`, a callable told the
+/// rows written (as they are, and once at the end); returns the rows
+/// written.
 #[pyfunction]
-#[pyo3(signature = (examples, features_json, path, layout, options_json))]
+#[pyo3(signature = (examples, features_json, path, layout, options_json, progress=None))]
 pub(crate) fn write_cache(
     py: Python<'_>,
     examples: &Bound<'_, PyAny>,
@@ -59,20 +89,32 @@ pub(crate) fn write_cache(
     path: PathBuf,
     layout: &str,
     options_json: &str,
+    progress: Option<Py<PyAny>>,
 ) -> PyRes<u64> {
     let j: serde_json::Value = serde_json::from_str(features_json)
         .map_err(|e| BadInputError::new_err(format!("features description: {e}")))?;
     let features = Arc::new(features_from_json(&j).py()?);
     let spec = spec(layout, options_json)?;
     let iter = examples.try_iter()?.into_any().unbind();
+    let rows = Arc::new(AtomicU64::new(0));
+    let call = progress.as_ref().map(|c| c.clone_ref(py));
     let examples = PyExamples {
         iter,
         features: features.clone(),
         count: 0,
+        progress: progress.map(|call| Progress {
+            call,
+            rows: rows.clone(),
+            last: Instant::now(),
+        }),
     };
+    let counter = call.as_ref().map(|_| rows);
     let written = py
-        .detach(move || shardset::write_cache(examples, &features, &path, &spec, None))
+        .detach(move || shardset::write_cache(examples, &features, &path, &spec, counter))
         .py()?;
+    if let Some(c) = call {
+        c.bind(py).call1((written.num_rows,))?;
+    }
     Ok(written.num_rows)
 }
 
