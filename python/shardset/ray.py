@@ -48,6 +48,7 @@ from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, TypeVar, cast
 
 from . import _shardset, write_cache
+from ._progress import Reporter
 from .features import Features
 
 if TYPE_CHECKING:
@@ -123,7 +124,9 @@ def build(generate: Callable[[_Unit], Iterable[_Example]], units: Iterable[_Unit
     first). `options`: the arrow layout's write options of
     `shardset.write_cache` (`shard_size`, `compression`, `batch_size`,
     `record_checksums`, ...; checked here, before any task starts).
-    Returns a `BuildReport`.
+    `progress`: a callable told `(units done, units, rows)` as tasks
+    finish; without one, a tqdm bar of the units on a terminal (when tqdm
+    is installed), nothing otherwise. Returns a `BuildReport`.
 
     Raises the task's exception when a unit fails for a reason other than a
     lost worker; nothing is committed then."""
@@ -155,6 +158,8 @@ def build(generate: Callable[[_Unit], Iterable[_Example]], units: Iterable[_Unit
     pending = list(index)
     rows = 0
     done_units = 0
+    # Without a callable: a bar of the units built on a terminal (tqdm).
+    bar = Reporter(None if progress is None else False, len(units), "building", "units")
     try:
         while pending:
             done, pending = ray.wait(pending, num_returns=1)
@@ -166,10 +171,13 @@ def build(generate: Callable[[_Unit], Iterable[_Example]], units: Iterable[_Unit
                 done_units += len(groups[g][1])
                 if progress is not None:
                     progress(done_units, len(units), rows)
+                bar(done_units)
     except BaseException:
         for ref in pending:
             ray.cancel(ref, force=True)
         raise
+    finally:
+        bar.close()
     # Every group's record is in: each task returned one, or this raised.
     built, shards, replaced = _shardset._commit_parts(path, build, cast("list[str]", records))
     return BuildReport(path=path, build=built, units=len(units), rows=rows, shards=shards,
