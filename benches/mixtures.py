@@ -20,7 +20,8 @@ three columns, the same 3,906 batches' worth of rows, consumed by Python
 a fresh process from the open (cold: the page cache holds the files, the
 process holds nothing) and again in that process (warm). The mixture's
 extra work is the draws (a few random numbers a row) and one take per
-source per batch instead of one.
+source per batch instead of one, whose columns are then interleaved; a
+third row ("mixture, a source per batch": draw="batch") tells the two apart.
 """
 
 import json
@@ -75,9 +76,12 @@ def child(base, what, threads):
             return _shardset.Pipeline(ds._ds, BATCH, [], cols, "random", 0, "drop_last",
                                       0, 1, 0, 1, threads, 2, "CHW")
     else:
+        # "mixture-batch": each batch from one source (one take a batch, no
+        # mixing of columns), to tell the draws' cost from the takes'.
         mix = shardset.Mixture([(os.path.join(base, f"s{k}"), w)
                                 for k, w in enumerate([0.4, 0.3, 0.3])],
-                               batch_size=BATCH, seed=0)
+                               batch_size=BATCH, seed=0,
+                               draw="batch" if what == "mixture-batch" else "sample")
 
         def make():
             return _shardset.MixturePipeline(mix._m, BATCH, [], cols, 0, 1, 0, 1, threads, 2,
@@ -106,7 +110,7 @@ def main():
     write(base)
     results = []
     for threads in (1, 2):
-        for what in ("single", "mixture"):
+        for what in ("single", "mixture", "mixture-batch"):
             env = dict(os.environ, SHARDSET_MIX_CHILD=f"{base},{what},{threads}")
             r = json.loads(subprocess.run([sys.executable, __file__], env=env, check=True,
                                           capture_output=True, text=True).stdout)
@@ -116,15 +120,17 @@ def main():
                             capture_output=True, text=True).stdout.strip()
     print(f"{time.strftime('%Y-%m-%d')}, commit {commit}, {platform.machine()}, "
           f"{os.cpu_count()} cores, Python {platform.python_version()}")
-    print("\n| threads | run | single cache rows/s | mixture of 3 rows/s | overhead |")
-    print("|---|---|---|---|---|")
+    print("\n| threads | run | single cache rows/s | mixture of 3 rows/s | overhead "
+          "| mixture, a source per batch | overhead |")
+    print("|---|---|---|---|---|---|---|")
     for threads in (1, 2):
-        s = next(r for r in results if r["what"] == "single" and r["threads"] == threads)
-        m = next(r for r in results if r["what"] == "mixture" and r["threads"] == threads)
+        def rate(what, run):
+            r = next(r for r in results if r["what"] == what and r["threads"] == threads)
+            return r[run]["rows"] / r[run]["seconds"]
         for run in ("cold", "warm"):
-            a = s[run]["rows"] / s[run]["seconds"]
-            b = m[run]["rows"] / m[run]["seconds"]
-            print(f"| {threads} | {run} | {a:,.0f} | {b:,.0f} | {100 * (1 - b / a):+.1f}% |")
+            a, b, c = (rate(w, run) for w in ("single", "mixture", "mixture-batch"))
+            print(f"| {threads} | {run} | {a:,.0f} | {b:,.0f} | {100 * (1 - b / a):+.1f}% "
+                  f"| {c:,.0f} | {100 * (1 - c / a):+.1f}% |")
 
 
 if __name__ == "__main__":
