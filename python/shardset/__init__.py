@@ -139,6 +139,14 @@ class Dataset:
             return self.select(keep)
         return Dataset(self._ds.filter(expr)[0])
 
+    def to_parquet(self, path: str | os.PathLike[str]) -> int:
+        """Writes this view's rows, its columns as stored (images as their
+        encoded bytes), as one Parquet file at `path`, replaced atomically;
+        our features and Hugging Face's go in its metadata, so
+        `open_parquet` and `datasets` read class names and images back.
+        Returns the rows written."""
+        return self._ds.to_parquet(str(path))
+
     def filter_report(self, expr: str) -> tuple[Dataset, dict[str, Any]]:
         """`filter(expr)` and what it did: the columns read, rows in and
         kept, `source` (`"kept"`, `"lance-scan"` or `"evaluated"`), where

@@ -394,6 +394,13 @@ impl PyDataset {
         Ok((self.view(view), d))
     }
 
+    /// Writes the view's rows (its columns as stored) as one Parquet file;
+    /// returns the rows written.
+    fn to_parquet(&self, py: Python<'_>, path: std::path::PathBuf) -> PyRes<u64> {
+        let ds = self.ds.clone();
+        py.detach(move || ds.write_parquet(&path)).py()
+    }
+
     /// The rows in an order drawn from `seed`.
     fn shuffle(&self, seed: u64) -> PyRes<PyDataset> {
         Ok(self.view(self.ds.shuffle(seed)))

@@ -71,3 +71,13 @@ def test_bad_input_names_the_file(tmp_path):
         shardset.open_parquet(t)
     ds = shardset.open_parquet(t, features=shardset.Features({"d": shardset.Value("int32")}))
     assert ds[0] == {"d": 1}
+
+
+def test_a_view_exports_to_parquet_and_reads_back(files, tmp_path):
+    ds = shardset.open_parquet(files).select([5, 250, 3])
+    out = tmp_path / "v.parquet"
+    assert ds.to_parquet(out) == 3
+    assert pq.read_table(out).column("id").to_pylist() == [5, 250, 3]
+    back = shardset.open_parquet(out)
+    assert [back[i] for i in range(3)] == [ds[i] for i in range(3)]
+    assert back.features["label"].names == ["neg", "pos"]

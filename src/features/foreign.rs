@@ -13,6 +13,10 @@ use crate::dtype::Dtype;
 use crate::error::{Error, Result};
 use crate::features::{ClassLabel, Feature, Features};
 
+/// The key of our own features in a foreign file's metadata (a Parquet file
+/// we exported): read back as they are, for an exact round trip.
+pub const FEATURES_KEY: &str = "shardset.features";
+
 /// A Hugging Face dtype name as ours.
 fn hf_dtype(name: &str) -> Option<Dtype> {
     Some(match name {
@@ -116,14 +120,22 @@ fn is_image_struct(fields: &arrow_schema::Fields) -> bool {
     fields.iter().any(|f| f.name() == "bytes") && fields.iter().any(|f| f.name() == "path")
 }
 
-/// The features of a foreign Arrow schema: Hugging Face's, when the schema
-/// carries them (the `huggingface` metadata key), else inferred from the
-/// Arrow types.
+/// The features of a foreign Arrow schema: ours, when we wrote it
+/// ([`FEATURES_KEY`]); Hugging Face's, when the schema carries them (the
+/// `huggingface` metadata key); else inferred from the Arrow types.
 ///
 /// # Errors
 /// [`Error::InvalidFeature`] naming a column whose type has no feature
 /// (give the features instead).
 pub fn of_foreign_schema(schema: &Schema) -> Result<Features> {
+    if let Some(ours) = schema.metadata().get(FEATURES_KEY) {
+        let j: J = serde_json::from_str(ours).map_err(|e| {
+            Error::InvalidFeature(format!(
+                "the schema's '{FEATURES_KEY}' metadata is not JSON: {e}"
+            ))
+        })?;
+        return crate::features::describe::features_from_json(&j);
+    }
     if let Some(hf) = schema.metadata().get("huggingface") {
         let j: J = serde_json::from_str(hf).map_err(|e| {
             Error::InvalidFeature(format!(

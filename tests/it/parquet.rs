@@ -218,3 +218,56 @@ fn the_cli_converts_parquet_into_each_layout_with_the_same_values() {
         }
     }
 }
+
+#[test]
+fn a_cache_exported_to_parquet_reads_back_with_its_features_in_pyarrow_and_in_shardset() {
+    use crate::common::{shardset_cli, succeeded};
+    let t = tempfile::tempdir().unwrap();
+    let src = t.path().join("src");
+    std::fs::create_dir(&src).unwrap();
+    let want = written(&src);
+    let cache = t.path().join("cache");
+    succeeded(
+        shardset_cli()
+            .args(["build", "parquet"])
+            .arg(&src)
+            .args(["--format", "lance", "--out"])
+            .arg(&cache),
+    );
+    let file = t.path().join("out.parquet");
+    succeeded(
+        shardset_cli()
+            .arg("export")
+            .arg(cache.join("train"))
+            .args(["--format", "parquet", "--out"])
+            .arg(&file),
+    );
+    let back = open_parquet_with(&file, &OpenOptions::default()).unwrap();
+    let ds = Dataset::from_backend(std::sync::Arc::new(back));
+    assert_eq!(ds.len(), 180);
+    for i in [0i64, 50, 101, 179] {
+        assert_eq!(row_json(&ds, i), want[i as usize], "row {i}");
+    }
+    match ds.get(101).unwrap().get("label") {
+        Some(Value::Label(l)) => assert_eq!(l.name.as_deref(), Some("bird")),
+        other => panic!("{other:?}"),
+    }
+    // pyarrow reads it, with Hugging Face's features and image structs.
+    let seen = python_json(
+        r#"
+import json, sys, pyarrow.parquet as pq
+t = pq.read_table(sys.argv[1])
+hf = json.loads(t.schema.metadata[b"huggingface"])["info"]["features"]
+print(json.dumps({"ids": t.column("id").to_pylist()[:3], "label": hf["label"],
+                  "image": hf["image"], "png": t.column("image")[101].as_py()["bytes"][:4].hex()}))
+"#,
+        &[&file],
+    );
+    assert_eq!(seen["ids"], serde_json::json!([0, 1, 2]));
+    assert_eq!(
+        seen["label"]["names"],
+        serde_json::json!(["cat", "dog", "bird"])
+    );
+    assert_eq!(seen["image"]["_type"], "Image");
+    assert_eq!(seen["png"], "89504e47", "the image's PNG bytes");
+}

@@ -413,17 +413,23 @@ fn write_clip(
     Ok(files)
 }
 
-/// Write the images of one row as PNG files.
+/// Write the images of one row as PNG files, or (`--format parquet`) the
+/// whole cache as one Parquet file.
 #[derive(clap::Args)]
 pub struct ExportArgs {
     /// The cache directory.
     pub path: PathBuf,
-    /// The row (negative counts from the end).
-    #[arg(long, allow_hyphen_values = true)]
-    pub row: i64,
-    /// Directory to write into (created if missing).
+    /// The row (negative counts from the end); not with `--format`.
+    #[arg(long, allow_hyphen_values = true, required_unless_present = "format")]
+    pub row: Option<i64>,
+    /// Directory to write into (created if missing); with `--format
+    /// parquet`, the file to write.
     #[arg(long)]
     pub out: PathBuf,
+    /// `parquet`: every row of the cache, its columns as stored, into the
+    /// Parquet file `--out` (our features and Hugging Face's in its metadata).
+    #[arg(long, value_parser = ["parquet"], conflicts_with = "row")]
+    pub format: Option<String>,
     /// Video: frames per window (a lance-video-frames row is the window
     /// starting at that frame position; a path/bytes video gives this
     /// many uniformly sampled frames).
@@ -447,7 +453,19 @@ pub fn export(args: ExportArgs) -> CliResult {
         window,
         frame_skip,
         json: json_out,
+        format,
     } = args;
+    let Some(row) = row else {
+        // `--format parquet` (clap requires --row otherwise).
+        let _ = format;
+        let rows = open_dataset_with(&path, OpenOptions::default())?.write_parquet(&out)?;
+        if json_out {
+            println!("{}", json!({"rows": rows, "file": out}));
+        } else {
+            println!("{rows} rows written to {}", out.display());
+        }
+        return Ok(());
+    };
     #[cfg(feature = "video")]
     let ds = {
         let spec = shardset::WindowSpec::try_new(window, frame_skip, 1)?;

@@ -9,6 +9,9 @@ use std::sync::Arc;
 
 use arrow_array::{Array, BooleanArray, RecordBatch};
 use arrow_schema::{DataType, Schema, SchemaRef};
+use datafusion_common::DFSchema;
+use datafusion_expr::simplify::SimplifyContext;
+use datafusion_optimizer::simplify_expressions::ExprSimplifier;
 use datafusion_physical_expr::PhysicalExpr;
 use lance_datafusion::planner::Planner;
 
@@ -99,10 +102,23 @@ impl Predicate {
             .collect::<Result<_>>()?;
         let projected = Arc::new(Schema::new(fields));
         let planner = Planner::new(projected.clone());
+        let parsed = planner.parse_filter(sql).map_err(|e| bad(sql, e))?;
+        // Types coerced (a literal to its column's type), not simplified:
+        // DataFusion's simplifier folds `NOT (x IN (1)) OR NOT (x IN (0))`
+        // to true, which keeps a row whose x is NULL (SQL says NULL, not
+        // kept); found by tests/it/views.rs.
+        let df_schema =
+            Arc::new(DFSchema::try_from(projected.as_ref().clone()).map_err(|e| bad(sql, e))?);
+        let simplifier = ExprSimplifier::new(
+            SimplifyContext::builder()
+                .with_schema(df_schema.clone())
+                .build(),
+        );
+        let coerced = simplifier
+            .coerce(parsed, &df_schema)
+            .map_err(|e| bad(sql, e))?;
         let physical = planner
-            .parse_filter(sql)
-            .and_then(|e| planner.optimize_expr(e))
-            .and_then(|e| planner.create_physical_expr(&e))
+            .create_physical_expr(&coerced)
             .map_err(|e| bad(sql, e))?;
         match physical.data_type(&projected).map_err(|e| bad(sql, e))? {
             DataType::Boolean | DataType::Null => {}

@@ -7,8 +7,8 @@
 //! 1. a selection kept beside the cache by an earlier open with the same
 //!    filter, for the same version of the same rows (`store`);
 //! 2. on a whole `lance-rows` cache, Lance's scanner, which reads only the
-//!    filter's columns and hands back row addresses
-//!    (`layouts::lance_rows::scan`);
+//!    filter's columns with their row addresses, the predicate evaluated
+//!    here (`layouts::lance_rows::scan`);
 //! 3. otherwise here, on the view's Arrow batches (`expr`).
 //!
 //! A whole local cache keeps what 2 and 3 found; a sub-view, a cache on
@@ -145,7 +145,7 @@ impl Dataset {
                 let rows = match whole.and_then(lance_rows) {
                     Some(lance) => {
                         report.source = FilterSource::LanceScan;
-                        lance.filtered_rows(pred.sql(), pred.columns())?
+                        lance.filtered_rows(pred.columns(), &|b| pred.keep(b))?
                     }
                     None => self.evaluate(&pred)?,
                 };
