@@ -132,18 +132,21 @@ pub(crate) fn assemble(
             .collect::<Result<Vec<_>>>()?;
         taken[s] = Some(cols);
     }
+    // The sources read, and each row's (slot among them, row in its take):
+    // the same for every column.
+    let sources: Vec<usize> = (0..datasets.len())
+        .filter(|&s| taken[s].is_some())
+        .collect();
+    let mut slot = vec![0; datasets.len()];
+    for (k, &s) in sources.iter().enumerate() {
+        slot[s] = k;
+    }
+    let index: Vec<(usize, usize)> = at.iter().map(|&(s, r)| (slot[s], r)).collect();
     let columns = (0..schema.fields().len())
         .map(|k| {
-            let sources: Vec<usize> = (0..datasets.len())
-                .filter(|&s| taken[s].is_some())
-                .collect();
             let arrays: Vec<&dyn arrow_array::Array> = sources
                 .iter()
                 .map(|&s| taken[s].as_ref().expect("taken")[k].as_ref())
-                .collect();
-            let index: Vec<(usize, usize)> = at
-                .iter()
-                .map(|&(s, r)| (sources.iter().position(|&x| x == s).expect("taken"), r))
                 .collect();
             arrow_select::interleave::interleave(&arrays, &index)
         })

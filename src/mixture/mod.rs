@@ -193,6 +193,8 @@ pub struct Mixture {
     samplers: Vec<Sampler>,
     plans: Vec<columns::SourceColumns>,
     features: Arc<Features>,
+    /// The features' Arrow schema, made once (every batch is built on it).
+    schema: arrow_schema::SchemaRef,
     draws: draw::Draws,
     opts: MixtureOptions,
     state: MixtureState,
@@ -276,6 +278,7 @@ impl Mixture {
             datasets,
             samplers,
             plans,
+            schema: features.arrow_schema(),
             features,
             draws,
             opts,
@@ -504,12 +507,7 @@ impl Mixture {
     /// # Errors
     /// Read errors of the sources.
     pub fn read(&self, rows: &[(usize, u64)]) -> Result<RecordBatch> {
-        columns::assemble(
-            &self.features.arrow_schema(),
-            &self.datasets,
-            &self.plans,
-            rows,
-        )
+        columns::assemble(&self.schema, &self.datasets, &self.plans, rows)
     }
 }
 
