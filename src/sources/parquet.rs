@@ -7,7 +7,7 @@
 
 use std::path::{Path, PathBuf};
 
-use super::builder_name;
+use super::{builder_name, single_file_sources};
 use crate::builder::{DatasetBuilder, DatasetInfo, ExampleStream, Sources};
 use crate::error::{BoxError, Result};
 use crate::features::decode::DecodeOptions;
@@ -82,21 +82,16 @@ impl DatasetBuilder for ParquetFiles {
     }
     /// The files themselves: a changed file is a rebuild.
     fn sources(&self, _c: &str, _s: &str) -> std::result::Result<Option<Sources>, BoxError> {
-        let files = self.rows.files();
-        let dir = if self.path.is_dir() {
-            self.path.clone()
-        } else {
-            self.path
-                .parent()
-                .filter(|p| !p.as_os_str().is_empty())
-                .unwrap_or(Path::new("."))
-                .to_path_buf()
-        };
-        let names: Vec<PathBuf> = files
+        if !self.path.is_dir() {
+            return Ok(Some(single_file_sources(&self.path)));
+        }
+        let names: Vec<PathBuf> = self
+            .rows
+            .files()
             .iter()
             .filter_map(|f| f.file_name().map(PathBuf::from))
             .collect();
-        Ok(Some(Sources::new(dir, names)))
+        Ok(Some(Sources::new(&self.path, names)))
     }
     fn generate<'a>(
         &'a self,
