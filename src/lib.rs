@@ -75,6 +75,7 @@ pub use layouts::video_frames::write::{
     try_write_video_frames_cache, write_video_frames_cache, ResizeMode, VideoFramesOptions,
     WrittenVideoFrames,
 };
+pub use layouts::{hf_arrow::HfArrow, open::open_hf_with};
 #[cfg(feature = "parquet")]
 pub use layouts::{open::open_parquet_with, parquet::ParquetRows};
 pub use layouts::{ArrowShards, Backend, IterOptions};

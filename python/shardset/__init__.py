@@ -30,8 +30,10 @@ from ._shardset import (  # noqa: F401
 from ._progress import ProgressLike, Reporter, total_of
 from .mixture import Mixture  # noqa: F401
 from .features import (  # noqa: F401
+    Array2D,
     Array3D,
     Array4D,
+    Array5D,
     ClassLabel,
     Features,
     Image,
@@ -57,8 +59,8 @@ def _pa() -> Any:
     return pyarrow
 
 
-__all__ = ["open_cache", "open_parquet", "write_cache", "edit", "Dataset", "Mixture", "Features", "Value", "ClassLabel",
-           "Sequence", "Image", "Array3D", "Array4D", "Video", "ShardsetError",
+__all__ = ["open_cache", "open_parquet", "open_hf", "write_cache", "edit", "Dataset", "Mixture", "Features", "Value", "ClassLabel",
+           "Sequence", "Image", "Array2D", "Array3D", "Array4D", "Array5D", "Video", "ShardsetError",
            "CacheNotFoundError", "CorruptCacheError", "SchemaMismatchError", "BadInputError"]
 
 
@@ -265,6 +267,30 @@ def open_parquet(path: str | os.PathLike[str], columns: Iterable[str] | None = N
     fjson = None if features is None else Features.coerce(features).to_json()
     ds = Dataset(_shardset.open_parquet(str(path), None if columns is None else list(columns),
                                         features=fjson, decode_images=decode_images))
+    return ds if filter is None else ds.filter(filter)
+
+
+def open_hf(path: str | os.PathLike[str], split: str | None = None,
+            columns: Iterable[str] | None = None, features: FeaturesLike | None = None,
+            decode_images: bool = True, filter: str | None = None) -> Dataset:
+    """Opens a Hugging Face `datasets` directory written by `save_to_disk`
+    read-only as a dataset, without converting it: a `Dataset` directory, or
+    one split of a `DatasetDict` directory (split: default its only split,
+    else `train`; another name is a BadInputError listing them). Its Arrow
+    files are mapped and read in place, as `datasets.load_from_disk` reads
+    them, with the same values; views, filters, samplers and
+    `shardset.torch` work as on a cache.
+
+    features: by default those of its `dataset_info.json` (Value,
+    ClassLabel, Image, Sequence/List, Array2D to Array5D; another kind is a
+    BadInputError naming the column). The directory is read as untrusted:
+    file and split names must stay inside it, and an image cell that names a
+    file instead of holding its bytes is a CorruptCacheError. filter: as
+    `open_cache`'s."""
+    fjson = None if features is None else Features.coerce(features).to_json()
+    ds = Dataset(_shardset.open_hf(str(path), split,
+                                   None if columns is None else list(columns),
+                                   features=fjson, decode_images=decode_images))
     return ds if filter is None else ds.filter(filter)
 
 

@@ -35,6 +35,7 @@ __all__ = [
     "edit",
     "open_cache",
     "open_parquet",
+    "open_hf",
     "_reopen",
     "write_cache",
     "features_fingerprint",
@@ -87,7 +88,7 @@ _Indices: TypeAlias = Sequence[int] | _ToList
 # in_memory_fallback, version, trusted_roots).
 # `open_cache`'s arguments, as a pickled dataset carries them: (path,
 # columns, the library's OpenOptions as JSON).
-_OpenArgs: TypeAlias = tuple[_Path, Sequence[str] | None, str, bool]
+_OpenArgs: TypeAlias = tuple[_Path, Sequence[str] | None, str, str]
 
 @type_check_only
 class _ArrayInterface(TypedDict):
@@ -357,6 +358,13 @@ def open_cache(
 ) -> Dataset: ...
 def open_parquet(
     path: _Path,
+    columns: Sequence[str] | None = None,
+    features: str | None = None,
+    decode_images: bool = True,
+) -> Dataset: ...
+def open_hf(
+    path: _Path,
+    split: str | None = None,
     columns: Sequence[str] | None = None,
     features: str | None = None,
     decode_images: bool = True,

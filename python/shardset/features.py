@@ -108,12 +108,23 @@ class _Array:
         return f"{type(self).__name__}(shape={self.shape!r}, dtype={self.dtype!r})"
 
 
+class Array2D(_Array):
+    rank = 2
+
+
 class Array3D(_Array):
     rank = 3
 
 
 class Array4D(_Array):
     rank = 4
+
+
+class Array5D(_Array):
+    rank = 5
+
+
+_ARRAYS: dict[str, type[_Array]] = {c.__name__: c for c in (Array2D, Array3D, Array4D, Array5D)}
 
 
 class Video:
@@ -136,7 +147,7 @@ class Video:
 
 
 # Any one feature.
-Feature = Union[Value, ClassLabel, Sequence, Image, Array3D, Array4D, Video]
+Feature = Union[Value, ClassLabel, Sequence, Image, Array2D, Array3D, Array4D, Array5D, Video]
 
 
 def _from_description(d: Mapping[str, Any]) -> Feature:
@@ -149,9 +160,8 @@ def _from_description(d: Mapping[str, Any]) -> Feature:
         return Sequence(_from_description(d["feature"]))
     if t == "Image":
         return Image(d.get("encode_format", "PNG"))
-    if t in ("Array3D", "Array4D"):
-        return (Array3D if t == "Array3D" else Array4D)(d["shape"], d["dtype"],
-                                                        d.get("fixed_size", False))
+    if t in _ARRAYS:
+        return _ARRAYS[t](d["shape"], d["dtype"], d.get("fixed_size", False))
     if t == "Video":
         return Video(d.get("storage", "path"), d.get("allowed_extensions", ()))
     raise ValueError(f"unknown feature type {t!r}")
@@ -204,9 +214,8 @@ def _from_foreign(f: Any) -> Feature:
         return Sequence(_from_foreign(f.feature))
     if kind == "Image":
         return Image(getattr(f, "encode_format", "PNG"))
-    if kind in ("Array3D", "Array4D"):
-        return (Array3D if kind == "Array3D" else Array4D)(f.shape, f.dtype,
-                                                           getattr(f, "fixed_size", False))
+    if kind in _ARRAYS:
+        return _ARRAYS[kind](f.shape, f.dtype, getattr(f, "fixed_size", False))
     if kind == "Video":
         return Video(f.storage, getattr(f, "allowed_extensions", (".mp4",)))
     raise TypeError(f"not a feature: {f!r}")

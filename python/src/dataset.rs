@@ -478,7 +478,7 @@ impl PyDataset {
             self.spec.path.clone(),
             self.spec.columns.clone(),
             options,
-            self.spec.parquet,
+            self.spec.source.key(),
         );
         let args = (open, positions.map(|p| PyBytes::new(py, &p)));
         PyTuple::new(py, [f.into_any(), args.into_pyobject(py)?.into_any()])

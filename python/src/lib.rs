@@ -53,6 +53,7 @@ fn _shardset(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(edit::edit, m)?)?;
     m.add_function(wrap_pyfunction!(open::open_cache, m)?)?;
     m.add_function(wrap_pyfunction!(open::open_parquet, m)?)?;
+    m.add_function(wrap_pyfunction!(open::open_hf, m)?)?;
     m.add_function(wrap_pyfunction!(open::_reopen, m)?)?;
     m.add_function(wrap_pyfunction!(write::write_cache, m)?)?;
     m.add_function(wrap_pyfunction!(write::features_fingerprint, m)?)?;

@@ -1,4 +1,4 @@
-//! Opening from Python (`open_cache`, `open_parquet`) and how a dataset was
+//! Opening from Python (`open_cache`, `open_parquet`, `open_hf`) and how a dataset was
 //! opened: the library's `OpenOptions` (serialisable) kept with a dataset,
 //! so a pickled dataset opens the same data the same way in another
 //! process (`_reopen`).
@@ -21,19 +21,53 @@ pub(crate) struct OpenSpec {
     pub(crate) path: PathBuf,
     pub(crate) columns: Option<Vec<String>>,
     pub(crate) options: OpenOptions,
-    /// Parquet files (`open_parquet`), not a cache.
-    pub(crate) parquet: bool,
+    /// What is at `path`.
+    pub(crate) source: Source,
+}
+
+/// What a dataset was opened from.
+#[derive(Clone, Debug, PartialEq)]
+pub(crate) enum Source {
+    /// A cache (`open_cache`).
+    Cache,
+    /// Parquet files (`open_parquet`).
+    Parquet,
+    /// A split of a Hugging Face `save_to_disk` directory (`open_hf`).
+    Hf(Option<String>),
+}
+
+impl Source {
+    /// As kept in a pickle: `cache`, `parquet`, `hf` or `hf:<split>`.
+    pub(crate) fn key(&self) -> String {
+        match self {
+            Source::Cache => "cache".into(),
+            Source::Parquet => "parquet".into(),
+            Source::Hf(None) => "hf".into(),
+            Source::Hf(Some(s)) => format!("hf:{s}"),
+        }
+    }
+
+    fn from_key(k: &str) -> Option<Source> {
+        Some(match k {
+            "cache" => Source::Cache,
+            "parquet" => Source::Parquet,
+            "hf" => Source::Hf(None),
+            _ => Source::Hf(Some(k.strip_prefix("hf:")?.to_string())),
+        })
+    }
 }
 
 impl OpenSpec {
     pub(crate) fn open(&self) -> shardset::Result<Dataset> {
-        let ds = if self.parquet {
-            Dataset::from_backend(std::sync::Arc::new(shardset::open_parquet_with(
-                &self.path,
-                &self.options,
-            )?))
-        } else {
-            Dataset::new(shardset::open_cache_with(&self.path, &self.options)?)
+        let (path, o) = (&self.path, &self.options);
+        let ds = match &self.source {
+            Source::Cache => Dataset::new(shardset::open_cache_with(path, o)?),
+            Source::Parquet => {
+                Dataset::from_backend(std::sync::Arc::new(shardset::open_parquet_with(path, o)?))
+            }
+            Source::Hf(split) => Dataset::from_backend(std::sync::Arc::new(
+                shardset::open_hf_with(path, split.as_deref(), o)?,
+            )),
         };
         match &self.columns {
             Some(cols) => {
@@ -149,7 +183,7 @@ pub(crate) fn open_cache(
             path,
             columns,
             options,
-            parquet: false,
+            source: Source::Cache,
         },
     )
 }
@@ -178,7 +212,37 @@ pub(crate) fn open_parquet(
             path,
             columns,
             options,
-            parquet: true,
+            source: Source::Parquet,
+        },
+    )
+}
+
+/// Opens a split of a Hugging Face `save_to_disk` directory read-only; see
+/// `shardset.open_hf`.
+#[pyfunction]
+#[pyo3(signature = (path, split=None, columns=None, features=None, decode_images=true))]
+pub(crate) fn open_hf(
+    py: Python<'_>,
+    path: PathBuf,
+    split: Option<String>,
+    columns: Option<Vec<String>>,
+    features: Option<String>,
+    decode_images: bool,
+) -> PyRes<PyDataset> {
+    let options = OpenKeywords {
+        decode_images,
+        features,
+        ..OpenKeywords::default()
+    }
+    .options()
+    .py()?;
+    open_spec(
+        py,
+        OpenSpec {
+            path,
+            columns,
+            options,
+            source: Source::Hf(split),
         },
     )
 }
@@ -194,10 +258,12 @@ fn open_spec(py: Python<'_>, spec: OpenSpec) -> PyRes<PyDataset> {
 #[pyfunction]
 pub(crate) fn _reopen(
     py: Python<'_>,
-    args: (PathBuf, Option<Vec<String>>, String, bool),
+    args: (PathBuf, Option<Vec<String>>, String, String),
     positions: Option<Vec<u8>>,
 ) -> PyRes<PyDataset> {
-    let (path, columns, options, parquet) = args;
+    let (path, columns, options, source) = args;
+    let source = Source::from_key(&source)
+        .ok_or_else(|| BadInputError::new_err(format!("opened from '{source}'")))?;
     let options: shardset::OpenOptions = serde_json::from_str(&options)
         .map_err(|e| BadInputError::new_err(format!("open options: {e}")))?;
     let d = open_spec(
@@ -206,7 +272,7 @@ pub(crate) fn _reopen(
             path,
             columns,
             options,
-            parquet,
+            source,
         },
     )?;
     match positions {

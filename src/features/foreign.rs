@@ -69,12 +69,26 @@ fn hf_feature(j: &J) -> std::result::Result<Feature, String> {
             }
         }
         "Image" => Ok(Feature::image()),
+        "Array2D" | "Array3D" | "Array4D" | "Array5D" => {
+            let shape: Vec<usize> = j
+                .get("shape")
+                .and_then(J::as_array)
+                .map(|a| a.iter().filter_map(|n| n.as_u64().map(|n| n as usize)).collect())
+                .unwrap_or_default();
+            let d = j.get("dtype").and_then(J::as_str).unwrap_or("");
+            let dtype = hf_dtype(d).ok_or_else(|| format!("{kind} dtype '{d}' has no shardset dtype"))?;
+            if shape.len() != kind[5..6].parse::<usize>().unwrap_or(0) {
+                return Err(format!("{kind} with shape {shape:?} (a dimension of unknown size is not read)"));
+            }
+            Feature::array(shape, dtype).map_err(|e| e.to_string())
+        }
         "Sequence" | "List" | "LargeList" => {
             let inner = j.get("feature").ok_or("a list without its 'feature'")?;
             Ok(Feature::sequence(hf_feature(inner)?))
         }
+        "" => Err("a dict of features (a struct) is not one shardset reads".into()),
         other => Err(format!(
-            "Hugging Face feature type '{other}' is not one shardset reads (Value, ClassLabel, Image, Sequence, List)"
+            "Hugging Face feature type '{other}' is not one shardset reads (Value, ClassLabel, Image, Sequence, List, Array2D to Array5D)"
         )),
     }
 }
@@ -171,9 +185,10 @@ pub fn adapt_column(name: &str, a: &ArrayRef, feature: &Feature) -> Result<Array
         return Ok(a.clone());
     }
     let a = match (feature, a.as_any().downcast_ref::<StructArray>()) {
-        (Feature::Image(_), Some(s)) => s.column_by_name("bytes").cloned().ok_or_else(|| {
-            Error::InvalidFeature(format!("image column '{name}' has no 'bytes'"))
-        })?,
+        (Feature::Image(_), Some(s)) => image_bytes(name, s)?,
+        (Feature::Array(af), None) if nested_list(a.data_type()) => {
+            return array_cells(name, a, af);
+        }
         _ => a.clone(),
     };
     arrow_cast::cast(&a, &want).map_err(|e| {
@@ -182,5 +197,126 @@ pub fn adapt_column(name: &str, a: &ArrayRef, feature: &Feature) -> Result<Array
             a.data_type(),
             feature.class_name()
         ))
+    })
+}
+
+/// The `bytes` of Hugging Face's image cells. A cell that names a file
+/// (`path`) instead of holding its bytes is refused: data from elsewhere
+/// is not let to reach files outside itself.
+fn image_bytes(name: &str, s: &StructArray) -> Result<ArrayRef> {
+    let bytes = s
+        .column_by_name("bytes")
+        .cloned()
+        .ok_or_else(|| Error::InvalidFeature(format!("image column '{name}' has no 'bytes'")))?;
+    if let Some(paths) = s.column_by_name("path") {
+        let by_path =
+            (0..s.len()).find(|&i| s.is_valid(i) && bytes.is_null(i) && paths.is_valid(i));
+        if let Some(i) = by_path {
+            return Err(Error::InvalidFeature(format!(
+                "image column '{name}': cell {i} names a file instead of holding its bytes, and files outside the data are not read (embed the images, e.g. datasets' embed_table_storage, or build from the image files)"
+            )));
+        }
+    }
+    Ok(bytes)
+}
+
+fn nested_list(t: &DataType) -> bool {
+    matches!(
+        t,
+        DataType::List(_) | DataType::LargeList(_) | DataType::FixedSizeList(..)
+    )
+}
+
+/// Offsets of a list level: row `i` holds children `o[i]..o[i + 1]`.
+fn list_level(a: &dyn Array) -> Option<(Vec<usize>, ArrayRef)> {
+    use arrow_array::{FixedSizeListArray, LargeListArray, ListArray};
+    if let Some(l) = a.as_any().downcast_ref::<ListArray>() {
+        let o = l
+            .value_offsets()
+            .iter()
+            .map(|&x| x.max(0) as usize)
+            .collect();
+        return Some((o, l.values().clone()));
+    }
+    if let Some(l) = a.as_any().downcast_ref::<LargeListArray>() {
+        let o = l
+            .value_offsets()
+            .iter()
+            .map(|&x| x.max(0) as usize)
+            .collect();
+        return Some((o, l.values().clone()));
+    }
+    if let Some(l) = a.as_any().downcast_ref::<FixedSizeListArray>() {
+        let n = l.value_length().max(0) as usize;
+        let o = (0..=l.len()).map(|i| (l.offset() + i) * n).collect();
+        return Some((o, l.values().clone()));
+    }
+    None
+}
+
+/// Hugging Face's `Array2D`..`Array5D` cells (nested lists of the shape)
+/// as our fixed-shape cells: the flat C-order bytes of each.
+fn array_cells(name: &str, a: &ArrayRef, af: &crate::features::ArrayFeature) -> Result<ArrayRef> {
+    use arrow_array::builder::{FixedSizeBinaryBuilder, LargeBinaryBuilder};
+    let bad = |why: String| Error::InvalidFeature(format!("array column '{name}': {why}"));
+    let want: usize = af.shape.iter().product();
+    // Each row's range of leaf values, level by level.
+    let mut ranges: Vec<(usize, usize)> = (0..a.len()).map(|i| (i, i + 1)).collect();
+    let mut level = a.clone();
+    for _ in 0..af.shape.len() {
+        let (o, child) = list_level(level.as_ref()).ok_or_else(|| {
+            bad(format!(
+                "{} is not nested {} deep",
+                a.data_type(),
+                af.shape.len()
+            ))
+        })?;
+        for r in &mut ranges {
+            *r = (o[r.0], o[r.1]);
+        }
+        level = child;
+    }
+    let leaves = arrow_cast::cast(&level, &af.dtype.arrow_type())
+        .map_err(|e| bad(format!("its values cannot be read as {:?}: {e}", af.dtype)))?;
+    if leaves.null_count() > 0 {
+        return Err(bad("a cell holds a null value".into()));
+    }
+    let width = af.dtype.byte_width().unwrap_or(1);
+    let data = leaves.to_data();
+    let flat: Vec<u8>;
+    let bytes: &[u8] = if matches!(af.dtype, Dtype::Bool) {
+        let b = leaves
+            .as_any()
+            .downcast_ref::<arrow_array::BooleanArray>()
+            .ok_or_else(|| bad("bool values are not booleans".into()))?;
+        flat = b.iter().map(|v| u8::from(v.unwrap_or(false))).collect();
+        &flat
+    } else {
+        let buf = &data.buffers()[0];
+        &buf.as_slice()[data.offset() * width..]
+    };
+    let cell = want * width;
+    let mut fixed = FixedSizeBinaryBuilder::new(cell as i32);
+    let mut var = LargeBinaryBuilder::new();
+    for (i, &(lo, hi)) in ranges.iter().enumerate() {
+        let valid = a.is_valid(i);
+        if valid && hi - lo != want {
+            return Err(bad(format!(
+                "row {i} holds {} values, not the {want} of shape {:?}",
+                hi - lo,
+                af.shape
+            )));
+        }
+        let v = valid.then(|| &bytes[lo * width..hi * width]);
+        match (af.fixed_size, v) {
+            (true, Some(v)) => fixed.append_value(v).map_err(|e| bad(e.to_string()))?,
+            (true, None) => fixed.append_null(),
+            (false, v) => var.append_option(v),
+        }
+    }
+    Ok(if af.fixed_size {
+        std::sync::Arc::new(fixed.finish())
+    } else {
+        std::sync::Arc::new(var.finish())
     })
 }

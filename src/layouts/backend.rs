@@ -279,7 +279,6 @@ pub(crate) fn slice_from_pieces(
 ///
 /// # Errors
 /// [`Error::IndexOutOfRange`], and `load`'s errors.
-#[cfg(any(feature = "lance", feature = "parquet"))]
 pub(crate) fn take_by_chunks(
     core: &RowsCore,
     indices: &[i64],

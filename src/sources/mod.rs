@@ -1,5 +1,5 @@
 //! Ready-made dataset builders for common inputs, used by the command line
-//! (`shardset build imagefolder|jsonl|csv`) and usable from Rust: an image
+//! (`shardset build imagefolder|jsonl|csv|parquet|hf|webdataset`) and usable from Rust: an image
 //! folder ([`ImageFolder`]), a video folder ([`VideoFolder`]), a JSON lines file ([`JsonLines`]) and a CSV file
 //! ([`CsvFile`]), with feature inference for the last two ([`infer`]).
 //!
@@ -10,21 +10,19 @@
 //! when a file changes.
 
 pub mod csv;
+pub mod foreign;
 pub mod imagefolder;
 pub mod infer;
 pub mod jsonl;
-#[cfg(feature = "parquet")]
-pub mod parquet;
 mod rows;
 pub mod videofolder;
 
 use std::path::Path;
 
 pub use self::csv::CsvFile;
+pub use foreign::{ForeignFiles, ForeignKind};
 pub use imagefolder::{ImageCheck, ImageFolder};
 pub use jsonl::JsonLines;
-#[cfg(feature = "parquet")]
-pub use parquet::ParquetFiles;
 pub use rows::{read_rows, set_cells};
 pub use videofolder::VideoFolder;
 

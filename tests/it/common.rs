@@ -317,3 +317,31 @@ pub fn flip_row_byte(dir: &Path, counts: &[u64], row: u64) -> (PathBuf, u64) {
     std::fs::write(&path, &b).unwrap();
     (path, start)
 }
+
+/// A cell as JSON, for comparing with what Python read (images and
+/// tensors as null: compared elsewhere).
+pub fn cell(v: &shardset::Value) -> serde_json::Value {
+    match v {
+        shardset::Value::Null => serde_json::Value::Null,
+        shardset::Value::Bool(b) => (*b).into(),
+        shardset::Value::Int(i) => (*i).into(),
+        shardset::Value::UInt(u) => (*u).into(),
+        shardset::Value::Float(f) => (*f).into(),
+        shardset::Value::Str(s) => s.as_str().into(),
+        shardset::Value::Bytes(b) => b.iter().map(|x| u64::from(*x)).collect(),
+        shardset::Value::List(l) => l.iter().map(cell).collect(),
+        shardset::Value::Label(l) => l.id.into(),
+        shardset::Value::Image(_) | shardset::Value::Tensor(_) => serde_json::Value::Null,
+        other => panic!("unexpected cell {other:?}"),
+    }
+}
+
+/// Row `i` of `ds` as a JSON object of its cells ([`cell`]).
+pub fn row_json(ds: &shardset::Dataset, i: i64) -> serde_json::Value {
+    let r = ds.get(i).unwrap();
+    let mut m = serde_json::Map::new();
+    for name in ds.column_names() {
+        m.insert(name.clone(), cell(r.get(&name).unwrap()));
+    }
+    serde_json::Value::Object(m)
+}

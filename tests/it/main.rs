@@ -19,6 +19,8 @@ mod fixed_arrays;
 mod fork;
 mod fuzz_replay;
 mod golden;
+#[cfg(feature = "lance")]
+mod hf_dirs;
 mod integrity;
 #[cfg(feature = "lance")]
 mod lance;

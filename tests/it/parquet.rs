@@ -9,7 +9,7 @@ use std::path::Path;
 
 use shardset::{open_parquet_with, Backend, Dataset, Error, OpenOptions, Value};
 
-use crate::common::python_json;
+use crate::common::{python_json, row_json};
 
 /// Writes `dir/part-0.parquet` and `dir/part-1.parquet` (row groups of 37
 /// rows) and prints the rows pyarrow reads back, as JSON.
@@ -58,31 +58,6 @@ for part in range(2):
         rows.append(r)
 print(json.dumps(rows))
 "#;
-
-fn cell(v: &Value) -> serde_json::Value {
-    match v {
-        Value::Null => serde_json::Value::Null,
-        Value::Bool(b) => (*b).into(),
-        Value::Int(i) => (*i).into(),
-        Value::UInt(u) => (*u).into(),
-        Value::Float(f) => (*f).into(),
-        Value::Str(s) => s.as_str().into(),
-        Value::Bytes(b) => b.iter().map(|x| u64::from(*x)).collect(),
-        Value::List(l) => l.iter().map(cell).collect(),
-        Value::Label(l) => l.id.into(),
-        Value::Image(_) => serde_json::Value::Null,
-        other => panic!("unexpected cell {other:?}"),
-    }
-}
-
-fn row_json(ds: &Dataset, i: i64) -> serde_json::Value {
-    let r = ds.get(i).unwrap();
-    let mut m = serde_json::Map::new();
-    for name in ds.column_names() {
-        m.insert(name.clone(), cell(r.get(&name).unwrap()));
-    }
-    serde_json::Value::Object(m)
-}
 
 fn written(dir: &Path) -> Vec<serde_json::Value> {
     python_json(WRITE, &[dir]).as_array().unwrap().clone()

@@ -232,6 +232,26 @@ pub fn open_parquet_with(
     )
 }
 
+/// A Hugging Face `save_to_disk` directory's `split`, opened read-only as
+/// a dataset backend ([`crate::layouts::hf_arrow`]): the features from
+/// `opts`, else those the directory gives; images decoded and limited as
+/// `opts` says.
+///
+/// # Errors
+/// As [`crate::layouts::hf_arrow::HfArrow::open`].
+pub fn open_hf_with(
+    path: &Path,
+    split: Option<&str>,
+    opts: &OpenOptions,
+) -> Result<crate::layouts::hf_arrow::HfArrow> {
+    crate::layouts::hf_arrow::HfArrow::open(
+        path,
+        split,
+        opts.features.clone(),
+        decode_options(path, opts)?,
+    )
+}
+
 fn open_arrow_shards(
     storage: &StorageRef,
     dir: &Path,

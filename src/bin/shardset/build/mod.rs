@@ -10,7 +10,7 @@ use std::sync::Arc;
 
 use clap::{Args, Subcommand};
 use serde_json::{json, Map, Value as J};
-use shardset::sources::{CsvFile, ImageCheck, ImageFolder, JsonLines, ParquetFiles, VideoFolder};
+use shardset::sources::{CsvFile, ForeignFiles, ImageCheck, ImageFolder, JsonLines, VideoFolder};
 use shardset::{Compression, Features, Layout};
 
 use crate::fmt::{CliError, CliResult};
@@ -103,6 +103,19 @@ pub enum BuildSource {
         path: PathBuf,
         /// The features as JSON (see README); default: Hugging Face's in the
         /// files' metadata, else the Arrow types'.
+        #[arg(long, value_name = "FILE")]
+        features: Option<PathBuf>,
+        #[command(flatten)]
+        opts: BuildOpts,
+    },
+    /// A Hugging Face `datasets` directory written by `save_to_disk`: each
+    /// split of a DatasetDict (a Dataset: its own split, or `train`),
+    /// converted into any layout (`--format`).
+    Hf {
+        /// The directory.
+        path: PathBuf,
+        /// The features as JSON (see README); default: those in the
+        /// directory's dataset_info.json.
         #[arg(long, value_name = "FILE")]
         features: Option<PathBuf>,
         #[command(flatten)]
@@ -277,27 +290,12 @@ pub fn run(args: BuildArgs) -> CliResult {
             path,
             features,
             opts,
-        } => {
-            let path = canonical(&path)?;
-            let features = features
-                .map(|f| shardset::features::describe::read_features_file(&f))
-                .transpose()?;
-            let b = ParquetFiles::open(&path, features)?;
-            let b = match &opts.name {
-                Some(n) => b.with_name(n),
-                None => b,
-            };
-            let n = b.len();
-            build_splits(
-                &b,
-                "parquet",
-                &[("train".into(), Some(n))],
-                &opts,
-                1000,
-                &move || Ok(Some(n)),
-                None,
-            )
-        }
+        } => build_foreign(&path, features, &opts, ForeignFiles::parquet),
+        BuildSource::Hf {
+            path,
+            features,
+            opts,
+        } => build_foreign(&path, features, &opts, ForeignFiles::hugging_face),
         BuildSource::Csv {
             file,
             features,
@@ -443,4 +441,37 @@ fn canonical(p: &Path) -> CliResult<PathBuf> {
         }
         .into()
     })
+}
+
+/// Data another tool wrote (Parquet, a Hugging Face directory), each of
+/// its splits converted.
+fn build_foreign(
+    path: &std::path::Path,
+    features: Option<PathBuf>,
+    opts: &BuildOpts,
+    open: fn(&std::path::Path, Option<Features>) -> shardset::Result<ForeignFiles>,
+) -> CliResult {
+    let path = canonical(path)?;
+    let features = features
+        .map(|f| shardset::features::describe::read_features_file(&f))
+        .transpose()?;
+    let b = open(&path, features)?;
+    let b = match &opts.name {
+        Some(n) => b.with_name(n),
+        None => b,
+    };
+    let splits: Vec<(String, Option<u64>)> = b
+        .split_rows()
+        .into_iter()
+        .map(|(s, n)| (s, Some(n)))
+        .collect();
+    build_splits(
+        &b,
+        b.kind().config(),
+        &splits,
+        opts,
+        1000,
+        &|| Ok(None),
+        None,
+    )
 }
