@@ -17,7 +17,7 @@ from __future__ import annotations
 import json
 import os
 from collections.abc import Callable, Iterable, Iterator
-from typing import TYPE_CHECKING, Any, overload
+from typing import TYPE_CHECKING, Any, Literal, overload
 
 from . import _shardset, ops  # noqa: F401  (ops: the input pipeline's ops)
 from ._shardset import (  # noqa: F401
@@ -59,7 +59,7 @@ def _pa() -> Any:
     return pyarrow
 
 
-__all__ = ["open_cache", "open_parquet", "open_hf", "write_cache", "edit", "Dataset", "Mixture", "Features", "Value", "ClassLabel",
+__all__ = ["open_cache", "open_parquet", "open_hf", "write_cache", "convert", "edit", "Dataset", "Mixture", "Features", "Value", "ClassLabel",
            "Sequence", "Image", "Array2D", "Array3D", "Array4D", "Array5D", "Video", "ShardsetError",
            "CacheNotFoundError", "CorruptCacheError", "SchemaMismatchError", "BadInputError"]
 
@@ -345,6 +345,27 @@ def write_cache(examples: Iterable[_Example], features: FeaturesLike,
 write_cache.__doc__ = (write_cache.__doc__ or "") + "\n".join(
     f"    {name} ({', '.join(layouts)}): {help}"
     for name, layouts, help in _shardset.write_options())
+
+
+def convert(kind: Literal["parquet", "hf", "webdataset"], path: str | os.PathLike[str],
+            out: str | os.PathLike[str], format: _Layout = "arrow",
+            features: FeaturesLike | None = None, rebuild: bool = False,
+            **options: Any) -> dict[str, int]:
+    """Converts data another tool wrote into a cache per split, at
+    `out/<split>`, as `shardset build <kind>` does: "parquet" (a file or a
+    directory of them: one `train` split), "hf" (a Hugging Face
+    `save_to_disk` directory: each split of a DatasetDict) or "webdataset"
+    (a tar, `.tar.gz` or a directory of them, or with `train/`,
+    `validation/`, `test/` folders of them; a column per member extension,
+    and `__key__`). Returns the rows of each split.
+
+    features: by default those the data gives (Hugging Face's, the Arrow
+    types', or by extension for WebDataset). A cache already built from the
+    same files is kept (rebuild=True writes it again). format and options:
+    as `write_cache`'s. Encoding runs in Rust on all cores."""
+    fjson = None if features is None else Features.coerce(features).to_json()
+    return dict(_shardset.convert(kind, str(path), str(out), format, json.dumps(options),
+                                  fjson, rebuild))
 
 
 def configure_object_store(region: str | None = None, endpoint: str | None = None,

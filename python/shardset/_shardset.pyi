@@ -36,6 +36,7 @@ __all__ = [
     "open_cache",
     "open_parquet",
     "open_hf",
+    "convert",
     "_reopen",
     "write_cache",
     "features_fingerprint",
@@ -369,6 +370,15 @@ def open_hf(
     features: str | None = None,
     decode_images: bool = True,
 ) -> Dataset: ...
+def convert(
+    kind: str,
+    path: _Path,
+    out: _Path,
+    layout: str,
+    options_json: str,
+    features_json: str | None = None,
+    rebuild: bool = False,
+) -> list[tuple[str, int]]: ...
 def _reopen(args: _OpenArgs, positions: bytes | None) -> Dataset: ...
 def edit(path: _Path) -> Staging: ...
 def write_cache(

@@ -124,7 +124,8 @@ class Array5D(_Array):
     rank = 5
 
 
-_ARRAYS: dict[str, type[_Array]] = {c.__name__: c for c in (Array2D, Array3D, Array4D, Array5D)}
+_ARRAYS: dict[str, type[Array2D] | type[Array3D] | type[Array4D] | type[Array5D]] = {
+    c.__name__: c for c in (Array2D, Array3D, Array4D, Array5D)}
 
 
 class Video:

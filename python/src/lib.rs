@@ -56,6 +56,7 @@ fn _shardset(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(open::open_hf, m)?)?;
     m.add_function(wrap_pyfunction!(open::_reopen, m)?)?;
     m.add_function(wrap_pyfunction!(write::write_cache, m)?)?;
+    m.add_function(wrap_pyfunction!(write::convert, m)?)?;
     m.add_function(wrap_pyfunction!(write::features_fingerprint, m)?)?;
     m.add_function(wrap_pyfunction!(remote::_publish_part, m)?)?;
     m.add_function(wrap_pyfunction!(remote::_commit_parts, m)?)?;

@@ -148,3 +148,46 @@ pub(crate) fn features_fingerprint(features_json: &str) -> PyRes<String> {
         .map_err(|e| PyValueError::new_err(format!("features description: {e}")))?;
     Ok(features_from_json(&j).py()?.fingerprint())
 }
+
+/// Converts data another tool wrote (`kind`: parquet, hf, webdataset) into
+/// a cache per split under `out`; see `shardset.convert`. Returns each
+/// split's rows.
+#[pyfunction]
+#[pyo3(signature = (kind, path, out, layout, options_json, features_json=None, rebuild=false))]
+#[allow(clippy::too_many_arguments)]
+pub(crate) fn convert(
+    py: Python<'_>,
+    kind: &str,
+    path: PathBuf,
+    out: PathBuf,
+    layout: &str,
+    options_json: &str,
+    features_json: Option<&str>,
+    rebuild: bool,
+) -> PyRes<Vec<(String, u64)>> {
+    let kind: shardset::sources::InputKind = kind.parse().py()?;
+    let features = features_json
+        .map(|f| {
+            let j: serde_json::Value = serde_json::from_str(f)
+                .map_err(|e| BadInputError::new_err(format!("features description: {e}")))?;
+            features_from_json(&j).py()
+        })
+        .transpose()?;
+    let spec = spec(layout, options_json)?;
+    py.detach(move || {
+        let input = shardset::sources::open_input(kind, &path, features, None)?;
+        input
+            .splits
+            .iter()
+            .map(|(split, _)| {
+                let opts = shardset::LoadOptions::default()
+                    .with_write_spec(spec.clone())
+                    .with_cache_dir(out.join(split))
+                    .with_rebuild(rebuild);
+                let (ds, _) = shardset::load_with_report(input.builder.as_ref(), split, &opts)?;
+                Ok((split.clone(), ds.len()))
+            })
+            .collect::<shardset::Result<Vec<_>>>()
+    })
+    .py()
+}

@@ -160,3 +160,32 @@ def test_hostile_directories_are_typed_errors(hf_dir, tmp_path):
     f.write_bytes(f.read_bytes()[:-40])
     with pytest.raises(shardset.CorruptCacheError, match=f.name):
         shardset.open_hf(t)
+
+
+def test_convert_writes_every_split_with_load_from_disks_values(hf_dir, tmp_path):
+    theirs = datasets.load_from_disk(str(hf_dir))
+    for layout in ("arrow", "lance"):
+        out = tmp_path / layout
+        assert shardset.convert("hf", hf_dir, out, format=layout) == {"train": N, "test": 7}
+        for split in ("train", "test"):
+            ds = shardset.open_cache(out / split)
+            assert [_row(r) for r in ds] == [_row(r) for r in theirs[split]], (layout, split)
+    with pytest.raises(shardset.BadInputError, match="not an input kind"):
+        shardset.convert("csv", hf_dir, tmp_path / "x")
+
+
+def test_convert_reads_webdataset_tars_as_webdataset_yields_them(tmp_path):
+    import webdataset as wds
+    src = tmp_path / "wds"
+    src.mkdir()
+    with wds.TarWriter(str(src / "a.tar")) as w:
+        for k in range(5):
+            img = Image.new("RGB", (3, 2), (k, 0, 0))
+            w.write({"__key__": f"k{k}", "png": img, "cls": k % 2, "txt": f"t{k}"})
+    assert shardset.convert("webdataset", src, tmp_path / "out") == {"train": 5}
+    ds = shardset.open_cache(tmp_path / "out" / "train")
+    theirs = list(wds.WebDataset(str(src / "a.tar"), shardshuffle=False).decode("rgb8"))
+    assert [r["__key__"] for r in ds] == [s["__key__"] for s in theirs]
+    for r, s in zip(ds, theirs):
+        assert r["cls"] == s["cls"] and r["txt"] == s["txt"]
+        assert np.array_equal(np.asarray(r["png"]), s["png"])

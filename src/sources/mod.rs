@@ -16,6 +16,7 @@ pub mod infer;
 pub mod jsonl;
 mod rows;
 pub mod videofolder;
+pub mod webdataset;
 
 use std::path::Path;
 
@@ -25,9 +26,90 @@ pub use imagefolder::{ImageCheck, ImageFolder};
 pub use jsonl::JsonLines;
 pub use rows::{read_rows, set_cells};
 pub use videofolder::VideoFolder;
+pub use webdataset::WebDataset;
 
 use crate::builder::Sources;
 use crate::error::{Error, Result};
+
+/// Data other tools write, which `shardset build <kind>` and Python's
+/// `shardset.convert` turn into a cache.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum InputKind {
+    /// Parquet files ([`ForeignFiles::parquet`]).
+    #[cfg(feature = "parquet")]
+    Parquet,
+    /// A Hugging Face `save_to_disk` directory ([`ForeignFiles::hugging_face`]).
+    HuggingFace,
+    /// WebDataset tars ([`WebDataset`]).
+    WebDataset,
+}
+
+impl std::str::FromStr for InputKind {
+    type Err = Error;
+    fn from_str(s: &str) -> Result<InputKind> {
+        Ok(match s {
+            #[cfg(feature = "parquet")]
+            "parquet" => InputKind::Parquet,
+            "hf" => InputKind::HuggingFace,
+            "webdataset" => InputKind::WebDataset,
+            _ => {
+                return Err(Error::InvalidArgument(format!(
+                    "'{s}' is not an input kind: parquet, hf or webdataset"
+                )))
+            }
+        })
+    }
+}
+
+/// An input opened for conversion: its builder and each split's rows.
+pub struct Input {
+    /// The builder (config named after the kind).
+    pub builder: Box<dyn crate::builder::DatasetBuilder>,
+    /// The splits, in order, and their row counts.
+    pub splits: Vec<(String, u64)>,
+}
+
+/// Opens the `kind` data at `path` for conversion, read with `features`
+/// or those the data gives, the builder named `name` (default: the file or
+/// directory's).
+///
+/// # Errors
+/// As [`ForeignFiles::parquet`], [`ForeignFiles::hugging_face`] and
+/// [`WebDataset::open`].
+pub fn open_input(
+    kind: InputKind,
+    path: &Path,
+    features: Option<crate::features::Features>,
+    name: Option<&str>,
+) -> Result<Input> {
+    type OpenForeign = fn(&Path, Option<crate::features::Features>) -> Result<ForeignFiles>;
+    let foreign: Option<OpenForeign> = match kind {
+        #[cfg(feature = "parquet")]
+        InputKind::Parquet => Some(ForeignFiles::parquet),
+        InputKind::HuggingFace => Some(ForeignFiles::hugging_face),
+        InputKind::WebDataset => None,
+    };
+    if let Some(open) = foreign {
+        let mut b = open(path, features)?;
+        if let Some(n) = name {
+            b = b.with_name(n);
+        }
+        let splits = b.split_rows();
+        return Ok(Input {
+            builder: Box::new(b),
+            splits,
+        });
+    }
+    let mut b = WebDataset::open(path, features)?;
+    if let Some(n) = name {
+        b = b.with_name(n);
+    }
+    let splits = b.split_rows();
+    Ok(Input {
+        builder: Box::new(b),
+        splits,
+    })
+}
 
 /// A builder name from a path's file stem (the folder name for a folder):
 /// ASCII letters, digits, `_` and `-` are kept, anything else becomes `_`.

@@ -49,6 +49,8 @@ mod video;
 mod video_segments;
 #[cfg(feature = "lance")]
 mod views;
+#[cfg(feature = "lance")]
+mod webdataset;
 mod write_spec;
 
 #[global_allocator]

@@ -259,6 +259,11 @@ impl PreparedLance {
         I: IntoIterator<Item = std::result::Result<Example, E>>,
         E: Into<BoxError>,
     {
+        if let Some((name, _)) = features.iter().find(|(n, _)| n.contains('.')) {
+            return Err(Error::InvalidFeature(format!(
+                "column '{name}': Lance does not allow '.' in a top-level column name (it reads it as a struct path); rename the column, or write the arrow layout"
+            )));
+        }
         let PreparedLance {
             build,
             mut log,

@@ -10,7 +10,9 @@ use std::sync::Arc;
 
 use clap::{Args, Subcommand};
 use serde_json::{json, Map, Value as J};
-use shardset::sources::{CsvFile, ForeignFiles, ImageCheck, ImageFolder, JsonLines, VideoFolder};
+use shardset::sources::{
+    open_input, CsvFile, ImageCheck, ImageFolder, InputKind, JsonLines, VideoFolder,
+};
 use shardset::{Compression, Features, Layout};
 
 use crate::fmt::{CliError, CliResult};
@@ -116,6 +118,20 @@ pub enum BuildSource {
         path: PathBuf,
         /// The features as JSON (see README); default: those in the
         /// directory's dataset_info.json.
+        #[arg(long, value_name = "FILE")]
+        features: Option<PathBuf>,
+        #[command(flatten)]
+        opts: BuildOpts,
+    },
+    /// WebDataset tar shards: a `.tar`/`.tar.gz`/`.tgz` file or a directory
+    /// of them (one `train` split), or with `train/`, `validation/`,
+    /// `test/` subdirectories of them. A column per member extension,
+    /// typed by extension, and `__key__`.
+    Webdataset {
+        /// The tar file or directory.
+        path: PathBuf,
+        /// The features as JSON (see README); default: by extension
+        /// (images, `cls` as int64, `txt`/`json` as strings, else binary).
         #[arg(long, value_name = "FILE")]
         features: Option<PathBuf>,
         #[command(flatten)]
@@ -290,12 +306,17 @@ pub fn run(args: BuildArgs) -> CliResult {
             path,
             features,
             opts,
-        } => build_foreign(&path, features, &opts, ForeignFiles::parquet),
+        } => build_input(InputKind::Parquet, &path, features, &opts),
         BuildSource::Hf {
             path,
             features,
             opts,
-        } => build_foreign(&path, features, &opts, ForeignFiles::hugging_face),
+        } => build_input(InputKind::HuggingFace, &path, features, &opts),
+        BuildSource::Webdataset {
+            path,
+            features,
+            opts,
+        } => build_input(InputKind::WebDataset, &path, features, &opts),
         BuildSource::Csv {
             file,
             features,
@@ -443,31 +464,27 @@ fn canonical(p: &Path) -> CliResult<PathBuf> {
     })
 }
 
-/// Data another tool wrote (Parquet, a Hugging Face directory), each of
-/// its splits converted.
-fn build_foreign(
+/// Data another tool wrote (Parquet, a Hugging Face directory, WebDataset
+/// tars), each of its splits converted.
+fn build_input(
+    kind: InputKind,
     path: &std::path::Path,
     features: Option<PathBuf>,
     opts: &BuildOpts,
-    open: fn(&std::path::Path, Option<Features>) -> shardset::Result<ForeignFiles>,
 ) -> CliResult {
-    let path = canonical(path)?;
     let features = features
         .map(|f| shardset::features::describe::read_features_file(&f))
         .transpose()?;
-    let b = open(&path, features)?;
-    let b = match &opts.name {
-        Some(n) => b.with_name(n),
-        None => b,
-    };
-    let splits: Vec<(String, Option<u64>)> = b
-        .split_rows()
+    let input = open_input(kind, &canonical(path)?, features, opts.name.as_deref())?;
+    let splits: Vec<(String, Option<u64>)> = input
+        .splits
         .into_iter()
         .map(|(s, n)| (s, Some(n)))
         .collect();
+    let config = input.builder.configs()[0].name.clone();
     build_splits(
-        &b,
-        b.kind().config(),
+        input.builder.as_ref(),
+        &config,
         &splits,
         opts,
         1000,
