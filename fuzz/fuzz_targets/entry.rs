@@ -30,6 +30,9 @@
 //! trusts in its `_metadata.json`, beside the reference's Lance dataset.
 //! Mode 0: the bytes are the metadata; 1: edits of the reference's metadata.
 //!
+//! [`open_hf_input`]: a Hugging Face `save_to_disk` directory, one of its
+//! three files replaced or edited (see there), opened and read.
+//!
 //! Any panic, abort or hang is a bug; errors are fine.
 
 #![allow(dead_code)]
@@ -363,4 +366,130 @@ pub fn image_ops_seeds() -> Vec<Vec<u8>> {
         }
     }
     out
+}
+
+/// A Hugging Face `save_to_disk` directory's files, made as `datasets`
+/// makes them: `state.json`, `dataset_info.json`, and one Arrow IPC stream
+/// of three record batches (ids, strings, lists, an image struct, class
+/// ids, an `Array2D` as nested lists).
+pub fn hf_seed() -> &'static [(String, Vec<u8>); 3] {
+    use std::sync::Arc;
+
+    use arrow_array::builder::{
+        BinaryBuilder, Int32Builder, Int64Builder, ListBuilder, StringBuilder, StructBuilder,
+    };
+    use arrow_array::{ArrayRef, RecordBatch};
+    use arrow_schema::{DataType, Field, Fields};
+
+    static S: OnceLock<[(String, Vec<u8>); 3]> = OnceLock::new();
+    S.get_or_init(|| {
+        let info = serde_json::json!({"features": {
+            "id": {"dtype": "int64", "_type": "Value"},
+            "text": {"dtype": "string", "_type": "Value"},
+            "tags": {"feature": {"dtype": "int64", "_type": "Value"}, "_type": "List"},
+            "img": {"_type": "Image"},
+            "label": {"names": ["a", "b"], "_type": "ClassLabel"},
+            "grid": {"shape": [2, 2], "dtype": "int32", "_type": "Array2D"},
+        }});
+        let state = serde_json::json!({"_data_files": [{"filename": "data-00000-of-00001.arrow"}]});
+        let img_fields = Fields::from(vec![
+            Field::new("bytes", DataType::Binary, true),
+            Field::new("path", DataType::Utf8, true),
+        ]);
+        let batch = |lo: i64| -> RecordBatch {
+            let mut id = Int64Builder::new();
+            let mut text = StringBuilder::new();
+            let mut tags = ListBuilder::new(Int64Builder::new());
+            let mut img = StructBuilder::new(
+                img_fields.clone(),
+                vec![
+                    Box::new(BinaryBuilder::new()),
+                    Box::new(StringBuilder::new()),
+                ],
+            );
+            let mut label = Int64Builder::new();
+            let mut grid = ListBuilder::new(ListBuilder::new(Int32Builder::new()));
+            for i in lo..lo + 4 {
+                id.append_value(i);
+                text.append_value(format!("t{i}"));
+                for k in 0..i % 3 {
+                    tags.values().append_value(k);
+                }
+                tags.append(true);
+                img.field_builder::<BinaryBuilder>(0)
+                    .unwrap()
+                    .append_value(PNG_1X1);
+                img.field_builder::<StringBuilder>(1).unwrap().append_null();
+                img.append(true);
+                label.append_value(i % 2);
+                for _ in 0..2 {
+                    for _ in 0..2 {
+                        grid.values().values().append_value(i as i32);
+                    }
+                    grid.values().append(true);
+                }
+                grid.append(true);
+            }
+            let cols: Vec<ArrayRef> = vec![
+                Arc::new(id.finish()),
+                Arc::new(text.finish()),
+                Arc::new(tags.finish()),
+                Arc::new(img.finish()),
+                Arc::new(label.finish()),
+                Arc::new(grid.finish()),
+            ];
+            let names = ["id", "text", "tags", "img", "label", "grid"];
+            let fields: Vec<Field> = names
+                .iter()
+                .zip(&cols)
+                .map(|(n, c)| Field::new(*n, c.data_type().clone(), true))
+                .collect();
+            RecordBatch::try_new(Arc::new(arrow_schema::Schema::new(fields)), cols).unwrap()
+        };
+        let batches = [batch(0), batch(4), batch(8)];
+        let mut stream = Vec::new();
+        {
+            let mut w = arrow_ipc::writer::StreamWriter::try_new(&mut stream, &batches[0].schema())
+                .unwrap();
+            for b in &batches {
+                w.write(b).unwrap();
+            }
+            w.finish().unwrap();
+        }
+        [
+            ("state.json".into(), state.to_string().into_bytes()),
+            ("dataset_info.json".into(), info.to_string().into_bytes()),
+            ("data-00000-of-00001.arrow".into(), stream),
+        ]
+    })
+}
+
+/// A 1x1 RGB PNG.
+const PNG_1X1: &[u8] = &[
+    0x89, 0x50, 0x4e, 0x47, 0x0d, 0x0a, 0x1a, 0x0a, 0x00, 0x00, 0x00, 0x0d, 0x49, 0x48, 0x44, 0x52,
+    0x00, 0x00, 0x00, 0x01, 0x00, 0x00, 0x00, 0x01, 0x08, 0x02, 0x00, 0x00, 0x00, 0x90, 0x77, 0x53,
+    0xde, 0x00, 0x00, 0x00, 0x0c, 0x49, 0x44, 0x41, 0x54, 0x08, 0xd7, 0x63, 0xf8, 0xcf, 0xc0, 0x00,
+    0x00, 0x03, 0x01, 0x01, 0x00, 0x18, 0xdd, 0x8d, 0xb0, 0x00, 0x00, 0x00, 0x00, 0x49, 0x45, 0x4e,
+    0x44, 0xae, 0x42, 0x60, 0x82,
+];
+
+/// One input of the `open_hf` target: what a reader of a Hugging Face
+/// directory trusts. The first byte picks the file (mod 3: `state.json`,
+/// `dataset_info.json`, the data stream) and whether the rest is that file
+/// (bit 2 of the first byte clear) or edits of the seed's (set).
+pub fn open_hf_input(data: &[u8]) -> Option<shardset::Result<()>> {
+    let (&mode, body) = data.split_first()?;
+    let seed = hf_seed();
+    let which = (mode % 3) as usize;
+    let tmp = tempfile::tempdir().ok()?;
+    for (k, (name, bytes)) in seed.iter().enumerate() {
+        let bytes = match (k == which, mode & 4 != 0) {
+            (false, _) => bytes.clone(),
+            (true, false) => body.to_vec(),
+            (true, true) => edited(bytes, body),
+        };
+        std::fs::write(tmp.path().join(name), bytes).ok()?;
+    }
+    let opened = shardset::open_hf_with(tmp.path(), None, &shardset::OpenOptions::default());
+    Some(opened.map(|b| exercise(&b)))
 }

@@ -4,7 +4,7 @@
 
 use std::sync::Arc;
 
-use arrow_array::{ArrayRef, RecordBatch};
+use arrow_array::RecordBatch;
 use arrow_schema::Schema;
 
 use crate::dataset::Dataset;
@@ -97,25 +97,36 @@ pub(crate) fn plan(
     Ok((Arc::new(out), plans))
 }
 
+/// One step's rows read, before they are put in draw order: a batch of
+/// the mixture's columns per source read, and each row's (part, row in it).
+#[derive(Debug)]
+pub struct MixedParts {
+    /// One batch per source that gave rows, in the mixture's schema.
+    pub parts: Vec<RecordBatch>,
+    /// Row `i` of the step is row `index[i].1` of `parts[index[i].0]`.
+    pub index: Vec<(usize, usize)>,
+}
+
 /// One step's rows: `picks[i]` = (source, view position in that source),
-/// read with one `take` per source and put back in draw order.
+/// read with one `take` per source.
 ///
 /// # Errors
 /// Read errors, and Arrow errors (a cache whose cells do not match its
 /// features).
-pub(crate) fn assemble(
+pub(crate) fn take_parts(
     schema: &Arc<Schema>,
     datasets: &[Dataset],
     plans: &[SourceColumns],
     picks: &[(usize, u64)],
-) -> Result<RecordBatch> {
+) -> Result<MixedParts> {
     let mut per_source: Vec<Vec<i64>> = vec![Vec::new(); datasets.len()];
     let mut at = Vec::with_capacity(picks.len());
     for &(s, pos) in picks {
         at.push((s, per_source[s].len()));
         per_source[s].push(pos as i64);
     }
-    let mut taken: Vec<Option<Vec<ArrayRef>>> = vec![None; datasets.len()];
+    let mut slot = vec![0; datasets.len()];
+    let mut parts = Vec::new();
     for (s, rows) in per_source.iter().enumerate() {
         if rows.is_empty() {
             continue;
@@ -130,24 +141,32 @@ pub(crate) fn assemble(
                 })
             })
             .collect::<Result<Vec<_>>>()?;
-        taken[s] = Some(cols);
+        let opts = arrow_array::RecordBatchOptions::new().with_row_count(Some(rows.len()));
+        slot[s] = parts.len();
+        parts.push(
+            RecordBatch::try_new_with_options(schema.clone(), cols, &opts)
+                .map_err(|e| Error::InvalidArgument(format!("mixing the sources' columns: {e}")))?,
+        );
     }
-    // The sources read, and each row's (slot among them, row in its take):
-    // the same for every column.
-    let sources: Vec<usize> = (0..datasets.len())
-        .filter(|&s| taken[s].is_some())
-        .collect();
-    let mut slot = vec![0; datasets.len()];
-    for (k, &s) in sources.iter().enumerate() {
-        slot[s] = k;
-    }
-    let index: Vec<(usize, usize)> = at.iter().map(|&(s, r)| (slot[s], r)).collect();
+    let index = at.iter().map(|&(s, r)| (slot[s], r)).collect();
+    Ok(MixedParts { parts, index })
+}
+
+/// One step's rows in draw order, as one batch.
+///
+/// # Errors
+/// As [`take_parts`].
+pub(crate) fn assemble(
+    schema: &Arc<Schema>,
+    datasets: &[Dataset],
+    plans: &[SourceColumns],
+    picks: &[(usize, u64)],
+) -> Result<RecordBatch> {
+    let MixedParts { parts, index } = take_parts(schema, datasets, plans, picks)?;
     let columns = (0..schema.fields().len())
         .map(|k| {
-            let arrays: Vec<&dyn arrow_array::Array> = sources
-                .iter()
-                .map(|&s| taken[s].as_ref().expect("taken")[k].as_ref())
-                .collect();
+            let arrays: Vec<&dyn arrow_array::Array> =
+                parts.iter().map(|p| p.column(k).as_ref()).collect();
             arrow_select::interleave::interleave(&arrays, &index)
         })
         .collect::<std::result::Result<Vec<_>, _>>()

@@ -36,6 +36,7 @@ use crate::dataset::Dataset;
 use crate::error::{Error, Result};
 use crate::features::Features;
 use crate::sampler::{Order, Partition, Sampler};
+pub use columns::MixedParts;
 
 pub use draw::{Cursor, DrawUnit, Schedule, SourceEnd};
 
@@ -508,6 +509,16 @@ impl Mixture {
     /// Read errors of the sources.
     pub fn read(&self, rows: &[(usize, u64)]) -> Result<RecordBatch> {
         columns::assemble(&self.schema, &self.datasets, &self.plans, rows)
+    }
+
+    /// The rows of a plan read, one batch per source, not yet in draw
+    /// order (for a reader that puts them in place itself, as the input
+    /// pipeline does).
+    ///
+    /// # Errors
+    /// Read errors of the sources.
+    pub fn read_parts(&self, rows: &[(usize, u64)]) -> Result<columns::MixedParts> {
+        columns::take_parts(&self.schema, &self.datasets, &self.plans, rows)
     }
 }
 

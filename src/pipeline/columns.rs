@@ -7,7 +7,9 @@
 
 use arrow_array::cast::AsArray;
 use arrow_array::types::*;
-use arrow_array::{Array, RecordBatch};
+use std::borrow::Cow;
+
+use arrow_array::{Array, ArrayRef, RecordBatch};
 
 use super::batch::{BatchColumn, Element};
 use super::ops::{ImagePlan, OutDtype, Placement, SampleRng};
@@ -169,16 +171,59 @@ impl ColumnPlan {
 
     /// This column of a batch of `rows` (the cache's cells, in batch order).
     pub(crate) fn fill(&self, rows: &RecordBatch, keys: &SampleKeys<'_>) -> Result<BatchColumn> {
+        let a = self.column_of(rows)?;
+        self.fill_array(a, keys)
+    }
+
+    fn column_of<'b>(&self, rows: &'b RecordBatch) -> Result<&'b ArrayRef> {
         let a = rows
             .column_by_name(&self.name)
             .ok_or_else(|| self.err("the column is missing"))?;
-        let n = a.len();
         if a.null_count() > 0 {
-            let row = (0..n).find(|&i| a.is_null(i)).unwrap_or(0);
+            let row = (0..a.len()).find(|&i| a.is_null(i)).unwrap_or(0);
             return Err(self.err(&format!(
                 "row {row} of the batch is null, which a tensor cannot hold; filter the nulls out"
             )));
         }
+        Ok(a)
+    }
+
+    /// This column of a mixture's step: row `i` is row `index[i].1` of
+    /// `parts[index[i].0]`. Scalars are copied straight into place; other
+    /// kinds are put in draw order first, their decoding being the cost.
+    pub(crate) fn fill_mixed(
+        &self,
+        parts: &[RecordBatch],
+        index: &[(usize, usize)],
+        keys: &SampleKeys<'_>,
+    ) -> Result<BatchColumn> {
+        let arrays = parts
+            .iter()
+            .map(|p| self.column_of(p).map(|a| a.as_ref()))
+            .collect::<Result<Vec<&dyn Array>>>()?;
+        if let Kind::Scalar(e) = self.kind {
+            let width = e.size();
+            let values = arrays
+                .iter()
+                .map(|a| self.scalar_values(*a, e))
+                .collect::<Result<Vec<_>>>()?;
+            let mut data = Vec::with_capacity(index.len() * width);
+            for &(p, r) in index {
+                data.extend_from_slice(&values[p][r * width..(r + 1) * width]);
+            }
+            return Ok(BatchColumn {
+                data,
+                element: e,
+                shape: vec![index.len()],
+            });
+        }
+        let a = arrow_select::interleave::interleave(&arrays, index)
+            .map_err(|e| self.err(&format!("mixing the sources' cells: {e}")))?;
+        self.fill_array(&a, keys)
+    }
+
+    fn fill_array(&self, a: &ArrayRef, keys: &SampleKeys<'_>) -> Result<BatchColumn> {
+        let n = a.len();
         match &self.kind {
             Kind::Scalar(e) => Ok(BatchColumn {
                 data: self.scalar_bytes(a.as_ref(), *e)?,
@@ -245,10 +290,16 @@ impl ColumnPlan {
 
     /// The values of a primitive column as bytes (one copy).
     fn scalar_bytes(&self, a: &dyn Array, e: Element) -> Result<Vec<u8>> {
+        self.scalar_values(a, e).map(|v| v.into_owned())
+    }
+
+    /// The values of a primitive column as bytes, borrowed where they are
+    /// stored as they go out (all but booleans, which Arrow packs in bits).
+    fn scalar_values<'a>(&self, a: &'a dyn Array, e: Element) -> Result<Cow<'a, [u8]>> {
         macro_rules! prim {
             ($t:ty) => {
                 a.as_primitive_opt::<$t>()
-                    .map(|p| p.values().inner().as_slice().to_vec())
+                    .map(|p| Cow::Borrowed(p.values().inner().as_slice()))
             };
         }
         let bytes = match e {
@@ -265,7 +316,7 @@ impl ColumnPlan {
             Element::Float64 => prim!(Float64Type),
             Element::Bool => a
                 .as_boolean_opt()
-                .map(|b| b.values().iter().map(u8::from).collect()),
+                .map(|b| Cow::Owned(b.values().iter().map(u8::from).collect())),
             Element::BFloat16 => None,
         };
         bytes.ok_or_else(|| {

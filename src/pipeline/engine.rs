@@ -114,9 +114,9 @@ impl Shared {
                 (self.columns.fill(ds, &p, &keys)?, p, Vec::new())
             }
             (Input::Mixture(m), ClaimRows::Mixed(rows)) => {
-                let batch = m.read(&rows)?;
+                let parts = m.read_parts(&rows)?;
                 let (sources, positions) = rows.iter().map(|&(s, p)| (s as u32, p)).unzip();
-                (self.columns.fill_batch(&batch, &keys)?, positions, sources)
+                (self.columns.fill_mixed(&parts, &keys)?, positions, sources)
             }
             _ => unreachable!("a dataset's claims are positions, a mixture's are mixed"),
         };

@@ -65,16 +65,21 @@ impl Columns {
         }
     }
 
-    /// The columns of rows already read (a mixture's).
-    pub(crate) fn fill_batch(
+    /// The columns of a mixture's step, read one batch per source.
+    pub(crate) fn fill_mixed(
         &self,
-        rows: &arrow_array::RecordBatch,
+        rows: &crate::mixture::MixedParts,
         keys: &SampleKeys<'_>,
     ) -> Result<Vec<(String, BatchColumn)>> {
         match self {
             Columns::Rows(c) => c
                 .iter()
-                .map(|c| Ok((c.name.clone(), c.fill(rows, keys)?)))
+                .map(|c| {
+                    Ok((
+                        c.name.clone(),
+                        c.fill_mixed(&rows.parts, &rows.index, keys)?,
+                    ))
+                })
                 .collect(),
             #[cfg(feature = "video")]
             Columns::Windows(..) => Err(crate::Error::InvalidArgument(

@@ -130,3 +130,23 @@ fn image_ops_seeds_run_and_mutations_of_them_never_panic() {
         }
     }
 }
+
+/// The `open_hf` target's seed reads whole, and every input under
+/// `fuzz/regressions/hf/` (once a crash) replays as rows or a typed error.
+#[test]
+fn hf_directory_inputs_replay_without_a_crash() {
+    for k in 0..3u8 {
+        match entry::open_hf_input(&[4 + k]) {
+            Some(Ok(())) => {}
+            other => panic!("the seed, file {k}: {other:?}"),
+        }
+    }
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("fuzz/regressions/hf");
+    if dir.is_dir() {
+        for f in inputs(&dir) {
+            eprintln!("replaying {}", f.display());
+            let data = std::fs::read(&f).unwrap();
+            assert!(entry::open_hf_input(&data).is_some(), "{}", f.display());
+        }
+    }
+}

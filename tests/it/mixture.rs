@@ -348,8 +348,21 @@ fn the_input_pipeline_reads_a_mixture_as_it_is_drawn_at_any_thread_count_and_res
         .collect();
     for threads in [1, 3] {
         let p = MixturePipeline::new(m.clone(), pipeline_opts(16, threads)).unwrap();
-        let got: Vec<Vec<i64>> = p.take(30).map(|b| pipeline_ids(&b.unwrap())).collect();
+        let batches: Vec<_> = p.take(30).map(|b| b.unwrap()).collect();
+        let got: Vec<Vec<i64>> = batches.iter().map(pipeline_ids).collect();
         assert_eq!(got, drawn, "{threads} threads");
+        // Each row's other columns come from the same source row.
+        for b in &batches {
+            let labels: Vec<i64> = b
+                .column("label")
+                .unwrap()
+                .data
+                .chunks_exact(8)
+                .map(|c| i64::from_le_bytes(c.try_into().unwrap()))
+                .collect();
+            let want: Vec<i64> = pipeline_ids(b).iter().map(|id| id % 1000 % 2).collect();
+            assert_eq!(labels, want, "{threads} threads");
+        }
     }
     // Stopped after 11 batches, resumed at another thread count.
     let mut p = MixturePipeline::new(m.clone(), pipeline_opts(16, 2)).unwrap();
