@@ -14,9 +14,12 @@
 //!
 //! A directory is data from elsewhere, so it is read as untrusted: the file
 //! names in `state.json` and the split names in `dataset_dict.json` must be
-//! plain names whose files resolve inside the directory, a decoder panic on
-//! a crafted stream is a typed error, and image cells that name a file
-//! instead of holding its bytes are refused rather than followed.
+//! plain names whose files resolve inside the directory; every schema field
+//! and every batch's buffer and field lengths are checked at open, as the
+//! cache format's shards are ([`crate::layouts::arrow_shards::ipc`]), before
+//! arrow-ipc (which panics on bad ranges) sees them; and image cells that
+//! name a file instead of holding its bytes are refused rather than
+//! followed.
 
 use std::ops::Range;
 use std::panic::{catch_unwind, AssertUnwindSafe};
@@ -34,6 +37,7 @@ use crate::error::{Error, Result};
 use crate::features::decode::{DecodeOptions, RowDecoder};
 use crate::features::foreign::{adapt_column, from_hugging_face, of_foreign_schema};
 use crate::features::Features;
+use crate::layouts::arrow_shards::ipc::{block_rows_meta, check_fb_field};
 use crate::layouts::arrow_shards::read::lru::BatchLru;
 use crate::layouts::backend::{
     normalize_index, shard_order, slice_from_pieces, take_by_chunks, Backend, BatchIter,
@@ -204,6 +208,7 @@ fn scan_stream(path: &Path, b: &[u8]) -> Result<Messages> {
             .map(|w| u32::from_le_bytes([w[0], w[1], w[2], w[3]]))
     };
     let mut schema = None;
+    let mut parsed: Option<Schema> = None;
     let mut batches = Vec::new();
     let mut at = 0usize;
     while at < b.len() {
@@ -233,23 +238,34 @@ fn scan_stream(path: &Path, b: &[u8]) -> Result<Messages> {
                     "the body of the message at byte {start} runs past the end"
                 ))
             })?;
-        match msg.header_type() {
-            MessageHeader::Schema if schema.is_none() => schema = Some(start..meta_end),
-            MessageHeader::RecordBatch if schema.is_some() => {
-                let rows = msg
-                    .header_as_record_batch()
-                    .map(|r| r.length())
-                    .ok_or_else(|| bad(format!("the batch at byte {start} has no header")))?;
-                let rows = u64::try_from(rows)
-                    .map_err(|_| bad(format!("the batch at byte {start} has {rows} rows")))?;
+        match (msg.header_type(), &parsed) {
+            (MessageHeader::Schema, None) => {
+                let fields = msg
+                    .header_as_schema()
+                    .and_then(|s| s.fields())
+                    .ok_or_else(|| bad("a schema without fields".into()))?;
+                for f in fields.iter() {
+                    check_fb_field(f, 0).map_err(|e| bad(format!("schema: {e}")))?;
+                }
+                schema = Some(start..meta_end);
+                let ipc = msg.header_as_schema().expect("checked above");
+                parsed = Some(
+                    catch_unwind(AssertUnwindSafe(|| arrow_ipc::convert::fb_to_schema(ipc)))
+                        .map_err(|_| bad("an unreadable schema".into()))?,
+                );
+            }
+            (MessageHeader::RecordBatch, Some(s)) => {
+                // Every buffer and field length checked against the body
+                // and the schema before arrow-ipc slices them.
+                let (rows, _) = block_rows_meta(path, &b[start..meta_end], body, s)?;
                 batches.push((start..end, rows));
             }
-            MessageHeader::DictionaryBatch => {
+            (MessageHeader::DictionaryBatch, _) => {
                 return Err(bad(
                     "dictionary-encoded columns are not read (save the dataset after casting them to plain types)".into(),
                 ))
             }
-            t => return Err(bad(format!("unexpected {t:?} message at byte {start}"))),
+            (t, _) => return Err(bad(format!("unexpected {t:?} message at byte {start}"))),
         }
         at = end;
     }

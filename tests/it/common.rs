@@ -345,3 +345,21 @@ pub fn row_json(ds: &shardset::Dataset, i: i64) -> serde_json::Value {
     }
     serde_json::Value::Object(m)
 }
+
+thread_local! {
+    /// Set when this thread panicked since it was last cleared ([`note_panics`]).
+    pub static PANICKED: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
+}
+
+/// Notes a panic on this thread, even one the reader catches (as a fuzzer,
+/// whose panic hook aborts, would see it), then runs the default hook.
+pub fn note_panics() {
+    static ONCE: std::sync::Once = std::sync::Once::new();
+    ONCE.call_once(|| {
+        let previous = std::panic::take_hook();
+        std::panic::set_hook(Box::new(move |info| {
+            PANICKED.with(|p| p.set(true));
+            previous(info);
+        }));
+    });
+}

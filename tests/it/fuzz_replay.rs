@@ -132,9 +132,11 @@ fn image_ops_seeds_run_and_mutations_of_them_never_panic() {
 }
 
 /// The `open_hf` target's seed reads whole, and every input under
-/// `fuzz/regressions/hf/` (once a crash) replays as rows or a typed error.
+/// `fuzz/regressions/hf/` (once a crash) replays as rows or a typed error
+/// without a panic, caught or not.
 #[test]
 fn hf_directory_inputs_replay_without_a_crash() {
+    crate::common::note_panics();
     for k in 0..3u8 {
         match entry::open_hf_input(&[4 + k]) {
             Some(Ok(())) => {}
@@ -142,11 +144,19 @@ fn hf_directory_inputs_replay_without_a_crash() {
         }
     }
     let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("fuzz/regressions/hf");
-    if dir.is_dir() {
-        for f in inputs(&dir) {
+    let files = inputs(&dir);
+    assert!(!files.is_empty());
+    {
+        for f in files {
             eprintln!("replaying {}", f.display());
             let data = std::fs::read(&f).unwrap();
+            crate::common::PANICKED.with(|p| p.set(false));
             assert!(entry::open_hf_input(&data).is_some(), "{}", f.display());
+            assert!(
+                !crate::common::PANICKED.with(|p| p.get()),
+                "a panic on {}",
+                f.display()
+            );
         }
     }
 }

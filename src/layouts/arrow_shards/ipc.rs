@@ -47,8 +47,11 @@ pub(crate) fn map_file(storage: &dyn Storage, path: &Path) -> Result<Buffer> {
 
 /// Checks a footer field before arrow-ipc converts it (which panics on
 /// unknown types, odd widths and missing parts): only the types the cache
-/// format uses are accepted.
-fn check_fb_field(f: arrow_ipc::Field<'_>, depth: usize) -> std::result::Result<(), String> {
+/// format and the Hugging Face streams read beside it use are accepted.
+pub(crate) fn check_fb_field(
+    f: arrow_ipc::Field<'_>,
+    depth: usize,
+) -> std::result::Result<(), String> {
     use arrow_ipc::Type as T;
     if depth > 32 {
         return Err("fields nested too deeply".into());
@@ -90,7 +93,16 @@ fn check_fb_field(f: arrow_ipc::Field<'_>, depth: usize) -> std::result::Result<
                 return Err("a float field has an unknown precision".into());
             }
         }
-        T::List if nchild == 1 => {}
+        T::List | T::LargeList if nchild == 1 => {}
+        T::FixedSizeList if nchild == 1 => {
+            let n = f
+                .type_as_fixed_size_list()
+                .ok_or("a fixed-size list field has no parameters")?
+                .listSize();
+            if n <= 0 {
+                return Err(format!("a fixed-size list field has size {n}"));
+            }
+        }
         T::Struct_ => {}
         t => {
             return Err(format!(
@@ -197,12 +209,18 @@ fn check_field(
     t: &arrow_schema::DataType,
     nodes: &mut impl Iterator<Item = (i64, i64)>,
     bufs: &mut impl Iterator<Item = i64>,
+    at_least: usize,
 ) -> std::result::Result<(), String> {
     use arrow_schema::DataType as D;
     let (len, nulls) = nodes
         .next()
         .ok_or("fewer field nodes than the schema has fields")?;
     let len = usize::try_from(len).map_err(|_| "negative field length")?;
+    if len < at_least {
+        return Err(format!(
+            "a child of {len} values where {at_least} are needed"
+        ));
+    }
     // `unit`: the buffer must hold whole values of this width (arrow asserts it).
     let mut need = |what: &str, min: usize, unit: usize| -> std::result::Result<(), String> {
         let have = bufs
@@ -250,12 +268,24 @@ fn check_field(
         D::List(item) => {
             need("validity", validity, 1)?;
             need("offsets", offsets(4), 4)?;
-            check_field(item.data_type(), nodes, bufs)?;
+            check_field(item.data_type(), nodes, bufs, 0)?;
+        }
+        D::LargeList(item) => {
+            need("validity", validity, 1)?;
+            need("offsets", offsets(8), 8)?;
+            check_field(item.data_type(), nodes, bufs, 0)?;
+        }
+        D::FixedSizeList(item, n) => {
+            need("validity", validity, 1)?;
+            let child = len
+                .checked_mul(*n as usize)
+                .ok_or("a fixed-size list too long")?;
+            check_field(item.data_type(), nodes, bufs, child)?;
         }
         D::Struct(children) => {
             need("validity", validity, 1)?;
             for c in children {
-                check_field(c.data_type(), nodes, bufs)?;
+                check_field(c.data_type(), nodes, bufs, len)?;
             }
         }
         t => match t.primitive_width() {
@@ -395,7 +425,7 @@ pub(crate) fn block_rows_meta(
             .unwrap_or_default()
             .into_iter();
         for f in schema.fields() {
-            check_field(f.data_type(), &mut nodes, &mut bufs)
+            check_field(f.data_type(), &mut nodes, &mut bufs, 0)
                 .map_err(|e| Error::corrupt(path, format!("column '{}': {e}", f.name())))?;
         }
     }
@@ -412,6 +442,7 @@ fn buffer_count(t: &arrow_schema::DataType) -> usize {
         D::Utf8 | D::Binary | D::LargeUtf8 | D::LargeBinary => 3,
         D::FixedSizeBinary(_) => 2,
         D::List(item) | D::LargeList(item) => 2 + buffer_count(item.data_type()),
+        D::FixedSizeList(item, _) => 1 + buffer_count(item.data_type()),
         D::Struct(children) => {
             1 + children
                 .iter()
