@@ -65,21 +65,17 @@ impl Columns {
         }
     }
 
-    /// The columns of a mixture's step, read one batch per source.
-    pub(crate) fn fill_mixed(
+    /// The columns of rows held in pieces (a backend's batches, or a
+    /// mixture's sources').
+    pub(crate) fn fill_pieces(
         &self,
-        rows: &crate::mixture::MixedParts,
+        rows: &crate::layouts::backend::Pieces,
         keys: &SampleKeys<'_>,
     ) -> Result<Vec<(String, BatchColumn)>> {
         match self {
             Columns::Rows(c) => c
                 .iter()
-                .map(|c| {
-                    Ok((
-                        c.name.clone(),
-                        c.fill_mixed(&rows.parts, &rows.index, keys)?,
-                    ))
-                })
+                .map(|c| Ok((c.name.clone(), c.fill(&rows.parts, &rows.index, keys)?)))
                 .collect(),
             #[cfg(feature = "video")]
             Columns::Windows(..) => Err(crate::Error::InvalidArgument(
@@ -96,11 +92,9 @@ impl Columns {
         keys: &SampleKeys<'_>,
     ) -> Result<Vec<(String, BatchColumn)>> {
         match self {
-            Columns::Rows(c) => {
-                let rows = ds.take_positions_arrow(positions)?;
-                c.iter()
-                    .map(|c| Ok((c.name.clone(), c.fill(&rows, keys)?)))
-                    .collect()
+            Columns::Rows(_) => {
+                let phys = ds.physical_positions(positions);
+                self.fill_pieces(&ds.backend().take_pieces(&phys)?, keys)
             }
             #[cfg(feature = "video")]
             Columns::Windows(fr, w) => {

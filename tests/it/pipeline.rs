@@ -410,3 +410,50 @@ fn a_cache_on_object_storage_gives_the_same_batches() {
     };
     assert_eq!(batches(&remote), batches(&local));
 }
+
+/// Rows are gathered from the cached batches that hold them: a null in a
+/// row the view leaves out is never read, and a null the view keeps is a
+/// typed error naming the column.
+#[test]
+fn nulls_outside_the_view_are_not_read_and_inside_it_are_named() {
+    use shardset::{
+        write_arrow_cache, ArrowWriteOptions, Dtype, Example, Feature, Features, Value,
+    };
+    let t = tempfile::tempdir().unwrap();
+    let dir = t.path().join("c");
+    let f = Features::new().with("x", Feature::value(Dtype::Int32));
+    let rows = (0..100).map(|i| {
+        Example::new().with(
+            "x",
+            if i % 10 == 3 {
+                Value::Null
+            } else {
+                Value::Int(i)
+            },
+        )
+    });
+    write_arrow_cache(
+        rows,
+        &f,
+        &dir,
+        &ArrowWriteOptions::default()
+            .try_with_batch_size(25)
+            .unwrap(),
+    )
+    .unwrap();
+    let ds = Dataset::new(open_cache(&dir).unwrap());
+    let keep: Vec<i64> = (0..100).filter(|i| i % 10 != 3).collect();
+    let view = ds.select(&keep).unwrap();
+    let mut p = pipeline(&view, 2, loader(16, 1, Partition::single()));
+    let mut got: Vec<i32> = epoch(&mut p).iter().flat_map(xs).collect();
+    got.sort();
+    assert_eq!(got, keep.iter().map(|&i| i as i32).collect::<Vec<_>>());
+    let mut whole = pipeline(&ds, 1, loader(16, 1, Partition::single()));
+    let err = whole
+        .find_map(|b| b.err())
+        .expect("a null kept by the view");
+    assert!(
+        err.to_string().contains('x') && err.to_string().contains("null"),
+        "{err}"
+    );
+}
