@@ -199,22 +199,7 @@ pub(crate) fn open_parquet(
     features: Option<String>,
     decode_images: bool,
 ) -> PyRes<PyDataset> {
-    let options = OpenKeywords {
-        decode_images,
-        features,
-        ..OpenKeywords::default()
-    }
-    .options()
-    .py()?;
-    open_spec(
-        py,
-        OpenSpec {
-            path,
-            columns,
-            options,
-            source: Source::Parquet,
-        },
-    )
+    open_foreign(py, path, Source::Parquet, columns, features, decode_images)
 }
 
 /// Opens a split of a Hugging Face `save_to_disk` directory read-only; see
@@ -225,6 +210,26 @@ pub(crate) fn open_hf(
     py: Python<'_>,
     path: PathBuf,
     split: Option<String>,
+    columns: Option<Vec<String>>,
+    features: Option<String>,
+    decode_images: bool,
+) -> PyRes<PyDataset> {
+    open_foreign(
+        py,
+        path,
+        Source::Hf(split),
+        columns,
+        features,
+        decode_images,
+    )
+}
+
+/// Data another tool wrote, opened read-only with the keywords both
+/// `open_parquet` and `open_hf` take.
+fn open_foreign(
+    py: Python<'_>,
+    path: PathBuf,
+    source: Source,
     columns: Option<Vec<String>>,
     features: Option<String>,
     decode_images: bool,
@@ -242,7 +247,7 @@ pub(crate) fn open_hf(
             path,
             columns,
             options,
-            source: Source::Hf(split),
+            source,
         },
     )
 }

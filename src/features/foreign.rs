@@ -200,6 +200,35 @@ pub fn adapt_column(name: &str, a: &ArrayRef, feature: &Feature) -> Result<Array
     })
 }
 
+/// A batch of foreign columns as `features`' columns (`schema`, their
+/// Arrow schema), each adapted by [`adapt_column`].
+///
+/// # Errors
+/// [`Error::CorruptShard`] naming `path` when a column is missing or
+/// cannot be read as its feature.
+pub fn adapt_batch(
+    features: &Features,
+    schema: &arrow_schema::SchemaRef,
+    path: &std::path::Path,
+    batch: &arrow_array::RecordBatch,
+) -> Result<arrow_array::RecordBatch> {
+    let columns = features
+        .iter()
+        .map(|(name, feature)| {
+            let a = batch
+                .column_by_name(name)
+                .ok_or_else(|| Error::corrupt(path, format!("no column '{name}'")))?;
+            adapt_column(name, a, feature).map_err(|e| match e {
+                Error::InvalidFeature(why) => Error::corrupt(path, why),
+                e => e,
+            })
+        })
+        .collect::<Result<Vec<_>>>()?;
+    let opts = arrow_array::RecordBatchOptions::new().with_row_count(Some(batch.num_rows()));
+    arrow_array::RecordBatch::try_new_with_options(schema.clone(), columns, &opts)
+        .map_err(|e| Error::arrow(Some(path), e))
+}
+
 /// The `bytes` of Hugging Face's image cells. A cell that names a file
 /// (`path`) instead of holding its bytes is refused: data from elsewhere
 /// is not let to reach files outside itself.

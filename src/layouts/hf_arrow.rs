@@ -35,7 +35,7 @@ use serde_json::Value as J;
 
 use crate::error::{Error, Result};
 use crate::features::decode::{DecodeOptions, RowDecoder};
-use crate::features::foreign::{adapt_column, from_hugging_face, of_foreign_schema};
+use crate::features::foreign::{adapt_batch, from_hugging_face, of_foreign_schema};
 use crate::features::Features;
 use crate::layouts::arrow_shards::ipc::{block_rows_meta, check_fb_field};
 use crate::layouts::arrow_shards::read::lru::BatchLru;
@@ -447,31 +447,14 @@ impl HfArrow {
                 "a record batch differs from what its header and the first file's schema say",
             ));
         }
-        let b = self.adapt(&f.path, &batch)?;
+        let b = adapt_batch(
+            &self.inner.core.features,
+            &self.inner.core.schema,
+            &f.path,
+            &batch,
+        )?;
         self.lock().insert((s, 0), &b);
         Ok(b)
-    }
-
-    /// A batch of the files' columns as the features' columns.
-    fn adapt(&self, path: &Path, batch: &RecordBatch) -> Result<RecordBatch> {
-        let core = &self.inner.core;
-        let columns = core
-            .features
-            .iter()
-            .map(|(name, feature)| {
-                let a = batch
-                    .column_by_name(name)
-                    .ok_or_else(|| Error::corrupt(path, format!("no column '{name}'")))?;
-                adapt_column(name, a, feature)
-            })
-            .collect::<Result<Vec<_>>>()
-            .map_err(|e| match e {
-                Error::InvalidFeature(why) => Error::corrupt(path, why),
-                e => e,
-            })?;
-        let opts = arrow_array::RecordBatchOptions::new().with_row_count(Some(batch.num_rows()));
-        RecordBatch::try_new_with_options(core.schema.clone(), columns, &opts)
-            .map_err(|e| Error::arrow(Some(path), e))
     }
 
     fn row_piece(&self, row: u64) -> Result<(RecordBatch, usize)> {

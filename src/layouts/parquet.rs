@@ -24,7 +24,7 @@ use parquet::file::metadata::PageIndexPolicy;
 
 use crate::error::{Error, Result};
 use crate::features::decode::{DecodeOptions, RowDecoder};
-use crate::features::foreign::{adapt_column, of_foreign_schema};
+use crate::features::foreign::{adapt_batch, of_foreign_schema};
 use crate::features::Features;
 use crate::layouts::arrow_shards::read::lru::BatchLru;
 use crate::layouts::backend::{
@@ -202,25 +202,12 @@ impl ParquetRows {
             .map_err(|e| bad(&f.path, e))?;
         let batch =
             arrow_select::concat::concat_batches(&schema, &batches).map_err(|e| bad(&f.path, e))?;
-        self.adapt(&f.path, &batch)
-    }
-
-    /// A batch of the files' columns as the features' columns.
-    fn adapt(&self, path: &Path, batch: &RecordBatch) -> Result<RecordBatch> {
-        let core = &self.inner.core;
-        let columns = core
-            .features
-            .iter()
-            .map(|(name, feature)| {
-                let a = batch
-                    .column_by_name(name)
-                    .ok_or_else(|| bad(path, format!("no column '{name}'")))?;
-                adapt_column(name, a, feature)
-            })
-            .collect::<Result<Vec<_>>>()?;
-        let opts = arrow_array::RecordBatchOptions::new().with_row_count(Some(batch.num_rows()));
-        RecordBatch::try_new_with_options(core.schema.clone(), columns, &opts)
-            .map_err(|e| bad(path, e))
+        adapt_batch(
+            &self.inner.core.features,
+            &self.inner.core.schema,
+            &f.path,
+            &batch,
+        )
     }
 
     /// The chunk holding `row`, and the row's place in it.
