@@ -273,28 +273,18 @@ impl Dataset {
         self.backend.take(&phys)
     }
 
-    /// The rows at view `indices` (negative count from the end) as the
-    /// backend keeps them ([`Backend::take_pieces`]): batches and where
-    /// each row is, all columns of the cache, for a reader that gathers
-    /// them into its own buffers.
-    ///
-    /// # Errors
-    /// As [`Dataset::take_arrow`].
-    pub fn take_pieces(&self, indices: &[i64]) -> Result<crate::layouts::backend::Pieces> {
-        let n = self.len();
-        let phys = indices
-            .iter()
-            .map(|&i| normalize_index(i, n).map(|p| self.view.physical(p) as i64))
-            .collect::<Result<Vec<_>>>()?;
-        self.backend.take_pieces(&phys)
-    }
-
     /// The backend rows of view positions (already normalised, `< len`).
     pub(crate) fn physical_positions(&self, positions: &[u64]) -> Vec<i64> {
         positions
             .iter()
             .map(|&p| self.view.physical(p) as i64)
             .collect()
+    }
+
+    /// Raw Arrow cells of the rows at view positions (already normalised,
+    /// `< len`), all columns of the cache.
+    pub(crate) fn take_positions_arrow(&self, positions: &[u64]) -> Result<RecordBatch> {
+        self.backend.take(&self.physical_positions(positions))
     }
 
     /// How this dataset decodes cells: its limits and trusted roots among

@@ -109,40 +109,6 @@ impl RowsCore {
     }
 }
 
-/// Rows as pieces of batches: row `i` is row `index[i].1` of
-/// `parts[index[i].0]`.
-#[derive(Debug, Clone)]
-pub struct Pieces {
-    /// The batches, in the schema of the rows.
-    pub parts: Vec<RecordBatch>,
-    /// Each row's (part, row in it), in the order asked.
-    pub index: Vec<(usize, usize)>,
-}
-
-impl Pieces {
-    /// One batch, its rows in order.
-    ///
-    /// # Errors
-    /// Never; a `Result` for the callers' `?`.
-    pub fn whole(batch: RecordBatch) -> Result<Pieces> {
-        let index = (0..batch.num_rows()).map(|r| (0, r)).collect();
-        Ok(Pieces {
-            parts: vec![batch],
-            index,
-        })
-    }
-
-    /// Number of rows.
-    pub fn len(&self) -> usize {
-        self.index.len()
-    }
-
-    /// True when there is no row.
-    pub fn is_empty(&self) -> bool {
-        self.index.is_empty()
-    }
-}
-
 /// An iterator of record batches.
 pub type BatchIter<'a> = Box<dyn Iterator<Item = Result<RecordBatch>> + Send + 'a>;
 
@@ -220,18 +186,6 @@ pub trait Backend: Send + Sync + std::fmt::Debug {
     /// # Errors
     /// [`Error::IndexOutOfRange`] for any index outside the dataset.
     fn take(&self, indices: &[i64]) -> Result<RecordBatch>;
-
-    /// Rows at `indices` as [`Pieces`]: batches and where each row is in
-    /// them, for a reader that copies the rows into buffers of its own (the
-    /// input pipeline) and so needs no batch of them first. By default one
-    /// piece, [`Backend::take`]'s batch; a backend that keeps its rows in
-    /// batches gives those, without a copy.
-    ///
-    /// # Errors
-    /// As [`Backend::take`].
-    fn take_pieces(&self, indices: &[i64]) -> Result<Pieces> {
-        Pieces::whole(self.take(indices)?)
-    }
 
     /// `len` rows from `start` (clamped at the end), across shard boundaries.
     ///

@@ -10,7 +10,6 @@ use arrow_schema::Schema;
 use crate::dataset::Dataset;
 use crate::error::{Error, Result};
 use crate::features::Features;
-use crate::layouts::backend::Pieces;
 
 /// How one source's columns become the mixture's: for each output column,
 /// the source column it reads.
@@ -98,8 +97,18 @@ pub(crate) fn plan(
     Ok((Arc::new(out), plans))
 }
 
+/// One step's rows read, before they are put in draw order: a batch of
+/// the mixture's columns per source read, and each row's (part, row in it).
+#[derive(Debug)]
+pub struct MixedParts {
+    /// One batch per source that gave rows, in the mixture's schema.
+    pub parts: Vec<RecordBatch>,
+    /// Row `i` of the step is row `index[i].1` of `parts[index[i].0]`.
+    pub index: Vec<(usize, usize)>,
+}
+
 /// One step's rows: `picks[i]` = (source, view position in that source),
-/// read as each source keeps them (its batches, no copy where it can).
+/// read with one `take` per source.
 ///
 /// # Errors
 /// Read errors, and Arrow errors (a cache whose cells do not match its
@@ -109,51 +118,38 @@ pub(crate) fn take_parts(
     datasets: &[Dataset],
     plans: &[SourceColumns],
     picks: &[(usize, u64)],
-) -> Result<Pieces> {
+) -> Result<MixedParts> {
     let mut per_source: Vec<Vec<i64>> = vec![Vec::new(); datasets.len()];
     let mut at = Vec::with_capacity(picks.len());
     for &(s, pos) in picks {
         at.push((s, per_source[s].len()));
         per_source[s].push(pos as i64);
     }
-    // Each source's pieces, in the mixture's columns; `first[s]`: the
-    // place of source s's first piece among all.
-    let mut first = vec![0; datasets.len()];
-    let mut source_index: Vec<Vec<(usize, usize)>> = vec![Vec::new(); datasets.len()];
+    let mut slot = vec![0; datasets.len()];
     let mut parts = Vec::new();
     for (s, rows) in per_source.iter().enumerate() {
         if rows.is_empty() {
             continue;
         }
-        let pieces = datasets[s].take_pieces(rows)?;
-        first[s] = parts.len();
-        for b in &pieces.parts {
-            let cols = plans[s]
-                .reads
-                .iter()
-                .map(|(_, c)| {
-                    b.column_by_name(c).cloned().ok_or_else(|| {
-                        Error::InvalidArgument(format!("the source's rows have no column '{c}'"))
-                    })
+        let b = datasets[s].take_arrow(rows)?;
+        let cols = plans[s]
+            .reads
+            .iter()
+            .map(|(_, c)| {
+                b.column_by_name(c).cloned().ok_or_else(|| {
+                    Error::InvalidArgument(format!("the source's rows have no column '{c}'"))
                 })
-                .collect::<Result<Vec<_>>>()?;
-            let opts = arrow_array::RecordBatchOptions::new().with_row_count(Some(b.num_rows()));
-            parts.push(
-                RecordBatch::try_new_with_options(schema.clone(), cols, &opts).map_err(|e| {
-                    Error::InvalidArgument(format!("mixing the sources' columns: {e}"))
-                })?,
-            );
-        }
-        source_index[s] = pieces.index;
+            })
+            .collect::<Result<Vec<_>>>()?;
+        let opts = arrow_array::RecordBatchOptions::new().with_row_count(Some(rows.len()));
+        slot[s] = parts.len();
+        parts.push(
+            RecordBatch::try_new_with_options(schema.clone(), cols, &opts)
+                .map_err(|e| Error::InvalidArgument(format!("mixing the sources' columns: {e}")))?,
+        );
     }
-    let index = at
-        .iter()
-        .map(|&(s, r)| {
-            let (p, row) = source_index[s][r];
-            (first[s] + p, row)
-        })
-        .collect();
-    Ok(Pieces { parts, index })
+    let index = at.iter().map(|&(s, r)| (slot[s], r)).collect();
+    Ok(MixedParts { parts, index })
 }
 
 /// One step's rows in draw order, as one batch.
@@ -166,7 +162,7 @@ pub(crate) fn assemble(
     plans: &[SourceColumns],
     picks: &[(usize, u64)],
 ) -> Result<RecordBatch> {
-    let Pieces { parts, index } = take_parts(schema, datasets, plans, picks)?;
+    let MixedParts { parts, index } = take_parts(schema, datasets, plans, picks)?;
     let columns = (0..schema.fields().len())
         .map(|k| {
             let arrays: Vec<&dyn arrow_array::Array> =

@@ -36,6 +36,7 @@ use crate::dataset::Dataset;
 use crate::error::{Error, Result};
 use crate::features::Features;
 use crate::sampler::{Order, Partition, Sampler};
+pub use columns::MixedParts;
 
 pub use draw::{Cursor, DrawUnit, Schedule, SourceEnd};
 
@@ -516,7 +517,7 @@ impl Mixture {
     ///
     /// # Errors
     /// Read errors of the sources.
-    pub fn read_parts(&self, rows: &[(usize, u64)]) -> Result<crate::layouts::backend::Pieces> {
+    pub fn read_parts(&self, rows: &[(usize, u64)]) -> Result<columns::MixedParts> {
         columns::take_parts(&self.schema, &self.datasets, &self.plans, rows)
     }
 }

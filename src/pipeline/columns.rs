@@ -169,12 +169,29 @@ impl ColumnPlan {
         }
     }
 
-    /// This column of rows held in pieces (a backend's batches, a
-    /// mixture's sources'): row `i` is row `index[i].1` of
+    /// This column of a batch of `rows` (the cache's cells, in batch order).
+    pub(crate) fn fill(&self, rows: &RecordBatch, keys: &SampleKeys<'_>) -> Result<BatchColumn> {
+        let a = self.column_of(rows)?;
+        self.fill_array(a, keys)
+    }
+
+    fn column_of<'b>(&self, rows: &'b RecordBatch) -> Result<&'b ArrayRef> {
+        let a = rows
+            .column_by_name(&self.name)
+            .ok_or_else(|| self.err("the column is missing"))?;
+        if a.null_count() > 0 {
+            let row = (0..a.len()).find(|&i| a.is_null(i)).unwrap_or(0);
+            return Err(self.err(&format!(
+                "row {row} of the batch is null, which a tensor cannot hold; filter the nulls out"
+            )));
+        }
+        Ok(a)
+    }
+
+    /// This column of a mixture's step: row `i` is row `index[i].1` of
     /// `parts[index[i].0]`. Scalars are copied straight into place; other
-    /// kinds are put in order first (unless the one piece is the rows),
-    /// their decoding being the cost.
-    pub(crate) fn fill(
+    /// kinds are put in draw order first, their decoding being the cost.
+    pub(crate) fn fill_mixed(
         &self,
         parts: &[RecordBatch],
         index: &[(usize, usize)],
@@ -182,23 +199,13 @@ impl ColumnPlan {
     ) -> Result<BatchColumn> {
         let arrays = parts
             .iter()
-            .map(|p| {
-                p.column_by_name(&self.name)
-                    .ok_or_else(|| self.err("the column is missing"))
-            })
-            .collect::<Result<Vec<&ArrayRef>>>()?;
-        if arrays.iter().any(|a| a.null_count() > 0) {
-            if let Some(i) = index.iter().position(|&(p, r)| arrays[p].is_null(r)) {
-                return Err(self.err(&format!(
-                    "row {i} of the batch is null, which a tensor cannot hold; filter the nulls out"
-                )));
-            }
-        }
+            .map(|p| self.column_of(p).map(|a| a.as_ref()))
+            .collect::<Result<Vec<&dyn Array>>>()?;
         if let Kind::Scalar(e) = self.kind {
             let width = e.size();
             let values = arrays
                 .iter()
-                .map(|a| self.scalar_values(a.as_ref(), e))
+                .map(|a| self.scalar_values(*a, e))
                 .collect::<Result<Vec<_>>>()?;
             let mut data = Vec::with_capacity(index.len() * width);
             for &(p, r) in index {
@@ -210,15 +217,8 @@ impl ColumnPlan {
                 shape: vec![index.len()],
             });
         }
-        let whole = arrays.len() == 1
-            && arrays[0].len() == index.len()
-            && index.iter().enumerate().all(|(i, &(_, r))| r == i);
-        if whole {
-            return self.fill_array(arrays[0], keys);
-        }
-        let refs: Vec<&dyn Array> = arrays.iter().map(|a| a.as_ref()).collect();
-        let a = arrow_select::interleave::interleave(&refs, index)
-            .map_err(|e| self.err(&format!("gathering the cells: {e}")))?;
+        let a = arrow_select::interleave::interleave(&arrays, index)
+            .map_err(|e| self.err(&format!("mixing the sources' cells: {e}")))?;
         self.fill_array(&a, keys)
     }
 

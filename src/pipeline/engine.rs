@@ -116,7 +116,7 @@ impl Shared {
             (Input::Mixture(m), ClaimRows::Mixed(rows)) => {
                 let parts = m.read_parts(&rows)?;
                 let (sources, positions) = rows.iter().map(|&(s, p)| (s as u32, p)).unzip();
-                (self.columns.fill_pieces(&parts, &keys)?, positions, sources)
+                (self.columns.fill_mixed(&parts, &keys)?, positions, sources)
             }
             _ => unreachable!("a dataset's claims are positions, a mixture's are mixed"),
         };

@@ -65,17 +65,21 @@ impl Columns {
         }
     }
 
-    /// The columns of rows held in pieces (a backend's batches, or a
-    /// mixture's sources').
-    pub(crate) fn fill_pieces(
+    /// The columns of a mixture's step, read one batch per source.
+    pub(crate) fn fill_mixed(
         &self,
-        rows: &crate::layouts::backend::Pieces,
+        rows: &crate::mixture::MixedParts,
         keys: &SampleKeys<'_>,
     ) -> Result<Vec<(String, BatchColumn)>> {
         match self {
             Columns::Rows(c) => c
                 .iter()
-                .map(|c| Ok((c.name.clone(), c.fill(&rows.parts, &rows.index, keys)?)))
+                .map(|c| {
+                    Ok((
+                        c.name.clone(),
+                        c.fill_mixed(&rows.parts, &rows.index, keys)?,
+                    ))
+                })
                 .collect(),
             #[cfg(feature = "video")]
             Columns::Windows(..) => Err(crate::Error::InvalidArgument(
@@ -92,9 +96,11 @@ impl Columns {
         keys: &SampleKeys<'_>,
     ) -> Result<Vec<(String, BatchColumn)>> {
         match self {
-            Columns::Rows(_) => {
-                let phys = ds.physical_positions(positions);
-                self.fill_pieces(&ds.backend().take_pieces(&phys)?, keys)
+            Columns::Rows(c) => {
+                let rows = ds.take_positions_arrow(positions)?;
+                c.iter()
+                    .map(|c| Ok((c.name.clone(), c.fill(&rows, keys)?)))
+                    .collect()
             }
             #[cfg(feature = "video")]
             Columns::Windows(fr, w) => {

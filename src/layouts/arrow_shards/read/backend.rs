@@ -6,7 +6,7 @@ use arrow_array::RecordBatch;
 use crate::error::{Error, Result};
 use crate::features::decode::RowDecoder;
 use crate::layouts::backend::{
-    normalize_index, shard_order, Backend, BatchIter, IterOptions, Pieces, RowsCore,
+    normalize_index, shard_order, Backend, BatchIter, IterOptions, RowsCore,
 };
 use crate::value::Row;
 
@@ -41,32 +41,47 @@ impl Backend for ArrowShards {
     }
 
     fn take(&self, indices: &[i64]) -> Result<RecordBatch> {
+        let n = self.len();
         if indices.is_empty() {
             return Ok(RecordBatch::new_empty(self.schema()));
         }
-        let (Pieces { parts, index }, locs) = self.gather(indices)?;
-        if parts.len() == 1 {
-            let (first, last) = (index[0].1, index[index.len() - 1].1);
+        // Group lookups: consecutive indices usually hit the same batch.
+        let mut batches: Vec<RecordBatch> = Vec::new();
+        let mut ids: Vec<(usize, u64, usize)> = Vec::new(); // (shard, batch j, slot in `batches`)
+        let mut picks: Vec<(usize, usize)> = Vec::with_capacity(indices.len());
+        let mut locs: Vec<(usize, u64)> = Vec::new();
+        for &ix in indices {
+            let row = normalize_index(ix, n)?;
+            let (s, local) = self.locate(row);
+            if self.has_dedup() {
+                locs.push((s, local));
+            }
+            let shard = self.shard(s)?;
+            let (j, r) = shard.locate(local);
+            let slot = match ids.iter().rev().find(|(a, b, _)| *a == s && *b == j as u64) {
+                Some(&(_, _, k)) => k,
+                None => {
+                    batches.push(shard.batch(j, &self.inner.lru)?);
+                    ids.push((s, j as u64, batches.len() - 1));
+                    batches.len() - 1
+                }
+            };
+            self.check(s, shard, j, &batches[slot], [r])?;
+            picks.push((slot, r));
+        }
+        if batches.len() == 1 {
+            let (first, last) = (picks[0].1, picks[picks.len() - 1].1);
             let contiguous = last >= first
-                && last - first + 1 == index.len()
-                && index.windows(2).all(|w| w[1].1 == w[0].1 + 1);
+                && last - first + 1 == picks.len()
+                && picks.windows(2).all(|w| w[1].1 == w[0].1 + 1);
             if contiguous {
-                return self.restore(parts[0].slice(first, index.len()), &locs);
+                return self.restore(batches[0].slice(first, picks.len()), &locs);
             }
         }
-        let refs: Vec<&RecordBatch> = parts.iter().collect();
-        let out = arrow_select::interleave::interleave_record_batch(&refs, &index)
+        let refs: Vec<&RecordBatch> = batches.iter().collect();
+        let out = arrow_select::interleave::interleave_record_batch(&refs, &picks)
             .map_err(|e| Error::arrow(Some(&self.inner.core.dir), e))?;
         self.restore(out, &locs)
-    }
-
-    /// The record batches holding the rows, as they are cached: no copy
-    /// (a cache with repeated cells stored once puts them back in a take).
-    fn take_pieces(&self, indices: &[i64]) -> Result<Pieces> {
-        if self.has_dedup() || indices.is_empty() {
-            return Pieces::whole(self.take(indices)?);
-        }
-        Ok(self.gather(indices)?.0)
     }
 
     fn slice(&self, start: u64, len: u64) -> Result<RecordBatch> {
@@ -160,45 +175,5 @@ impl Backend for ArrowShards {
         // A copy of a cache held in memory is mapped: loading it again in
         // every worker would multiply the memory the guard allowed once.
         Box::new(fresh)
-    }
-}
-
-impl ArrowShards {
-    /// The cached batches holding the rows at `indices` (each loaded once,
-    /// in first-use order), each row's (batch, row in it), and, for a cache
-    /// with repeated cells stored once, each row's (shard, row in shard).
-    fn gather(&self, indices: &[i64]) -> Result<(Pieces, Vec<(usize, u64)>)> {
-        let n = self.len();
-        let mut parts: Vec<RecordBatch> = Vec::new();
-        let mut slots: std::collections::HashMap<(usize, usize), usize> =
-            std::collections::HashMap::new();
-        let mut index: Vec<(usize, usize)> = Vec::with_capacity(indices.len());
-        let mut locs: Vec<(usize, u64)> = Vec::new();
-        let mut last: Option<((usize, usize), usize)> = None;
-        for &ix in indices {
-            let row = normalize_index(ix, n)?;
-            let (s, local) = self.locate(row);
-            if self.has_dedup() {
-                locs.push((s, local));
-            }
-            let shard = self.shard(s)?;
-            let (j, r) = shard.locate(local);
-            // Consecutive rows usually share a batch: no lookup then.
-            let slot = match last {
-                Some((key, k)) if key == (s, j) => k,
-                _ => match slots.get(&(s, j)) {
-                    Some(&k) => k,
-                    None => {
-                        parts.push(shard.batch(j, &self.inner.lru)?);
-                        slots.insert((s, j), parts.len() - 1);
-                        parts.len() - 1
-                    }
-                },
-            };
-            last = Some(((s, j), slot));
-            self.check(s, shard, j, &parts[slot], [r])?;
-            index.push((slot, r));
-        }
-        Ok((Pieces { parts, index }, locs))
     }
 }
