@@ -93,7 +93,11 @@ fn for_each_sample(
     mut f: impl FnMut(Sample) -> Result<()>,
 ) -> Result<()> {
     let file = BufReader::with_capacity(1 << 20, open_file(path)?);
-    let reader: Box<dyn Read> = if path.to_string_lossy().ends_with(".tar") {
+    let plain = path
+        .to_string_lossy()
+        .to_ascii_lowercase()
+        .ends_with(".tar");
+    let reader: Box<dyn Read> = if plain {
         Box::new(file)
     } else {
         Box::new(flate2::read::MultiGzDecoder::new(file))
