@@ -258,29 +258,22 @@ fn nested_list(t: &DataType) -> bool {
 
 /// Offsets of a list level: row `i` holds children `o[i]..o[i + 1]`.
 fn list_level(a: &dyn Array) -> Option<(Vec<usize>, ArrayRef)> {
-    use arrow_array::{FixedSizeListArray, LargeListArray, ListArray};
-    if let Some(l) = a.as_any().downcast_ref::<ListArray>() {
+    use arrow_array::cast::AsArray;
+    fn offsets<O: arrow_array::OffsetSizeTrait>(a: &dyn Array) -> Option<(Vec<usize>, ArrayRef)> {
+        let l = a.as_list_opt::<O>()?;
         let o = l
             .value_offsets()
             .iter()
-            .map(|&x| x.max(0) as usize)
+            .map(|x| x.to_usize().unwrap_or(0))
             .collect();
-        return Some((o, l.values().clone()));
+        Some((o, l.values().clone()))
     }
-    if let Some(l) = a.as_any().downcast_ref::<LargeListArray>() {
-        let o = l
-            .value_offsets()
-            .iter()
-            .map(|&x| x.max(0) as usize)
-            .collect();
-        return Some((o, l.values().clone()));
-    }
-    if let Some(l) = a.as_any().downcast_ref::<FixedSizeListArray>() {
+    if let Some(l) = a.as_fixed_size_list_opt() {
         let n = l.value_length().max(0) as usize;
         let o = (0..=l.len()).map(|i| (l.offset() + i) * n).collect();
         return Some((o, l.values().clone()));
     }
-    None
+    offsets::<i32>(a).or_else(|| offsets::<i64>(a))
 }
 
 /// Hugging Face's `Array2D`..`Array5D` cells (nested lists of the shape)
