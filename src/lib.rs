@@ -37,6 +37,7 @@ pub mod lance;
 pub mod layouts;
 pub mod mixture;
 pub mod pipeline;
+pub mod report;
 pub mod sampler;
 pub mod sources;
 pub mod storage;

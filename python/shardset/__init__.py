@@ -59,7 +59,7 @@ def _pa() -> Any:
     return pyarrow
 
 
-__all__ = ["open_cache", "open_parquet", "open_hf", "write_cache", "convert", "edit", "Dataset", "Mixture", "Features", "Value", "ClassLabel",
+__all__ = ["open_cache", "open_parquet", "open_hf", "write_cache", "convert", "report", "edit", "Dataset", "Mixture", "Features", "Value", "ClassLabel",
            "Sequence", "Image", "Array2D", "Array3D", "Array4D", "Array5D", "Video", "ShardsetError",
            "CacheNotFoundError", "CorruptCacheError", "SchemaMismatchError", "BadInputError"]
 
@@ -366,6 +366,23 @@ def convert(kind: Literal["parquet", "hf", "webdataset"], path: str | os.PathLik
     fjson = None if features is None else Features.coerce(features).to_json()
     return dict(_shardset.convert(kind, str(path), str(out), format, json.dumps(options),
                                   fjson, rebuild))
+
+
+def report(path: str | os.PathLike[str], output: str | os.PathLike[str], seed: int = 0,
+           sample_rows: int = 20_000, images: int = 24, windows: int = 4,
+           trusted_roots: Iterable[str | os.PathLike[str]] = ()) -> dict[str, int]:
+    """Writes one self-contained HTML page about the cache at `path` to
+    `output`, as `shardset report` does: its summary, per-column statistics
+    with charts (from `sample_rows` rows drawn with `seed`, all of them when
+    the cache has fewer), a grid of `images` sampled images per image column
+    with their labels, `windows` animated video windows and, for a segments
+    cache, the compression quality per video. `trusted_roots`: directories
+    whose source videos may be read to show a source frame beside its
+    decoded one. Returns the file's bytes, the rows read and the pictures
+    shown."""
+    b, rows, imgs, wins = _shardset.report(str(path), str(output), seed, sample_rows, images,
+                                          windows, [str(r) for r in trusted_roots])
+    return {"bytes": b, "rows_read": rows, "images": imgs, "windows": wins}
 
 
 def configure_object_store(region: str | None = None, endpoint: str | None = None,

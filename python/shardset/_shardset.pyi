@@ -37,6 +37,7 @@ __all__ = [
     "open_parquet",
     "open_hf",
     "convert",
+    "report",
     "_reopen",
     "write_cache",
     "features_fingerprint",
@@ -370,6 +371,15 @@ def open_hf(
     features: str | None = None,
     decode_images: bool = True,
 ) -> Dataset: ...
+def report(
+    path: str,
+    output: str,
+    seed: int,
+    sample_rows: int,
+    images: int,
+    windows: int,
+    trusted_roots: list[str],
+) -> tuple[int, int, int, int]: ...
 def convert(
     kind: str,
     path: _Path,

@@ -23,6 +23,7 @@ mod mixture;
 mod open;
 mod pipeline;
 mod remote;
+mod report;
 mod write;
 
 use error::{
@@ -57,6 +58,7 @@ fn _shardset(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(open::_reopen, m)?)?;
     m.add_function(wrap_pyfunction!(write::write_cache, m)?)?;
     m.add_function(wrap_pyfunction!(write::convert, m)?)?;
+    m.add_function(wrap_pyfunction!(report::report, m)?)?;
     m.add_function(wrap_pyfunction!(write::features_fingerprint, m)?)?;
     m.add_function(wrap_pyfunction!(remote::_publish_part, m)?)?;
     m.add_function(wrap_pyfunction!(remote::_commit_parts, m)?)?;

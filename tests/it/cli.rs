@@ -48,7 +48,7 @@ pub(crate) fn ok(root: &Path, args: &[&str]) -> String {
 }
 
 /// Runs and expects failure with `code`; returns stderr.
-fn fails(root: &Path, args: &[&str], code: i32) -> String {
+pub(crate) fn fails(root: &Path, args: &[&str], code: i32) -> String {
     let o = run(root, args);
     assert_eq!(
         o.status.code(),

@@ -39,6 +39,7 @@ mod pipeline;
 mod pipeline_video;
 mod pyarrow;
 mod read_modes;
+mod report;
 mod roundtrip;
 mod sampler;
 #[cfg(feature = "video")]

@@ -45,32 +45,8 @@ pub fn parse_duration(s: &str) -> Result<Duration, String> {
     Ok(Duration::from_secs_f64(v * secs))
 }
 
-/// Bytes for people: `12.3 MiB`.
-pub fn human(bytes: u64) -> String {
-    let b = bytes as f64;
-    if b >= (1u64 << 30) as f64 {
-        format!("{:.2} GiB", b / (1u64 << 30) as f64)
-    } else if b >= (1 << 20) as f64 {
-        format!("{:.2} MiB", b / (1 << 20) as f64)
-    } else if b >= 1024.0 {
-        format!("{:.1} KiB", b / 1024.0)
-    } else {
-        format!("{bytes} B")
-    }
-}
-
-/// A count with thousands separators: `1,234,567`.
-pub fn count(n: u64) -> String {
-    let s = n.to_string();
-    let mut out = String::with_capacity(s.len() + s.len() / 3);
-    for (i, c) in s.chars().enumerate() {
-        if i > 0 && (s.len() - i).is_multiple_of(3) {
-            out.push(',');
-        }
-        out.push(c);
-    }
-    out
-}
+// Bytes and counts for people: the report's spelling, one for both.
+pub use shardset::report::text::{count, human};
 
 /// An age or a remaining time for people: `42s`, `5m`, `3h`, `2d`.
 pub fn age(d: Duration) -> String {
@@ -146,9 +122,6 @@ mod tests {
 
     #[test]
     fn people_formats() {
-        assert_eq!(count(1234567), "1,234,567");
-        assert_eq!(count(12), "12");
-        assert_eq!(human(2048), "2.0 KiB");
         assert_eq!(age(Duration::from_secs(7200)), "2h");
     }
 }

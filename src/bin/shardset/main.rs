@@ -10,6 +10,7 @@ mod fmt;
 mod inspect;
 mod manage;
 mod progress;
+mod report;
 mod rows;
 
 use std::process::ExitCode;
@@ -39,6 +40,7 @@ enum Cmd {
     Cat(rows::CatArgs),
     Export(rows::ExportArgs),
     Verify(inspect::VerifyArgs),
+    Report(report::ReportArgs),
     Edit(edit::EditArgs),
     Log(edit::LogArgs),
     Why(manage::WhyArgs),
@@ -69,6 +71,7 @@ fn main() -> ExitCode {
         Cmd::Cat(args) => rows::cat(args),
         Cmd::Export(args) => rows::export(args),
         Cmd::Verify(args) => inspect::verify(args),
+        Cmd::Report(args) => report::report(args),
         Cmd::Edit(args) => edit::edit(args),
         Cmd::Log(args) => edit::log(args),
         Cmd::Why(args) => manage::why(args),
