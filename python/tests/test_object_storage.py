@@ -404,6 +404,146 @@ def test_a_failing_unit_commits_nothing_and_gc_removes_its_parts(s3, ray_cluster
     assert len(removed) == 1 and "/_builds/" in removed[0], removed
 
 
+class FaultProxy:
+    """A proxy on 127.0.0.1 in front of the S3 server that, per connection
+    and on a seeded schedule, answers 503 SlowDown or 429 with Retry-After,
+    drops the connection, cuts the answer after a few bytes, or stalls 0.7 s
+    before passing it (the first five connections get one of each); as
+    tests/it/faults.rs does for the command line, here for a Ray build's
+    tasks and its driver."""
+
+    FAULTS = ["pass", "slowdown", "toomany", "drop", "truncate", "stall"]
+
+    def __init__(self, upstream, seed, rate):
+        import random
+        import threading
+        self.upstream = upstream.split("://", 1)[1].rsplit(":", 1)
+        self.upstream = (self.upstream[0], int(self.upstream[1]))
+        self.sock = socket.socket()
+        self.sock.bind(("127.0.0.1", 0))
+        self.sock.listen(128)
+        self.endpoint = f"http://127.0.0.1:{self.sock.getsockname()[1]}"
+        self.rng = random.Random(seed)
+        self.rate = rate
+        self.counts = dict.fromkeys(self.FAULTS, 0)
+        self.n = 0
+        self.threading = threading
+        threading.Thread(target=self._accept, daemon=True).start()
+
+    def _accept(self):
+        while True:
+            try:
+                client, _ = self.sock.accept()
+            except OSError:
+                return
+            if self.n < 5:
+                fault = self.FAULTS[1 + self.n]
+            elif self.rng.random() < self.rate:
+                fault = self.rng.choice(self.FAULTS[1:])
+            else:
+                fault = "pass"
+            self.n += 1
+            self.counts[fault] += 1
+            cut = 64 + self.rng.randrange(2048)
+            self.threading.Thread(target=self._serve, args=(client, fault, cut),
+                                  daemon=True).start()
+
+    @staticmethod
+    def _head(conn):
+        data = b""
+        while b"\r\n\r\n" not in data and len(data) < 65536:
+            chunk = conn.recv(1)
+            if not chunk:
+                break
+            data += chunk
+
+    def _pump(self, src, dst, limit=None):
+        sent = 0
+        try:
+            while limit is None or sent < limit:
+                chunk = src.recv(65536 if limit is None else min(65536, limit - sent))
+                if not chunk:
+                    break
+                dst.sendall(chunk)
+                sent += len(chunk)
+        except OSError:
+            pass
+        for c in (src, dst):
+            try:
+                c.shutdown(socket.SHUT_RDWR)
+            except OSError:
+                pass
+
+    def _serve(self, client, fault, cut):
+        if fault == "drop":
+            client.close()
+            return
+        if fault in ("slowdown", "toomany"):
+            self._head(client)
+            status, code = (("503 Slow Down", "SlowDown") if fault == "slowdown"
+                            else ("429 Too Many Requests", "TooManyRequests"))
+            body = f"<Error><Code>{code}</Code><Message>Reduce your request rate.</Message></Error>"
+            client.sendall((f"HTTP/1.1 {status}\r\nRetry-After: 1\r\nContent-Type: application/xml"
+                            f"\r\nContent-Length: {len(body)}\r\nConnection: close\r\n\r\n{body}")
+                           .encode())
+            client.close()
+            return
+        if fault == "stall":
+            time.sleep(0.7)
+        try:
+            up = socket.create_connection(self.upstream)
+        except OSError:
+            client.close()
+            return
+        self.threading.Thread(target=self._pump, args=(client, up), daemon=True).start()
+        self._pump(up, client, cut if fault == "truncate" else None)
+
+    def faults(self):
+        return sum(v for k, v in self.counts.items() if k != "pass")
+
+    def close(self):
+        self.sock.close()
+
+
+def test_a_ray_build_through_a_faulty_network_commits_whole_or_nothing(s3, ray_cluster, tmp_path):
+    """A Ray build whose tasks and driver reach the S3 server through the
+    fault proxy either commits the values a local build gives or fails with
+    an error and commits nothing a reader sees."""
+    import shardset.ray as sray
+
+    direct = os.environ["AWS_ENDPOINT_URL"]
+    local = str(tmp_path / "local")
+    units = list(range(12))
+    shardset.write_cache((r for u in units for r in _rows(u, 50)), FEATURES, local,
+                         shard_size=3000, batch_size=20)
+    want = _table(shardset.open_cache(local))
+    outcomes = []
+    for seed in (1, 2, 3):
+        proxy = FaultProxy(direct, seed, 0.3)
+        uri = f"{s3}/ray-faults/{seed}/train"
+        try:
+            shardset.configure_object_store(endpoint=proxy.endpoint)
+            try:
+                sray.build(lambda u: _rows(u, 50), units, FEATURES, uri, shard_size=3000,
+                           batch_size=20, max_retries=2, units_per_task=2)
+                built = None
+            except Exception as e:  # noqa: BLE001 - the outcome is checked below
+                built = e
+        finally:
+            shardset.configure_object_store(endpoint=direct)
+            proxy.close()
+        if built is None:
+            assert _table(shardset.open_cache(uri)).equals(want), f"seed {seed}: other values"
+        else:
+            assert str(built), "an error that says nothing"
+            with pytest.raises(shardset.CacheNotFoundError):
+                shardset.open_cache(uri)
+        outcomes.append((seed, "committed" if built is None else f"failed: {built}"[-2000:],
+                         dict(proxy.counts)))
+        assert proxy.faults() >= 5, outcomes
+    print(outcomes)  # the figures of docs/reliability.md (pytest -s)
+
+
 def _download(uri, dst):
     """Every object under `uri` into the local directory `dst`, as
     `aws s3 sync` copies them (pyarrow's S3 client)."""

@@ -1,6 +1,8 @@
 //! One asset made under its lock: each URL tried in order, each attempt
 //! retried with backoff on transient failures, a partial file resumed with
-//! a `Range` request, the checksum checked before the final rename.
+//! a `Range` request (HTTP) or a ranged GET (`s3://`, through the object
+//! storage's client and its settings), the checksum checked before the
+//! final rename.
 
 use std::io::{Read, Write};
 use std::path::{Path, PathBuf};
@@ -122,9 +124,12 @@ fn transfer(
     if let Some(path) = url.strip_prefix("file://") {
         return copy_local(Path::new(path), tmp, bar);
     }
+    if url.starts_with("s3://") {
+        return transfer_object(url, tmp, bar);
+    }
     if !(url.starts_with("http://") || url.starts_with("https://")) {
         return Err(permanent(
-            "unsupported URL scheme (http, https and file are)",
+            "unsupported URL scheme (http, https, s3 and file are)",
         ));
     }
     let have = std::fs::metadata(tmp).map(|m| m.len()).unwrap_or(0);
@@ -202,6 +207,59 @@ fn transfer(
         }
     }
     Ok(())
+}
+
+/// One attempt at an object-store URL (`s3://bucket/key`) into `tmp`, as
+/// for HTTP: a partial `tmp` is resumed from its length (a ranged GET), a
+/// `tmp` longer than the object starts over, a missing object is final,
+/// any other failure is retried.
+#[cfg(feature = "s3")]
+fn transfer_object(
+    url: &str,
+    tmp: &Path,
+    bar: &DownloadProgress,
+) -> std::result::Result<(), Failure> {
+    let path = Path::new(url);
+    let store = crate::storage::object::object_storage(path);
+    let fail = |e: Error| match &e {
+        Error::Io { source, .. } if source.kind() == std::io::ErrorKind::NotFound => {
+            permanent(e.to_string())
+        }
+        Error::InvalidArgument(_) => permanent(e.to_string()),
+        _ => transient(e.to_string()),
+    };
+    let total = store.object_len(path).map_err(fail)?;
+    let mut have = std::fs::metadata(tmp).map(|m| m.len()).unwrap_or(0);
+    if have > total {
+        have = 0;
+    }
+    let mut file = std::fs::OpenOptions::new()
+        .create(true)
+        .write(true)
+        .append(have > 0)
+        .truncate(have == 0)
+        .open(tmp)
+        .map_err(|e| permanent(format!("cannot write {}: {e}", tmp.display())))?;
+    bar.add_total(total - have);
+    if have < total {
+        store
+            .copy_to(path, have, &mut file, tmp, &|n| bar.add_done(n))
+            .map_err(fail)?;
+    }
+    let got = file.metadata().map(|m| m.len()).unwrap_or(0);
+    if got != total {
+        return Err(transient(format!(
+            "download incomplete: {got} of {total} bytes"
+        )));
+    }
+    Ok(())
+}
+
+#[cfg(not(feature = "s3"))]
+fn transfer_object(_: &str, _: &Path, _: &DownloadProgress) -> std::result::Result<(), Failure> {
+    Err(permanent(
+        "s3:// URLs need object storage, which this build of shardset leaves out (feature `s3`)",
+    ))
 }
 
 fn copy_local(src: &Path, tmp: &Path, bar: &DownloadProgress) -> std::result::Result<(), Failure> {

@@ -12,7 +12,11 @@
 //!
 //! The HTTP client is `reqwest` (blocking, rustls with the system's roots):
 //! already in the dependency tree through Lance, maintained, with proxies,
-//! redirects and timeouts handled. `file://` URLs are copied.
+//! redirects and timeouts handled. `s3://` URLs go through the object
+//! storage's own S3 client (the endpoint, credentials and retries of
+//! `s3://` caches), streamed to the partial file and resumed the same way;
+//! an object replaced between two attempts is caught by the checksum, as
+//! for HTTP. `file://` URLs are copied.
 //!
 //! Here the assets, the options and the parallel downloads; the checksums
 //! (`checksum`), the per-file lock (`lock`), the attempts at each URL

@@ -22,6 +22,8 @@ mod golden;
 #[cfg(feature = "lance")]
 mod hf_dirs;
 mod integrity;
+#[cfg(feature = "s3")]
+mod killed_uploads;
 #[cfg(feature = "lance")]
 mod lance;
 #[cfg(feature = "lance")]
@@ -30,6 +32,8 @@ mod limits;
 mod memory;
 #[cfg(feature = "lance")]
 mod mixture;
+#[cfg(feature = "s3")]
+mod object_downloads;
 #[cfg(feature = "s3")]
 mod object_storage;
 #[cfg(feature = "parquet")]

@@ -23,6 +23,9 @@ const SECRET_KEY: &str = "testsecret";
 /// The running server: its S3 endpoint.
 pub(crate) struct Server {
     pub(crate) endpoint: String,
+    /// The server's own file API (SeaweedFS's filer), where a test sees
+    /// what S3 does not list, such as unfinished multipart uploads.
+    pub(crate) filer: String,
 }
 
 fn free_port() -> u16 {
@@ -89,7 +92,10 @@ pub(crate) fn server() -> &'static Server {
                     break;
                 }
                 match object_storage(&probe).list_recursive(&probe) {
-                    Ok(_) => return Server { endpoint },
+                    Ok(_) => {
+                        let filer = format!("http://127.0.0.1:{}", ports[2]);
+                        return Server { endpoint, filer };
+                    }
                     Err(e) if t.elapsed() > Duration::from_secs(90) => panic!(
                         "SeaweedFS (pid {pid}) did not serve {BUCKET} within 90 s: {e}\n{log}"
                     ),

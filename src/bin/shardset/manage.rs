@@ -13,7 +13,7 @@ use shardset::cache::metadata::{read_common, METADATA_FILE};
 use shardset::layouts::stats::dir_size;
 use shardset::{cache_root, open_cache};
 
-use crate::fmt::{age, count, find_caches, human, modified_ago, parse_duration};
+use crate::fmt::{age, count, find_caches, human, modified_ago, parse_duration, walk_dirs};
 use crate::fmt::{CliError, CliResult};
 
 /// The root given, else the default cache root; whether it was given.
@@ -222,11 +222,18 @@ pub fn gc(args: GcArgs) -> CliResult {
         .collect();
     removed.extend(partials);
     let mut versions = Vec::new();
+    let mut aborted = 0usize;
     // Caches on object storage, or committed from parts into a shared
     // directory: their uncommitted or replaced build prefixes (and the
     // Lance versions of a Lance-layout cache on object storage).
+    // A first build killed before its commit left builds and no metadata.
     #[cfg(feature = "s3")]
-    for dir in find_caches(&root) {
+    let locations = walk_dirs(&root).into_iter().filter(|d| {
+        let b = d.join(shardset::cache::metadata::BUILDS_DIR);
+        shardset::cache::gc::is_cache(d) || shardset::storage::storage_for(&b).is_dir(&b)
+    });
+    #[cfg(feature = "s3")]
+    for dir in locations {
         let builds = dir.join(shardset::cache::metadata::BUILDS_DIR);
         if !shardset::storage::object::is_object_uri(&dir)
             && !shardset::storage::storage_for(&builds).is_dir(&builds)
@@ -235,6 +242,7 @@ pub fn gc(args: GcArgs) -> CliResult {
         }
         let r = shardset::cache::remote::collect_object_garbage(&dir, min_age, dry_run)?;
         freed += r.bytes;
+        aborted += r.uploads_aborted;
         let entry = |p: &PathBuf, reason: &str| {
             json!({"path": p, "cache": dir, "kind": "uncommitted or replaced build",
                    "bytes": J::Null, "age_seconds": J::Null, "reason": reason})
@@ -278,7 +286,8 @@ pub fn gc(args: GcArgs) -> CliResult {
         println!(
             "{}",
             json!({"root": root, "dry_run": dry_run, "removed": removed, "kept": kept,
-                   "versions_removed": versions, "bytes_freed": freed})
+                   "versions_removed": versions, "bytes_freed": freed,
+                   "uploads_aborted": aborted})
         );
         return Ok(());
     }
@@ -297,6 +306,9 @@ pub fn gc(args: GcArgs) -> CliResult {
     }
     for k in &kept {
         println!("kept  {}: {}", line(k), k["reason"].as_str().unwrap_or(""));
+    }
+    if aborted > 0 {
+        println!("aborted  {aborted} unfinished multipart upload(s) of those builds");
     }
     for v in &versions {
         if let Some(n) = v.get("lance_versions_removed") {

@@ -1,12 +1,14 @@
 //! Removing what no committed build of a published cache uses: build
-//! prefixes never committed (once older than a grace period), and for the
-//! Lance layouts old dataset versions and the data files only they use.
+//! prefixes never committed (once older than a grace period), with the
+//! multipart uploads their markers name aborted, and for the Lance layouts
+//! old dataset versions and the data files only they use.
 
 use std::path::{Path, PathBuf};
 use std::time::{Duration, SystemTime};
 
 use crate::cache::metadata::{CacheMetadata, BUILDS_DIR, METADATA_FILE};
 use crate::error::Result;
+use crate::storage::object::uploaded_object;
 
 use super::target::Target;
 #[cfg(not(feature = "lance"))]
@@ -34,6 +36,9 @@ pub struct ObjectGcReport {
     /// A Lance-layout cache: the version that made the committed one the
     /// newest again (a newer version no metadata names was undone).
     pub lance_restored: Option<u64>,
+    /// Multipart uploads a killed build left unfinished, aborted (their
+    /// parts deleted) with the build's prefix.
+    pub uploads_aborted: usize,
 }
 
 /// Removes the build prefixes of the cache at `uri` (an `s3://` location or
@@ -106,7 +111,16 @@ pub fn collect_object_garbage(
         report.bytes += entries.iter().map(|e| e.len).sum::<u64>();
         if !dry_run {
             match &target {
-                Target::Object(_) => {
+                Target::Object(o) => {
+                    // Uploads a killed build left unfinished: their parts
+                    // are listed nowhere else.
+                    for e in &entries {
+                        if let Some(object) = uploaded_object(&e.path) {
+                            let id = store.read(&e.path)?;
+                            o.abort_upload(&object, &String::from_utf8_lossy(&id))?;
+                            report.uploads_aborted += 1;
+                        }
+                    }
                     for e in &entries {
                         store.remove_file(&e.path)?;
                     }

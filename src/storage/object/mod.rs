@@ -37,6 +37,7 @@ mod config;
 mod files;
 mod options;
 mod ranged;
+mod stream;
 mod upload;
 
 use std::collections::HashMap;
@@ -59,6 +60,7 @@ pub(crate) use config::lance_storage_options;
 pub use config::DEFAULT_PART_BYTES;
 use config::{config_key, part_bytes, store_config};
 pub use options::StorageOptions;
+pub use upload::{uploaded_object, UPLOADS_DIR};
 
 /// Times a failed request is retried.
 pub const MAX_RETRIES: usize = 8;

@@ -5,9 +5,12 @@
 use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
+use std::time::Duration;
 
 use bytes::Bytes;
+use futures::StreamExt;
 use object_store::aws::AmazonS3;
+use object_store::multipart::MultipartStore;
 use object_store::path::Path as Key;
 use object_store::{ObjectStore, ObjectStoreExt, PutMode, PutOptions, PutPayload};
 
@@ -19,6 +22,32 @@ use super::{runtime_block_on, store_error, ObjectStorage};
 /// Parts in flight at once in one upload.
 const PARTS_IN_FLIGHT: usize = 4;
 
+/// Attempts of a write-once put after the client's own retries gave up on
+/// a transport failure (connection dropped or answer cut).
+const PUT_RETRIES: usize = 4;
+
+/// The folder, beside an object being uploaded in parts, of the marker
+/// that holds the upload's id until it completes or aborts: S3 lists no
+/// object for an unfinished upload, and object_store cannot list uploads,
+/// so a process killed mid-upload would leave parts nobody can name.
+pub const UPLOADS_DIR: &str = "_uploads";
+
+/// The marker of an upload to `key`: `<folder>/_uploads/<name>`.
+fn upload_marker(key: &Key) -> Key {
+    let s = key.as_ref();
+    match s.rsplit_once('/') {
+        Some((dir, name)) => Key::from(format!("{dir}/{UPLOADS_DIR}/{name}")),
+        None => Key::from(format!("{UPLOADS_DIR}/{s}")),
+    }
+}
+
+/// The object a marker at `marker` (`.../_uploads/<name>`) stands for.
+pub fn uploaded_object(marker: &Path) -> Option<PathBuf> {
+    let name = marker.file_name()?;
+    let dir = marker.parent()?;
+    (dir.file_name()? == UPLOADS_DIR).then(|| dir.parent().map(|d| d.join(name)))?
+}
+
 impl ObjectStorage {
     /// Writes `bytes` at `path` once: one conditional put
     /// (`If-None-Match: *`) up to the part size, else a multipart upload
@@ -26,12 +55,38 @@ impl ObjectStorage {
     /// has no condition on a multipart upload's start; the names written
     /// this way, a build's, are its own). An object already there is an
     /// [`Error::Io`] of kind `AlreadyExists`. A failed upload is aborted,
-    /// so no part stays stored.
+    /// so no part stays stored; one whose process died is named by its
+    /// marker ([`UPLOADS_DIR`]), which `gc` aborts.
     ///
     /// # Errors
     /// [`Error::Io`] naming the path; [`Error::InvalidArgument`] for a bad
     /// `SHARDSET_OBJECT_PART_BYTES`.
     pub fn put_once(&self, path: &Path, bytes: Bytes) -> Result<()> {
+        // The client retries what it knows to be safe; a conditional put
+        // cut before its answer is not, so it is tried again here, and one
+        // that had landed meets its own condition (`AlreadyExists`), which
+        // the caller resolves by the object's size.
+        let mut wait = Duration::from_millis(200);
+        let mut rng = crate::util::SplitMix64::new(
+            std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .map_or(0, |d| d.as_nanos() as u64),
+        );
+        for _ in 0..PUT_RETRIES {
+            match self.put_once_attempt(path, bytes.clone()) {
+                Err(Error::Io { source, .. }) if source.kind() == std::io::ErrorKind::Other => {
+                    // Full jitter: a random wait up to the doubled backoff.
+                    let ms = rng.below(wait.as_millis() as u64 + 1);
+                    std::thread::sleep(Duration::from_millis(ms));
+                    wait *= 2;
+                }
+                r => return r,
+            }
+        }
+        self.put_once_attempt(path, bytes)
+    }
+
+    fn put_once_attempt(&self, path: &Path, bytes: Bytes) -> Result<()> {
         let part = self
             .part_bytes
             .clone()
@@ -48,23 +103,61 @@ impl ObjectStorage {
         }
         let store = self.store(path)?;
         let key = self.key(path)?;
+        let marker = upload_marker(&key);
         let part = part as usize;
+        let chunks: Vec<Bytes> = (0..bytes.len())
+            .step_by(part)
+            .map(|at| bytes.slice(at..(at + part).min(bytes.len())))
+            .collect();
         runtime_block_on(async move {
-            let upload = store.put_multipart(&key).await?;
-            let mut w = object_store::WriteMultipart::new_with_chunk_size(upload, part);
-            let mut at = 0;
-            while at < bytes.len() {
-                let end = (at + part).min(bytes.len());
-                if let Err(e) = w.wait_for_capacity(PARTS_IN_FLIGHT).await {
-                    let _ = w.abort().await;
-                    return Err(e);
+            let id = store.create_multipart(&key).await?;
+            // The upload's id, where `gc` finds it if this process dies
+            // before the upload completes or aborts.
+            store
+                .put(&marker, PutPayload::from(id.clone().into_bytes()))
+                .await?;
+            let mut parts = Vec::with_capacity(chunks.len());
+            let mut sent = futures::stream::iter(chunks.into_iter().enumerate())
+                .map(|(i, c)| store.put_part(&key, &id, i, PutPayload::from_bytes(c)))
+                .buffered(PARTS_IN_FLIGHT);
+            let mut failed = None;
+            while let Some(p) = sent.next().await {
+                match p {
+                    Ok(p) => parts.push(p),
+                    Err(e) => {
+                        failed = Some(e);
+                        break;
+                    }
                 }
-                w.put(bytes.slice(at..end));
-                at = end;
+                crate::util::fault_point("upload:after-part");
             }
-            w.finish().await.map(|_| ())
+            drop(sent);
+            let done = match failed {
+                None => store.complete_multipart(&key, &id, parts).await.map(|_| ()),
+                Some(e) => {
+                    let _ = store.abort_multipart(&key, &id).await;
+                    Err(e)
+                }
+            };
+            let _ = store.delete(&marker).await;
+            done
         })?
         .map_err(|e| store_error("upload", path, e))
+    }
+
+    /// Aborts the multipart upload `id` of the object at `path` (its parts
+    /// are deleted); an upload already completed or aborted is no error.
+    ///
+    /// # Errors
+    /// [`Error::Io`] naming the path.
+    pub fn abort_upload(&self, path: &Path, id: &str) -> Result<()> {
+        let store = self.store(path)?;
+        let key = self.key(path)?;
+        let id = id.to_string();
+        match runtime_block_on(async move { store.abort_multipart(&key, &id).await })? {
+            Ok(()) | Err(object_store::Error::NotFound { .. }) => Ok(()),
+            Err(e) => Err(store_error("abort the upload of", path, e)),
+        }
     }
 }
 
