@@ -400,3 +400,61 @@ fn a_commit_whose_answer_is_lost_counts_as_committed() {
         );
     }
 }
+
+/// A `503 SlowDown` that asks for 2 s is waited out: the client's next
+/// request reaches the server no sooner than the answer asked (its own
+/// backoff alone would retry within a few hundred milliseconds).
+#[test]
+fn a_slow_down_is_retried_no_sooner_than_its_retry_after() {
+    let s = server();
+    let key = format!("retry-after/{}.bin", std::process::id());
+    let url = format!("s3://{BUCKET}/{key}");
+    let p = std::path::PathBuf::from(&url);
+    shardset::storage::object::object_storage(&p)
+        .put(
+            &p,
+            bytes::Bytes::from(vec![7u8; 1000]),
+            shardset::storage::object::update_mode(None),
+        )
+        .unwrap();
+    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    let endpoint = format!("http://{}", listener.local_addr().unwrap());
+    let upstream = s.endpoint.trim_start_matches("http://").to_string();
+    let arrivals: Arc<std::sync::Mutex<Vec<std::time::Instant>>> = Arc::default();
+    let seen = arrivals.clone();
+    std::thread::spawn(move || {
+        for (n, client) in listener.incoming().enumerate() {
+            let Ok(mut client) = client else { return };
+            if n == 0 {
+                read_head(&mut client);
+                seen.lock().unwrap().push(std::time::Instant::now());
+                let body = "<Error><Code>SlowDown</Code><Message>Please reduce your request rate.</Message></Error>";
+                let _ = write!(
+                    client,
+                    "HTTP/1.1 503 Slow Down\r\nRetry-After: 2\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
+                    body.len()
+                );
+                let _ = client.shutdown(Shutdown::Both);
+                continue;
+            }
+            seen.lock().unwrap().push(std::time::Instant::now());
+            let up = upstream.clone();
+            std::thread::spawn(move || serve(client, &up, Fault::Pass, 0));
+        }
+    });
+    let out = tempfile::tempdir().unwrap();
+    let o = shardset_cli()
+        .env("AWS_ENDPOINT_URL", &endpoint)
+        .args(["download", &url, "--quiet", "--out"])
+        .arg(out.path())
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let t = arrivals.lock().unwrap().clone();
+    assert!(t.len() >= 2, "{} requests", t.len());
+    let waited = t[1].duration_since(t[0]);
+    assert!(
+        waited >= Duration::from_secs(2),
+        "the retry came after {waited:?}, before the 2 s the server asked"
+    );
+}

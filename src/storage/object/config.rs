@@ -68,6 +68,7 @@ pub(super) fn store_config(bucket: &str) -> std::result::Result<AmazonS3Builder,
     let _ = rustls::crypto::ring::default_provider().install_default();
     let mut b = AmazonS3Builder::from_env()
         .with_bucket_name(bucket)
+        .with_http_connector(super::retry_after::RetryAfterConnector)
         .with_retry(RetryConfig {
             backoff: BackoffConfig {
                 init_backoff: Duration::from_millis(100),

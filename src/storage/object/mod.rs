@@ -37,6 +37,7 @@ mod config;
 mod files;
 mod options;
 mod ranged;
+mod retry_after;
 mod stream;
 mod upload;
 
