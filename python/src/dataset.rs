@@ -378,6 +378,7 @@ impl PyDataset {
         d.set_item("columns", rep.columns)?;
         d.set_item("rows_in", rep.rows_in)?;
         d.set_item("rows_kept", rep.rows_kept)?;
+        d.set_item("rows_scanned", rep.rows_scanned)?;
         d.set_item(
             "source",
             match rep.source {

@@ -18,6 +18,7 @@ SAMPLES = {
     "dedup": 4096, "max_rows_per_file": 2, "webp_quality": 80.0, "webp_method": 6,
     "webp_input": "yuv", "resize": 2, "resize_mode": "shorter_side", "skip_corrupt": True,
     "buffer": 4096, "checkpoint_frames": 100, "segments": {"codec": "h264", "crf": 30},
+    "scalar_index": ["x"],
 }
 
 

@@ -162,14 +162,21 @@ fn write_arrow(dir: &Path, rows: &[M]) {
     .unwrap();
 }
 
+/// A Lance cache of `rows`, with scalar indices on `x` and `label`: the
+/// filters below push their plain terms down to them.
 fn write_lance(dir: &Path, rows: &[M]) {
+    write_lance_with(dir, rows, &["x", "label"]);
+}
+
+fn write_lance_with(dir: &Path, rows: &[M], indexed: &[&str]) {
     write_lance_cache(
         rows.iter().map(example),
         &features(),
         dir,
         &LanceWriteOptions::default()
             .try_with_max_rows_per_file(23)
-            .unwrap(),
+            .unwrap()
+            .with_scalar_index(indexed.iter().map(|c| c.to_string()).collect()),
     )
     .unwrap();
 }
@@ -355,4 +362,63 @@ fn a_sub_view_is_filtered_in_view_order_and_not_kept() {
         .unwrap();
     let want: Vec<u64> = (0..50u64).filter(|i| i % 3 == 2 && i % 7 != 3).collect();
     assert_eq!(physical(&both), want);
+}
+
+/// A filter's plain terms are pushed down to Lance's scanner: with a scalar
+/// index on their column the scan reads only the rows the index selects;
+/// without one it reads every row. The rows kept are the same, and terms
+/// under `NOT`/`OR` are never handed to Lance (their rows are still right).
+#[test]
+fn a_filter_on_an_indexed_lance_column_reads_only_the_rows_it_keeps() {
+    let tmp = tempfile::tempdir().unwrap();
+    let rows = rows_n(20_000);
+    let (indexed, plain) = (tmp.path().join("indexed"), tmp.path().join("plain"));
+    write_lance_with(&indexed, &rows, &["x"]);
+    write_lance_with(&plain, &rows, &[]);
+    let sql = "x < 300 AND label = 1";
+    let want: Vec<u64> = (0..rows.len() as u64)
+        .filter(|&i| {
+            let r = &rows[i as usize];
+            r.x.is_some_and(|x| x < 300) && r.label == Some(1)
+        })
+        .collect();
+    let (v, rep) = open(&indexed).filter_expr_report(sql).unwrap();
+    assert_eq!(rep.source, FilterSource::LanceScan);
+    assert_eq!(physical(&v), want);
+    let scanned = rep.rows_scanned.unwrap();
+    assert!(
+        scanned <= 300,
+        "the index should select at most 300 rows; {scanned} read"
+    );
+    let (v, rep) = open(&plain).filter_expr_report(sql).unwrap();
+    assert_eq!(physical(&v), want);
+    assert_eq!(rep.rows_scanned, Some(20_000), "no index: every row read");
+    // Nothing under NOT or OR is pushed down: every row is read, and a
+    // NULL x is not kept (SQL: NOT (NULL IN (...)) is NULL).
+    let sql = "NOT (x IN (1)) OR NOT (x IN (0))";
+    let (v, rep) = open(&indexed).filter_expr_report(sql).unwrap();
+    assert_eq!(rep.rows_scanned, Some(20_000));
+    let want: Vec<u64> = (0..rows.len() as u64)
+        .filter(|&i| rows[i as usize].x.is_some())
+        .collect();
+    assert_eq!(physical(&v), want);
+}
+
+#[test]
+fn a_scalar_index_on_a_column_that_cannot_have_one_is_a_typed_error() {
+    let tmp = tempfile::tempdir().unwrap();
+    for (column, why) in [("seq", "Sequence"), ("nope", "no column 'nope'")] {
+        let dir = tmp.path().join(column);
+        let e = write_lance_cache(
+            rows_n(10).iter().map(example),
+            &features(),
+            &dir,
+            &LanceWriteOptions::default().with_scalar_index(vec![column.to_string()]),
+        )
+        .unwrap_err();
+        let msg = e.to_string();
+        assert!(matches!(e, Error::InvalidArgument(_)), "{e:?}");
+        assert!(msg.contains("scalar_index") && msg.contains(why), "{msg}");
+        assert!(!dir.exists(), "nothing is published");
+    }
 }

@@ -11,6 +11,8 @@ use arrow_array::{Array, BooleanArray, RecordBatch};
 use arrow_schema::{DataType, Schema, SchemaRef};
 use datafusion_common::DFSchema;
 use datafusion_expr::simplify::SimplifyContext;
+use datafusion_expr::utils::{conjunction, split_conjunction};
+use datafusion_expr::{Expr, Operator};
 use datafusion_optimizer::simplify_expressions::ExprSimplifier;
 use datafusion_physical_expr::PhysicalExpr;
 use lance_datafusion::planner::Planner;
@@ -27,6 +29,8 @@ pub(crate) struct Predicate {
     /// Those columns' fields: the schema `physical` is bound to.
     schema: SchemaRef,
     physical: Arc<dyn PhysicalExpr>,
+    /// The conjuncts Lance's scanner may evaluate (see [`pushable`]).
+    pushdown: Option<Expr>,
 }
 
 fn bad(sql: &str, why: impl std::fmt::Display) -> Error {
@@ -129,17 +133,33 @@ impl Predicate {
                 ))
             }
         }
+        let pushdown = conjunction(
+            split_conjunction(&coerced)
+                .into_iter()
+                .filter(|e| pushable(e))
+                .cloned(),
+        );
         Ok(Predicate {
             sql: sql.to_string(),
             columns,
             schema: projected,
             physical,
+            pushdown,
         })
     }
 
     /// The filter as given (trimmed).
     pub(crate) fn sql(&self) -> &str {
         &self.sql
+    }
+
+    /// The part of the filter Lance's scanner evaluates (so a scalar index
+    /// on its column answers it): the top-level `AND` terms that compare a
+    /// column with literals. Every row the filter keeps satisfies them, so
+    /// the scan gives a superset, which [`keep`](Self::keep) then narrows:
+    /// the rows are always the ones this module's evaluation keeps.
+    pub(crate) fn pushdown(&self) -> Option<&Expr> {
+        self.pushdown.as_ref()
     }
 
     /// The columns the filter reads.
@@ -188,5 +208,48 @@ impl Predicate {
             Some(_) => arrow_select::filter::prep_null_mask_filter(b),
             None => b.clone(),
         })
+    }
+}
+
+/// A column, possibly cast (a literal coerced to the column's type leaves
+/// the column bare; a column widened to the literal's is cast).
+fn is_column(e: &Expr) -> bool {
+    match e {
+        Expr::Column(_) => true,
+        Expr::Cast(c) => matches!(*c.expr, Expr::Column(_)),
+        Expr::TryCast(c) => matches!(*c.expr, Expr::Column(_)),
+        _ => false,
+    }
+}
+
+fn is_literal(e: &Expr) -> bool {
+    matches!(e, Expr::Literal(..))
+}
+
+/// An `AND` term whose meaning no rewriting can change, NULLs included:
+/// a column compared with a literal (`=`, `<>`, `<`, `<=`, `>`, `>=`),
+/// `IN` or `BETWEEN` literals (not negated), `IS [NOT] NULL`. Terms under
+/// `NOT` or `OR` stay ours: Lance's planner simplifies them in ways that
+/// break SQL's NULL logic.
+fn pushable(e: &Expr) -> bool {
+    match e {
+        Expr::BinaryExpr(b) => {
+            matches!(
+                b.op,
+                Operator::Eq
+                    | Operator::NotEq
+                    | Operator::Lt
+                    | Operator::LtEq
+                    | Operator::Gt
+                    | Operator::GtEq
+            ) && ((is_column(&b.left) && is_literal(&b.right))
+                || (is_literal(&b.left) && is_column(&b.right)))
+        }
+        Expr::InList(l) => !l.negated && is_column(&l.expr) && l.list.iter().all(is_literal),
+        Expr::Between(b) => {
+            !b.negated && is_column(&b.expr) && is_literal(&b.low) && is_literal(&b.high)
+        }
+        Expr::IsNull(c) | Expr::IsNotNull(c) => is_column(c),
+        _ => false,
     }
 }

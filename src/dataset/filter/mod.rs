@@ -7,8 +7,9 @@
 //! 1. a selection kept beside the cache by an earlier open with the same
 //!    filter, for the same version of the same rows (`store`);
 //! 2. on a whole `lance-rows` cache, Lance's scanner, which reads only the
-//!    filter's columns with their row addresses, the predicate evaluated
-//!    here (`layouts::lance_rows::scan`);
+//!    filter's columns with their row addresses, given the filter's plain
+//!    terms (so a scalar index answers them and fewer rows are read), the
+//!    whole predicate evaluated here (`layouts::lance_rows::scan`);
 //! 3. otherwise here, on the view's Arrow batches (`expr`).
 //!
 //! A whole local cache keeps what 2 and 3 found; a sub-view, a cache on
@@ -54,6 +55,9 @@ pub struct FilterReport {
     pub kept_at: Option<PathBuf>,
     /// Why no selection is kept, when none is.
     pub not_kept: Option<String>,
+    /// Rows Lance's scan read, when the rows came from one: fewer than
+    /// `rows_in` when a scalar index answered the filter's plain terms.
+    pub rows_scanned: Option<u64>,
 }
 
 /// What names the rows of an opened cache: its metadata (with its edit
@@ -107,6 +111,7 @@ impl Dataset {
             source: FilterSource::Evaluated,
             kept_at: None,
             not_kept: None,
+            rows_scanned: None,
         };
         let keep_at = match whole {
             None => {
@@ -145,7 +150,10 @@ impl Dataset {
                 let rows = match whole.and_then(lance_rows) {
                     Some(lance) => {
                         report.source = FilterSource::LanceScan;
-                        lance.filtered_rows(pred.columns(), &|b| pred.keep(b))?
+                        let found = lance
+                            .filtered_rows(pred.columns(), pred.pushdown(), &|b| pred.keep(b))?;
+                        report.rows_scanned = Some(found.rows_scanned);
+                        found.rows
                     }
                     None => self.evaluate(&pred)?,
                 };

@@ -59,6 +59,7 @@ pub struct LanceWriteOptions {
     pub(super) progress: Option<Arc<AtomicU64>>,
     pub(super) png: PngCompression,
     pub(super) compression: Option<Codec>,
+    pub(super) scalar_index: Vec<String>,
 }
 
 impl Default for LanceWriteOptions {
@@ -72,6 +73,7 @@ impl Default for LanceWriteOptions {
             progress: None,
             png: PngCompression::Fast,
             compression: None,
+            scalar_index: Vec::new(),
         }
     }
 }
@@ -122,6 +124,21 @@ impl LanceWriteOptions {
         }
         self.compression = Some(codec);
         Ok(self)
+    }
+
+    /// Columns given a BTree scalar index once the rows are written, so a
+    /// filter on them is answered by the index and Lance's scan reads only
+    /// the rows it keeps (pylance's `create_scalar_index`). Each must be a
+    /// `Value` (not binary) or `ClassLabel` column: checked against the
+    /// features when the write starts.
+    pub fn with_scalar_index(mut self, columns: Vec<String>) -> Self {
+        self.scalar_index = columns;
+        self
+    }
+
+    /// The columns given a scalar index.
+    pub fn scalar_index(&self) -> &[String] {
+        &self.scalar_index
     }
 
     /// The compression asked of Lance, if any.

@@ -1,25 +1,42 @@
 //! Filters on a whole `lance-rows` cache: Lance's scanner reads only the
 //! filter's columns, with each row's address, and the caller's predicate
 //! keeps rows; addresses are mapped to the cache's row positions. The
-//! predicate is evaluated by the caller rather than handed to
-//! `Scanner::filter`, whose planner simplifies expressions in ways that
-//! break SQL's NULL logic (`NOT (x IN (1)) OR NOT (x IN (0))` keeps a NULL
-//! x), so a filter keeps the same rows on every layout. The scan runs on
+//! scanner is given only the filter's plain terms (a column against
+//! literals, under the top-level `AND`): with a scalar index on their
+//! column, Lance reads only the rows they select. The whole predicate is
+//! evaluated by the caller rather than handed to `Scanner::filter`, whose
+//! planner simplifies expressions in ways that break SQL's NULL logic
+//! (`NOT (x IN (1)) OR NOT (x IN (0))` keeps a NULL x), so a filter keeps
+//! the same rows on every layout. The scan runs on
 //! the backend's own opened dataset, so it reads the very version the
 //! backend serves.
 
 use std::collections::HashMap;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
 
 use arrow_array::cast::AsArray;
 use arrow_array::types::UInt64Type;
 use arrow_array::{BooleanArray, RecordBatch};
 use futures::StreamExt;
+use lance_datafusion::exec::ExecutionSummaryCounts;
+use lance_datafusion::utils::ROWS_SCANNED_METRIC;
 
 use crate::error::{Error, Result};
 use crate::lance::{block_on, lance_err};
 use crate::layouts::backend::Backend;
 
 use super::read::LanceRows;
+
+/// What a filtered scan found.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct FilteredRows {
+    /// The row positions kept, ascending.
+    pub rows: Vec<u64>,
+    /// Rows Lance's scan read (fewer than the cache's when a scalar index
+    /// answered the pushed-down terms).
+    pub rows_scanned: u64,
+}
 
 impl LanceRows {
     /// The row positions (ascending) that `keep` keeps, given batches of
@@ -30,8 +47,9 @@ impl LanceRows {
     pub fn filtered_rows(
         &self,
         columns: &[String],
+        pushdown: Option<&datafusion_expr::Expr>,
         keep: &(dyn Fn(&RecordBatch) -> Result<BooleanArray> + Sync),
-    ) -> Result<Vec<u64>> {
+    ) -> Result<FilteredRows> {
         let dir = self.core().dir().to_path_buf();
         let state = self.state()?;
         let mut starts = HashMap::new();
@@ -42,10 +60,20 @@ impl LanceRows {
         }
         let ds = state.ds.clone();
         let columns = columns.to_vec();
+        let pushdown = pushdown.cloned();
+        let scanned = Arc::new(AtomicU64::new(0));
+        let seen = scanned.clone();
         let batches = block_on(async move {
             let mut scan = ds.scan();
             scan.project(&columns)?;
             scan.with_row_address();
+            if let Some(e) = pushdown {
+                scan.filter_expr(e);
+            }
+            scan.scan_stats_callback(Arc::new(move |s: &ExecutionSummaryCounts| {
+                let rows = s.all_counts.get(ROWS_SCANNED_METRIC).copied().unwrap_or(0);
+                seen.store(rows as u64, Ordering::Relaxed);
+            }));
             let mut stream = scan.try_into_stream().await?;
             let mut out = Vec::new();
             while let Some(batch) = stream.next().await {
@@ -77,6 +105,9 @@ impl LanceRows {
             })
             .collect::<Result<Vec<u64>>>()?;
         rows.sort_unstable();
-        Ok(rows)
+        Ok(FilteredRows {
+            rows,
+            rows_scanned: scanned.load(Ordering::Relaxed),
+        })
     }
 }

@@ -23,7 +23,7 @@ use crate::cache::pipeline::{self, PipelineOptions};
 use crate::error::{BoxError, Error, Result};
 use crate::features::describe::features_to_json;
 use crate::features::Features;
-use crate::lance::{fragment_rows, lance_err, rewind_dataset, LanceSegments};
+use crate::lance::{block_on, fragment_rows, lance_err, rewind_dataset, LanceSegments};
 use crate::layouts::arrow_shards::format::Codec;
 use crate::storage::storage_for;
 use crate::value::Example;
@@ -264,6 +264,7 @@ impl PreparedLance {
                 "column '{name}': Lance does not allow '.' in a top-level column name (it reads it as a struct path); rename the column, or write the arrow layout"
             )));
         }
+        check_scalar_index(features, &opts.scalar_index)?;
         let PreparedLance {
             build,
             mut log,
@@ -340,6 +341,7 @@ impl PreparedLance {
             // No row at all: an empty dataset, as a single write makes.
             None => lance.create_empty()?,
         };
+        let ds = scalar_indices(ds, &opts.scalar_index, &data_dir)?;
         let fragment_rows = fragment_rows(&ds, &data_dir)?;
         let num_rows: u64 = fragment_rows.iter().sum();
         if num_rows != sent {
@@ -387,4 +389,57 @@ impl crate::cache::location::WrittenAt for WrittenLance {
     fn published_at(&mut self, dir: PathBuf) {
         self.dir = dir;
     }
+}
+
+/// Checks that each column to index is a scalar column of `features`.
+fn check_scalar_index(features: &Features, columns: &[String]) -> Result<()> {
+    use crate::features::{Dtype, Feature};
+    for c in columns {
+        match features.get(c) {
+            Some(Feature::ClassLabel(_)) => {}
+            Some(Feature::Value(d)) if *d != Dtype::Binary => {}
+            Some(f) => {
+                return Err(Error::InvalidArgument(format!(
+                    "write option scalar_index: column '{c}' is {}, and only Value (not binary) and ClassLabel columns take a scalar index",
+                    f.class_name()
+                )))
+            }
+            None => {
+                return Err(Error::InvalidArgument(format!(
+                    "write option scalar_index: no column '{c}' (columns: {:?})",
+                    features.names()
+                )))
+            }
+        }
+    }
+    Ok(())
+}
+
+/// `ds` with a BTree index on each of `columns` (a new Lance version when
+/// there is any): the version the metadata then names.
+fn scalar_indices(
+    mut ds: lance::Dataset,
+    columns: &[String],
+    dir: &Path,
+) -> Result<lance::Dataset> {
+    use lance::index::DatasetIndexExt;
+    if columns.is_empty() {
+        return Ok(ds);
+    }
+    let columns = columns.to_vec();
+    block_on(async move {
+        let params = lance_index::scalar::ScalarIndexParams::default();
+        for c in &columns {
+            ds.create_index(
+                &[c.as_str()],
+                lance_index::IndexType::BTree,
+                None,
+                &params,
+                true,
+            )
+            .await?;
+        }
+        Ok::<_, lance::Error>(ds)
+    })?
+    .map_err(|e| lance_err(dir, format!("creating a scalar index: {e}")))
 }

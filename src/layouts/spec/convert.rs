@@ -108,6 +108,9 @@ impl RowSpec {
                 .try_with_max_rows_per_file(n)
                 .map_err(|e| option_error("max_rows_per_file", &e))?;
         }
+        if let Some(c) = &self.scalar_index {
+            o = o.with_scalar_index(c.clone());
+        }
         Ok(o)
     }
 }

@@ -65,6 +65,7 @@ const ALL: &[Layout] = &[Layout::Arrow, Layout::Lance, Layout::VideoFrames];
 const ARROW: &[Layout] = &[Layout::Arrow];
 const VIDEO: &[Layout] = &[Layout::VideoFrames];
 const FILES: &[Layout] = &[Layout::Lance, Layout::VideoFrames];
+const LANCE: &[Layout] = &[Layout::Lance];
 
 /// Every write option and the layouts it applies to: the one table.
 pub const OPTIONS: &[WriteOption] = &[
@@ -78,6 +79,7 @@ pub const OPTIONS: &[WriteOption] = &[
     WriteOption { name: "record_checksums", layouts: ARROW, help: "write a row checksum sidecar per shard (default false)" },
     WriteOption { name: "dedup", layouts: ARROW, help: "store binary cells of at least this many bytes once (default off)" },
     WriteOption { name: "max_rows_per_file", layouts: FILES, help: "rows per Lance data file (default 1 Mi)" },
+    WriteOption { name: "scalar_index", layouts: LANCE, help: "columns given a BTree index, so filters on them read only the rows they keep (default none)" },
     WriteOption { name: "webp_quality", layouts: VIDEO, help: "WebP quality 0 to 100 of frames (default 65)" },
     WriteOption { name: "webp_method", layouts: VIDEO, help: "WebP method 0 to 6 (default 4)" },
     WriteOption { name: "webp_input", layouts: VIDEO, help: "rgb or yuv (default rgb)" },
@@ -136,6 +138,8 @@ pub struct RowSpec {
     dedup: Option<Size>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     max_rows_per_file: Option<usize>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    scalar_index: Option<Vec<String>>,
 }
 
 /// Options of the video layout (see [`OPTIONS`]).
@@ -374,6 +378,7 @@ mod tests {
             "resize_mode" => serde_json::json!("shorter_side"),
             "checkpoint_frames" => serde_json::json!(100),
             "segments" => serde_json::json!({"codec": "h264", "crf": 30}),
+            "scalar_index" => serde_json::json!(["x"]),
             other => panic!("no sample for {other}"),
         })
     }
