@@ -366,14 +366,7 @@ fn column_detail(page: &mut Page, c: &ColumnReport) {
             bars,
         } => {
             page.heading(3, &c.name, &format!("col-{}", c.name));
-            page.note(&format!(
-                "{} values from {} to {}, mean {}; {} null.",
-                count(present),
-                number(*min),
-                number(*max),
-                number(*mean),
-                count(c.nulls)
-            ));
+            page.note(&spread(present, [*min, *max, *mean], "", c.nulls));
             chart(page, bars, false);
         }
         Summary::Classes { bars } => {
@@ -404,14 +397,7 @@ fn column_detail(page: &mut Page, c: &ColumnReport) {
                 &format!("{}: lengths", c.name),
                 &format!("col-{}", c.name),
             );
-            page.note(&format!(
-                "{} values of {} to {} {unit}, mean {}; {} null.",
-                count(present),
-                number(*min),
-                number(*max),
-                number(*mean),
-                count(c.nulls)
-            ));
+            page.note(&spread(present, [*min, *max, *mean], unit, c.nulls));
             chart(page, bars, false);
         }
         Summary::Images {
@@ -443,6 +429,23 @@ fn column_detail(page: &mut Page, c: &ColumnReport) {
         }
         Summary::Opaque => {}
     }
+}
+
+/// "`n` values from `min` to `max` `unit`, mean `mean`; `nulls` null."
+fn spread(n: u64, [min, max, mean]: [f64; 3], unit: &str, nulls: u64) -> String {
+    let unit = if unit.is_empty() {
+        String::new()
+    } else {
+        format!(" {unit}")
+    };
+    format!(
+        "{} values from {} to {}{unit}, mean {}; {} null.",
+        count(n),
+        number(min),
+        number(max),
+        number(mean),
+        count(nulls)
+    )
 }
 
 /// The label of `row` for a caption: the names of its class labels, else

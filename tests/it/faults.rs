@@ -294,54 +294,78 @@ fn commit_answer_cutter(upstream: &str) -> (String, Arc<AtomicU64>) {
     (endpoint, cut)
 }
 
-fn forward_one(mut client: TcpStream, upstream: &str, cut: &AtomicU64) {
+/// One request read from `client` and sent to `upstream` on a connection
+/// of its own (`Connection: close`), with the whole answer read back.
+pub(crate) struct Relayed {
+    /// The request line.
+    pub(crate) request: String,
+    /// The request's header lines.
+    pub(crate) headers: Vec<String>,
+    /// The upstream's answer, head and body.
+    pub(crate) answer: Vec<u8>,
+}
+
+impl Relayed {
+    /// The value of the request header `name`.
+    pub(crate) fn header(&self, name: &str) -> Option<String> {
+        self.headers.iter().find_map(|l| {
+            let (k, v) = l.split_once(':')?;
+            k.eq_ignore_ascii_case(name).then(|| v.trim().to_string())
+        })
+    }
+}
+
+pub(crate) fn relay(client: &mut TcpStream, upstream: &str) -> Option<Relayed> {
     let mut head = Vec::new();
     let mut b = [0u8; 1];
     while !head.ends_with(b"\r\n\r\n") {
         match client.read(&mut b) {
             Ok(1) => head.push(b[0]),
-            _ => return,
+            _ => return None,
         }
     }
     let text = String::from_utf8_lossy(&head).into_owned();
-    let mut lines: Vec<&str> = text.trim_end().split("\r\n").collect();
-    let request = lines[0].to_string();
-    let len: usize = lines
-        .iter()
-        .find_map(|l| {
-            let (k, v) = l.split_once(':')?;
-            k.eq_ignore_ascii_case("content-length")
-                .then(|| v.trim().parse().ok())?
-        })
-        .unwrap_or(0);
+    let mut lines: Vec<String> = text.trim_end().split("\r\n").map(str::to_string).collect();
+    let request = lines.remove(0);
     lines.retain(|l| !l.to_ascii_lowercase().starts_with("connection:"));
+    let mut relayed = Relayed {
+        request,
+        headers: lines,
+        answer: Vec::new(),
+    };
+    let len: usize = relayed
+        .header("content-length")
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(0);
     let mut body = vec![0u8; len];
-    if client.read_exact(&mut body).is_err() {
-        return;
-    }
-    let Ok(mut up) = TcpStream::connect(upstream) else {
+    client.read_exact(&mut body).ok()?;
+    let mut up = TcpStream::connect(upstream).ok()?;
+    let head = format!(
+        "{}\r\n{}\r\nConnection: close\r\n\r\n",
+        relayed.request,
+        relayed.headers.join("\r\n")
+    );
+    up.write_all(head.as_bytes())
+        .and_then(|_| up.write_all(&body))
+        .ok()?;
+    let _ = up.read_to_end(&mut relayed.answer);
+    Some(relayed)
+}
+
+fn forward_one(mut client: TcpStream, upstream: &str, cut: &AtomicU64) {
+    let Some(r) = relay(&mut client, upstream) else {
         return;
     };
-    let head = format!("{}\r\nConnection: close\r\n\r\n", lines.join("\r\n"));
-    if up
-        .write_all(head.as_bytes())
-        .and_then(|_| up.write_all(&body))
-        .is_err()
-    {
-        return;
-    }
     // The commit: the put of the cache's own metadata (not a build's
     // staging copies of it).
-    let target = request.split(' ').nth(1).unwrap_or("");
-    let commit = request.starts_with("PUT ") && target.ends_with("/train/_metadata.json");
-    let mut answer = Vec::new();
-    let _ = up.read_to_end(&mut answer);
+    let target = r.request.split(' ').nth(1).unwrap_or("");
+    let commit = r.request.starts_with("PUT ") && target.ends_with("/train/_metadata.json");
     if commit && cut.fetch_add(1, Ordering::SeqCst) == 0 {
         // The server has committed; the client hears nothing.
         let _ = client.shutdown(Shutdown::Both);
         return;
     }
-    let _ = client.write_all(&answer);
+    let _ = client.write_all(&r.answer);
     let _ = client.shutdown(Shutdown::Both);
 }
 

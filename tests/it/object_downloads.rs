@@ -6,7 +6,7 @@
 //! checksum is checked, and a missing object is one error naming the URL
 //! with no partial file left.
 
-use std::io::{Read, Write};
+use std::io::Write;
 use std::net::{Shutdown, TcpListener, TcpStream};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -18,6 +18,7 @@ use shardset::download::DownloadInfo;
 use shardset::storage::object::{object_storage, update_mode};
 
 use crate::common::shardset_cli;
+use crate::faults::relay;
 use crate::object_storage::{server, BUCKET};
 
 /// Each request (its line and `Range` header) as the proxy saw it.
@@ -57,64 +58,26 @@ fn forward(
     target: &str,
     cut_after: usize,
 ) {
-    let mut head = Vec::new();
-    let mut b = [0u8; 1];
-    while !head.ends_with(b"\r\n\r\n") {
-        match client.read(&mut b) {
-            Ok(1) => head.push(b[0]),
-            _ => return,
-        }
-    }
-    let text = String::from_utf8_lossy(&head).into_owned();
-    let mut lines: Vec<&str> = text.trim_end().split("\r\n").collect();
-    let request = lines[0].to_string();
-    let header = |name: &str| {
-        lines.iter().find_map(|l| {
-            let (k, v) = l.split_once(':')?;
-            k.eq_ignore_ascii_case(name).then(|| v.trim().to_string())
-        })
-    };
-    let len: usize = header("content-length")
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(0);
-    log.lock().unwrap().push((request.clone(), header("range")));
-    lines.retain(|l| !l.to_ascii_lowercase().starts_with("connection:"));
-    let mut body = vec![0u8; len];
-    if client.read_exact(&mut body).is_err() {
-        return;
-    }
-    let Ok(mut up) = TcpStream::connect(upstream) else {
+    let Some(r) = relay(&mut client, upstream) else {
         return;
     };
-    let head = format!("{}\r\nConnection: close\r\n\r\n", lines.join("\r\n"));
-    if up
-        .write_all(head.as_bytes())
-        .and_then(|_| up.write_all(&body))
-        .is_err()
-    {
-        return;
-    }
-    let mut answer = Vec::new();
-    let _ = up.read_to_end(&mut answer);
-    let is_target = request.starts_with("GET ")
-        && request
-            .split(' ')
-            .nth(1)
-            .unwrap_or("")
-            .split('?')
-            .next()
-            .unwrap_or("")
-            .ends_with(target);
+    log.lock()
+        .unwrap()
+        .push((r.request.clone(), r.header("range")));
+    let path = r.request.split(' ').nth(1).unwrap_or("");
+    let is_target =
+        r.request.starts_with("GET ") && path.split('?').next().unwrap_or("").ends_with(target);
     if is_target && cuts.fetch_add(1, Ordering::SeqCst) == 0 {
-        let body_at = answer
+        let body_at = r
+            .answer
             .windows(4)
             .position(|w| w == b"\r\n\r\n")
             .map_or(0, |p| p + 4);
-        let _ = client.write_all(&answer[..(body_at + cut_after).min(answer.len())]);
+        let _ = client.write_all(&r.answer[..(body_at + cut_after).min(r.answer.len())]);
         let _ = client.shutdown(Shutdown::Both);
         return;
     }
-    let _ = client.write_all(&answer);
+    let _ = client.write_all(&r.answer);
     let _ = client.shutdown(Shutdown::Both);
 }
 
