@@ -23,12 +23,13 @@ use arrow_array::types::{Int32Type, Int64Type};
 use arrow_array::RecordBatch;
 use rayon::prelude::*;
 
-use crate::cache::metadata::VideoFramesMetadata;
+use crate::cache::metadata::{VideoFramesMetadata, METADATA_FILE};
 use crate::error::{Error, Result};
 use crate::layouts::backend::Backend;
 use crate::layouts::LanceRows;
 use crate::video::segment::{
     decode_segment_frames, is_permutation, DecodedFrame, SegmentCodec, SegmentRead,
+    MAX_FRAMES_PER_SEGMENT,
 };
 
 use super::format::{packet_frames_at, PACKET_FRAMES};
@@ -81,6 +82,17 @@ impl SegmentFrames {
             .codec
             .parse()
             .map_err(|e: Error| Error::corrupt(dir, e.to_string()))?;
+        // No build writes longer segments: a longer one is damage, and would
+        // let a few rows claim billions of frames (windows are per frame).
+        if s.frames_per_segment > MAX_FRAMES_PER_SEGMENT {
+            return Err(Error::metadata(
+                dir.join(METADATA_FILE),
+                format!(
+                    "segments of {} frames; a segment holds at most {MAX_FRAMES_PER_SEGMENT}",
+                    s.frames_per_segment
+                ),
+            ));
+        }
         Ok(SegmentFrames {
             rows,
             codec,

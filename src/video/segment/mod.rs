@@ -26,7 +26,7 @@ pub use encode::{encode_segment, is_permutation, EncodedSegment};
 pub use measure::{encode_video, SegmentEncoder, VideoSegment, PSNR_CAP};
 pub use settings::{
     SegmentCodec, SegmentParams, SegmentSettings, DEFAULT_AV1_CRF, DEFAULT_FRAMES_PER_SEGMENT,
-    DEFAULT_H264_CRF,
+    DEFAULT_H264_CRF, MAX_FRAMES_PER_SEGMENT,
 };
 pub use yuv::{pack_yuv420_even, read_yuv420, yuv420_to_rgb};
 

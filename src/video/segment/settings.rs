@@ -152,6 +152,8 @@ pub const DEFAULT_H264_CRF: u32 = 26;
 pub const DEFAULT_AV1_CRF: u32 = 43;
 /// The default frames per segment.
 pub const DEFAULT_FRAMES_PER_SEGMENT: u32 = 32;
+/// The most frames per segment a build takes (so a reader takes no more).
+pub const MAX_FRAMES_PER_SEGMENT: u32 = 1024;
 
 /// How a segments build encodes: codec, quality, speed and segment length,
 /// checked when set (the same pattern as the other write options).
@@ -282,11 +284,12 @@ impl SegmentSettings {
     /// decodes from its keyframe (default 32).
     ///
     /// # Errors
-    /// [`crate::Error::InvalidArgument`] for 0 or more than 1024.
+    /// [`crate::Error::InvalidArgument`] for 0 or more than
+    /// [`MAX_FRAMES_PER_SEGMENT`].
     pub fn try_with_frames_per_segment(mut self, n: u32) -> crate::error::Result<Self> {
-        if n == 0 || n > 1024 {
+        if n == 0 || n > MAX_FRAMES_PER_SEGMENT {
             return Err(crate::error::Error::InvalidArgument(format!(
-                "frames per segment must be 1 to 1024, got {n}"
+                "frames per segment must be 1 to {MAX_FRAMES_PER_SEGMENT}, got {n}"
             )));
         }
         self.frames_per_segment = n;
