@@ -7,13 +7,11 @@
 
 use std::collections::BTreeMap;
 
-use arrow_array::cast::AsArray;
-use arrow_array::types::{Float64Type, Int32Type};
-
 use crate::error::Result;
 use crate::features::trust::resolve_stored_path;
 use crate::layouts::backend::Backend;
 use crate::layouts::open::Cache;
+use crate::layouts::video_frames::format::scan_quality;
 use crate::layouts::LanceVideoFrames;
 use crate::video::WindowSpec;
 
@@ -138,42 +136,18 @@ fn quality_section(
     f: &LanceVideoFrames,
     opts: &ReportOptions,
 ) -> Result<()> {
-    let cols: Vec<String> = [
-        "video_id",
-        "frame_count",
-        "psnr",
-        "psnr_min",
-        "ssim",
-        "ssim_min",
-    ]
-    .iter()
-    .map(|c| c.to_string())
-    .collect();
     let mut per: BTreeMap<i32, Quality> = BTreeMap::new();
-    crate::lance::scan_dataset(&cache.dir, None, &cols, |b| {
-        let (Some(v), Some(n), Some(p), Some(pm), Some(s), Some(sm)) = (
-            b.column(0).as_primitive_opt::<Int32Type>(),
-            b.column(1).as_primitive_opt::<Int32Type>(),
-            b.column(2).as_primitive_opt::<Float64Type>(),
-            b.column(3).as_primitive_opt::<Float64Type>(),
-            b.column(4).as_primitive_opt::<Float64Type>(),
-            b.column(5).as_primitive_opt::<Float64Type>(),
-        ) else {
-            return;
-        };
-        for i in 0..b.num_rows() {
-            let q = per.entry(v.value(i)).or_insert(Quality {
-                psnr_min: f64::INFINITY,
-                ssim_min: f64::INFINITY,
-                ..Quality::default()
-            });
-            let k = n.value(i).max(0) as u64;
-            q.frames += k;
-            q.psnr += p.value(i) * k as f64;
-            q.ssim += s.value(i) * k as f64;
-            q.psnr_min = q.psnr_min.min(pm.value(i));
-            q.ssim_min = q.ssim_min.min(sm.value(i));
-        }
+    scan_quality(&cache.dir, |r| {
+        let q = per.entry(r.video_id).or_insert(Quality {
+            psnr_min: f64::INFINITY,
+            ssim_min: f64::INFINITY,
+            ..Quality::default()
+        });
+        q.frames += r.frames;
+        q.psnr += r.psnr * r.frames as f64;
+        q.ssim += r.ssim * r.frames as f64;
+        q.psnr_min = q.psnr_min.min(r.psnr_min);
+        q.ssim_min = q.ssim_min.min(r.ssim_min);
     })?;
     page.heading(2, "Compression quality", "quality");
     page.note(

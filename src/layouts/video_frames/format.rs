@@ -60,3 +60,78 @@ pub fn packet_frames_at(column: &dyn arrow_array::Array, row: usize) -> Option<V
     let frames = list.as_primitive_opt::<arrow_array::types::Int32Type>()?;
     Some(frames.values().iter().map(|&f| i64::from(f)).collect())
 }
+
+/// One segment row's quality, measured against the source frames at build
+/// time.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct QualityRow {
+    /// The video's position in the cache's `videos` list.
+    pub video_id: i32,
+    /// Frames in the segment.
+    pub frames: u64,
+    /// Mean PSNR over the segment's frames.
+    pub psnr: f64,
+    /// The segment's worst frame's PSNR.
+    pub psnr_min: f64,
+    /// Mean SSIM over the segment's frames.
+    pub ssim: f64,
+    /// The segment's worst frame's SSIM.
+    pub ssim_min: f64,
+}
+
+/// Every segment row's quality in the segments dataset at `dir`, reading
+/// those columns alone (the writer sums them into the metadata, the report
+/// shows them per video).
+///
+/// # Errors
+/// A Lance error naming `dir`, or a corrupt-cache error when the columns
+/// have other types.
+pub fn scan_quality(
+    dir: &std::path::Path,
+    mut f: impl FnMut(QualityRow) + Send,
+) -> crate::error::Result<()> {
+    use arrow_array::cast::AsArray;
+    use arrow_array::types::{Float64Type, Int32Type};
+    let cols: Vec<String> = [
+        "video_id",
+        "frame_count",
+        "psnr",
+        "psnr_min",
+        "ssim",
+        "ssim_min",
+    ]
+    .iter()
+    .map(|c| c.to_string())
+    .collect();
+    let mut bad = false;
+    crate::lance::scan_dataset(dir, None, &cols, |b| {
+        let (Some(v), Some(n), Some(p), Some(pm), Some(s), Some(sm)) = (
+            b.column(0).as_primitive_opt::<Int32Type>(),
+            b.column(1).as_primitive_opt::<Int32Type>(),
+            b.column(2).as_primitive_opt::<Float64Type>(),
+            b.column(3).as_primitive_opt::<Float64Type>(),
+            b.column(4).as_primitive_opt::<Float64Type>(),
+            b.column(5).as_primitive_opt::<Float64Type>(),
+        ) else {
+            bad = true;
+            return;
+        };
+        for i in 0..b.num_rows() {
+            f(QualityRow {
+                video_id: v.value(i),
+                frames: n.value(i).max(0) as u64,
+                psnr: p.value(i),
+                psnr_min: pm.value(i),
+                ssim: s.value(i),
+                ssim_min: sm.value(i),
+            });
+        }
+    })?;
+    if bad {
+        return Err(crate::lance::lance_err(
+            dir,
+            "the segments' quality columns have unexpected types",
+        ));
+    }
+    Ok(())
+}

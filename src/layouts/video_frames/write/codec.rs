@@ -5,7 +5,6 @@ use std::path::Path;
 
 use crate::cache::metadata::{SegmentQuality, SegmentsInfo, VideoEntry};
 use crate::error::{Error, Result};
-use crate::lance::lance_err;
 
 use super::VideoFramesOptions;
 
@@ -69,39 +68,16 @@ pub(super) fn segments_info(
     num_segments: u64,
     packet_frames: bool,
 ) -> Result<SegmentsInfo> {
-    use arrow_array::cast::AsArray;
-    use arrow_array::types::{Float64Type, Int32Type};
     let s = opts.segments();
     let (mut frames, mut psnr_sum, mut ssim_sum) = (0u64, 0f64, 0f64);
     let (mut psnr_min, mut ssim_min) = (f64::INFINITY, f64::INFINITY);
-    let mut bad = None;
-    let cols: Vec<String> = ["frame_count", "psnr", "psnr_min", "ssim", "ssim_min"]
-        .iter()
-        .map(|c| c.to_string())
-        .collect();
-    crate::lance::scan_dataset(dir, None, &cols, |b| {
-        let (Some(n), Some(p), Some(pm), Some(ss), Some(sm)) = (
-            b.column(0).as_primitive_opt::<Int32Type>(),
-            b.column(1).as_primitive_opt::<Float64Type>(),
-            b.column(2).as_primitive_opt::<Float64Type>(),
-            b.column(3).as_primitive_opt::<Float64Type>(),
-            b.column(4).as_primitive_opt::<Float64Type>(),
-        ) else {
-            bad = Some("the quality columns have unexpected types");
-            return;
-        };
-        for i in 0..b.num_rows() {
-            let k = n.value(i).max(0) as u64;
-            frames += k;
-            psnr_sum += p.value(i) * k as f64;
-            ssim_sum += ss.value(i) * k as f64;
-            psnr_min = psnr_min.min(pm.value(i));
-            ssim_min = ssim_min.min(sm.value(i));
-        }
+    super::super::format::scan_quality(dir, |q| {
+        frames += q.frames;
+        psnr_sum += q.psnr * q.frames as f64;
+        ssim_sum += q.ssim * q.frames as f64;
+        psnr_min = psnr_min.min(q.psnr_min);
+        ssim_min = ssim_min.min(q.ssim_min);
     })?;
-    if let Some(why) = bad {
-        return Err(lance_err(dir, why));
-    }
     let k = frames.max(1) as f64;
     let (w, h) = (videos[0].w, videos[0].h);
     let same = videos.iter().all(|v| (v.w, v.h) == (w, h));
