@@ -36,9 +36,17 @@ pub fn verify_json(rep: &VerifyReport) -> J {
 /// # Errors
 /// When the cache cannot be opened or measured, or verification fails to run.
 pub fn report(dir: &Path, verify: bool) -> Result<J> {
-    let cache = open_cache(dir)?;
+    report_of(&open_cache(dir)?, verify)
+}
+
+/// [`report`] of a cache already opened.
+///
+/// # Errors
+/// When the cache cannot be measured, or verification fails to run.
+pub fn report_of(cache: &crate::layouts::open::Cache, verify: bool) -> Result<J> {
+    let dir = cache.dir.as_path();
     let m = &cache.metadata;
-    let stats = cache_stats(&cache)?;
+    let stats = cache_stats(cache)?;
     let verified = if verify {
         verify_json(&verify_cache(dir)?)
     } else {

@@ -215,7 +215,7 @@ pub fn report_html(cache: &Cache, opts: &ReportOptions) -> Result<(String, Repor
         images: 0,
         windows: 0,
     };
-    let info = crate::layouts::inspect::report(&cache.dir, false)?;
+    let info = crate::layouts::inspect::report_of(cache, false)?;
     summary_section(&mut page, cache, &info);
     if is_video(cache) {
         #[cfg(feature = "video")]
