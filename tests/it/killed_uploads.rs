@@ -38,31 +38,48 @@ fn uploads_on_server(filer: &str) -> Vec<String> {
 
 #[test]
 fn a_build_killed_mid_upload_publishes_nothing_and_gc_aborts_its_upload() {
+    killed_mid_upload(&["--shard-size", "16MB"], "arrow");
+}
+
+/// The same for a Lance-layout build, whose data file (one fragment of
+/// about 24 MB) goes up in parts beside the dataset, under `data/`.
+#[test]
+fn a_lance_build_killed_mid_upload_publishes_nothing_and_gc_aborts_its_upload() {
+    killed_mid_upload(&["--format", "lance"], "lance");
+}
+
+fn killed_mid_upload(layout_args: &[&str], name: &str) {
     let s = server();
     let t = tempfile::tempdir().unwrap();
     // 24 MB of rows: a 16 MB shard is uploaded in 5 MiB parts.
     let file = t.path().join("big.jsonl");
-    let pad = "z".repeat(8000);
+    // Hex of a xorshift stream: text no layout's compression shrinks much.
+    let mut state = 0x9E37_79B9_7F4A_7C15u64;
     let text: String = (0..3000)
-        .map(|i| format!("{{\"x\": {i}, \"s\": \"{pad}{i}\"}}\n"))
+        .map(|i| {
+            let pad: String = (0..500)
+                .map(|_| {
+                    state ^= state << 13;
+                    state ^= state >> 7;
+                    state ^= state << 17;
+                    format!("{state:016x}")
+                })
+                .collect();
+            format!("{{\"x\": {i}, \"s\": \"{pad}\"}}\n")
+        })
         .collect();
     std::fs::write(&file, text).unwrap();
     let out = PathBuf::from(format!(
-        "s3://{BUCKET}/killed-upload/{}",
+        "s3://{BUCKET}/killed-upload-{name}/{}",
         std::process::id()
     ));
     let built = shardset_cli()
         .env("SHARDSET_FAULT_POINT", "upload:after-part")
         .env("SHARDSET_OBJECT_PART_BYTES", (5u64 << 20).to_string())
         .env("SHARDSET_OBJECT_CACHE", t.path().join("dc"))
-        .args([
-            "build",
-            "jsonl",
-            file.to_str().unwrap(),
-            "--shard-size",
-            "16MB",
-            "--out",
-        ])
+        .args(["build", "jsonl", file.to_str().unwrap()])
+        .args(layout_args)
+        .arg("--out")
         .arg(&out)
         .output()
         .unwrap();

@@ -228,10 +228,9 @@ pub fn gc(args: GcArgs) -> CliResult {
     // Lance versions of a Lance-layout cache on object storage).
     // A first build killed before its commit left builds and no metadata.
     #[cfg(feature = "s3")]
-    let locations = walk_dirs(&root).into_iter().filter(|d| {
-        let b = d.join(shardset::cache::metadata::BUILDS_DIR);
-        shardset::cache::gc::is_cache(d) || shardset::storage::storage_for(&b).is_dir(&b)
-    });
+    let locations = walk_dirs(&root)
+        .into_iter()
+        .filter(|d| shardset::cache::remote::is_publish_location(d));
     #[cfg(feature = "s3")]
     for dir in locations {
         let builds = dir.join(shardset::cache::metadata::BUILDS_DIR);

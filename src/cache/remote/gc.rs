@@ -8,12 +8,12 @@ use std::time::{Duration, SystemTime};
 
 use crate::cache::metadata::{CacheMetadata, BUILDS_DIR, METADATA_FILE};
 use crate::error::Result;
-use crate::storage::object::uploaded_object;
+use crate::storage::object::{uploaded_object, UPLOADS_DIR};
+use crate::storage::Storage;
 
 use super::target::Target;
 #[cfg(not(feature = "lance"))]
 use super::without_lance;
-#[cfg(feature = "lance")]
 use super::LANCE_DATA_DIR;
 
 /// What [`collect_object_garbage`] found.
@@ -39,6 +39,16 @@ pub struct ObjectGcReport {
     /// Multipart uploads a killed build left unfinished, aborted (their
     /// parts deleted) with the build's prefix.
     pub uploads_aborted: usize,
+}
+
+/// Whether `dir` is a place [`collect_object_garbage`] has work in: a
+/// cache, or a location whose first build never committed (build prefixes,
+/// or upload markers of a Lance-layout build's data files).
+pub fn is_publish_location(dir: &Path) -> bool {
+    let has = |p: PathBuf| crate::storage::storage_for(&p).is_dir(&p);
+    crate::cache::gc::is_cache(dir)
+        || has(dir.join(BUILDS_DIR))
+        || has(dir.join(LANCE_DATA_DIR).join(UPLOADS_DIR))
 }
 
 /// Removes the build prefixes of the cache at `uri` (an `s3://` location or
@@ -112,15 +122,7 @@ pub fn collect_object_garbage(
         if !dry_run {
             match &target {
                 Target::Object(o) => {
-                    // Uploads a killed build left unfinished: their parts
-                    // are listed nowhere else.
-                    for e in &entries {
-                        if let Some(object) = uploaded_object(&e.path) {
-                            let id = store.read(&e.path)?;
-                            o.abort_upload(&object, &String::from_utf8_lossy(&id))?;
-                            report.uploads_aborted += 1;
-                        }
-                    }
+                    report.uploads_aborted += abort_marked_uploads(o, &entries)?;
                     for e in &entries {
                         store.remove_file(&e.path)?;
                     }
@@ -130,7 +132,64 @@ pub fn collect_object_garbage(
         }
         report.removed.push(prefix);
     }
+    collect_lance_uploads(&target, uri, min_age, dry_run, now, &mut report)?;
     Ok(report)
+}
+
+/// Aborts the multipart uploads whose markers are among `entries` (their
+/// parts are listed nowhere else) and returns how many; the markers
+/// themselves are the caller's to remove.
+fn abort_marked_uploads(
+    o: &crate::storage::object::ObjectStorage,
+    entries: &[crate::storage::Entry],
+) -> Result<usize> {
+    let mut n = 0;
+    for e in entries {
+        if let Some(object) = uploaded_object(&e.path) {
+            let id = o.read(&e.path)?;
+            o.abort_upload(&object, &String::from_utf8_lossy(&id))?;
+            n += 1;
+        }
+    }
+    Ok(n)
+}
+
+/// The uploads of a Lance-layout build's data files (`data/_uploads/`) left
+/// unfinished by a killed build, at least `min_age` old: aborted, with
+/// their markers. The data files themselves are the Lance side's
+/// ([`collect_lance_versions`]) once a committed metadata says which stay.
+fn collect_lance_uploads(
+    target: &Target,
+    uri: &Path,
+    min_age: Duration,
+    dry_run: bool,
+    now: SystemTime,
+    report: &mut ObjectGcReport,
+) -> Result<()> {
+    let Target::Object(o) = target else {
+        return Ok(());
+    };
+    let markers = uri.join(LANCE_DATA_DIR).join(UPLOADS_DIR);
+    let old: Vec<_> = target
+        .walk(&markers)?
+        .into_iter()
+        .filter(|e| {
+            e.modified
+                .and_then(|m| now.duration_since(m).ok())
+                .unwrap_or_default()
+                >= min_age
+        })
+        .collect();
+    report.objects += old.len();
+    report.bytes += old.iter().map(|e| e.len).sum::<u64>();
+    if !dry_run {
+        report.uploads_aborted += abort_marked_uploads(o, &old)?;
+        for e in &old {
+            o.remove_file(&e.path)?;
+        }
+    }
+    report.removed.extend(old.into_iter().map(|e| e.path));
+    Ok(())
 }
 
 /// The Lance version a committed Lance-layout cache names (a cache on
@@ -174,7 +233,8 @@ fn collect_lance_versions(
             .modified
             .and_then(|m| now.duration_since(m).ok())
             .unwrap_or_default();
-        if referenced.contains(name) || age < min_age {
+        // Upload markers are collect_lance_uploads'.
+        if referenced.contains(name) || age < min_age || name.starts_with(UPLOADS_DIR) {
             continue;
         }
         report.objects += 1;

@@ -61,7 +61,7 @@ use crate::error::{Error, Result};
 use crate::storage::local;
 use crate::storage::object::object_storage;
 
-pub use gc::{collect_object_garbage, ObjectGcReport};
+pub use gc::{collect_object_garbage, is_publish_location, ObjectGcReport};
 pub use parts::{commit_parts, publish_part};
 use target::Target;
 
@@ -301,7 +301,6 @@ fn without_lance(path: &Path) -> Error {
 }
 
 /// Where a Lance dataset keeps its data files.
-#[cfg(feature = "lance")]
 const LANCE_DATA_DIR: &str = "data";
 
 /// Files of a local cache that a published build carries: all but its
