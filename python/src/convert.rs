@@ -8,6 +8,8 @@ use std::sync::Arc;
 
 use pyo3::exceptions::PyTypeError;
 use pyo3::prelude::*;
+use pyo3::sync::PyOnceLock;
+use pyo3::intern;
 use pyo3::types::{PyBytes, PyDict, PyList, PyString, PyTuple};
 
 use shardset::dataset::collate::Column;
@@ -52,10 +54,10 @@ impl HostBuffer {
     #[getter]
     fn __array_interface__<'py>(&self, py: Python<'py>) -> PyRes<Bound<'py, PyDict>> {
         let d = PyDict::new(py);
-        d.set_item("version", 3)?;
-        d.set_item("shape", PyTuple::new(py, &self.shape)?)?;
-        d.set_item("typestr", self.typestr)?;
-        d.set_item("data", (self.ptr as usize, false))?;
+        d.set_item(intern!(py, "version"), 3)?;
+        d.set_item(intern!(py, "shape"), PyTuple::new(py, &self.shape)?)?;
+        d.set_item(intern!(py, "typestr"), self.typestr)?;
+        d.set_item(intern!(py, "data"), (self.ptr as usize, false))?;
         Ok(d)
     }
 }
@@ -92,7 +94,9 @@ pub(crate) fn ndarray_from<'py>(
             pool,
         },
     )?;
-    PyModule::import(py, "numpy")?.call_method1("asarray", (buf,))
+    // Looked up once: a batch makes an array per column.
+    static ASARRAY: PyOnceLock<Py<PyAny>> = PyOnceLock::new();
+    ASARRAY.import(py, "numpy", "asarray")?.call1((buf,))
 }
 
 fn typestr(d: Dtype) -> PyRes<&'static str> {

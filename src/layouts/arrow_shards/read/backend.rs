@@ -1,6 +1,9 @@
 //! [`ArrowShards`] as a [`Backend`]: rows by index, takes, slices and
 //! batch iteration, with remote shards fetched ahead.
 
+use std::borrow::Cow;
+use std::collections::hash_map::{Entry, HashMap};
+
 use arrow_array::RecordBatch;
 
 use crate::error::{Error, Result};
@@ -45,9 +48,11 @@ impl Backend for ArrowShards {
         if indices.is_empty() {
             return Ok(RecordBatch::new_empty(self.schema()));
         }
-        // Group lookups: consecutive indices usually hit the same batch.
-        let mut batches: Vec<RecordBatch> = Vec::new();
-        let mut ids: Vec<(usize, u64, usize)> = Vec::new(); // (shard, batch j, slot in `batches`)
+        // Each batch once, found by a map: random rows of a shuffled epoch
+        // touch a batch each.
+        let mut batches: Vec<Cow<'_, RecordBatch>> = Vec::new();
+        let mut slots: HashMap<(usize, usize), usize, rustc_hash::FxBuildHasher> =
+            HashMap::with_capacity_and_hasher(indices.len().min(1024), Default::default());
         let mut picks: Vec<(usize, usize)> = Vec::with_capacity(indices.len());
         let mut locs: Vec<(usize, u64)> = Vec::new();
         for &ix in indices {
@@ -58,12 +63,11 @@ impl Backend for ArrowShards {
             }
             let shard = self.shard(s)?;
             let (j, r) = shard.locate(local);
-            let slot = match ids.iter().rev().find(|(a, b, _)| *a == s && *b == j as u64) {
-                Some(&(_, _, k)) => k,
-                None => {
-                    batches.push(shard.batch(j, &self.inner.lru)?);
-                    ids.push((s, j as u64, batches.len() - 1));
-                    batches.len() - 1
+            let slot = match slots.entry((s, j)) {
+                Entry::Occupied(e) => *e.get(),
+                Entry::Vacant(e) => {
+                    batches.push(shard.batch_cow(j, &self.inner.lru)?);
+                    *e.insert(batches.len() - 1)
                 }
             };
             self.check(s, shard, j, &batches[slot], [r])?;
@@ -78,7 +82,7 @@ impl Backend for ArrowShards {
                 return self.restore(batches[0].slice(first, picks.len()), &locs);
             }
         }
-        let refs: Vec<&RecordBatch> = batches.iter().collect();
+        let refs: Vec<&RecordBatch> = batches.iter().map(|b| b.as_ref()).collect();
         let out = arrow_select::interleave::interleave_record_batch(&refs, &picks)
             .map_err(|e| Error::arrow(Some(&self.inner.core.dir), e))?;
         self.restore(out, &locs)

@@ -3,6 +3,7 @@
 //! its record batches decoded on demand and checked against the shard's
 //! row checksums.
 
+use std::borrow::Cow;
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, OnceLock};
@@ -285,23 +286,35 @@ impl ShardData {
     /// Record batch `j`: kept (a view) for an uncompressed shard, through
     /// the backend's bounded LRU for a compressed one.
     pub(super) fn batch(&self, j: usize, lru: &Mutex<BatchLru>) -> Result<RecordBatch> {
+        self.batch_cow(j, lru).map(Cow::into_owned)
+    }
+
+    /// As [`Self::batch`], borrowed where the shard keeps it (uncompressed
+    /// and local, or loaded into memory): a take of random rows touches
+    /// hundreds of batches, and each clone would touch counts shared by
+    /// every thread reading the shard.
+    pub(super) fn batch_cow(
+        &self,
+        j: usize,
+        lru: &Mutex<BatchLru>,
+    ) -> Result<Cow<'_, RecordBatch>> {
         if let Some(b) = self.batches[j].get() {
-            return Ok(b.clone());
+            return Ok(Cow::Borrowed(b));
         }
         if !self.compressed && !self.bytes.is_ranged() {
             let b = self.decode(j)?;
             let _ = self.batches[j].set(b);
-            return Ok(self.batches[j].get().expect("just set").clone());
+            return Ok(Cow::Borrowed(self.batches[j].get().expect("just set")));
         }
         let key = (self.index, j);
         if let Some(b) = lru.lock().unwrap_or_else(|p| p.into_inner()).get(key) {
-            return Ok(b);
+            return Ok(Cow::Owned(b));
         }
         let b = self.decode(j)?;
         lru.lock()
             .unwrap_or_else(|p| p.into_inner())
             .insert(key, &b);
-        Ok(b)
+        Ok(Cow::Owned(b))
     }
 
     fn decode(&self, j: usize) -> Result<RecordBatch> {
