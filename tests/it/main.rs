@@ -5,6 +5,7 @@ mod architecture;
 mod bad_input;
 mod builder;
 mod cli;
+mod cli_read;
 mod common;
 mod crash;
 mod dataset_api;
@@ -33,7 +34,13 @@ mod memory;
 #[cfg(feature = "lance")]
 mod mixture;
 #[cfg(feature = "s3")]
+mod object_cli;
+#[cfg(feature = "s3")]
 mod object_downloads;
+#[cfg(feature = "s3")]
+mod object_lance;
+#[cfg(feature = "s3")]
+mod object_publish;
 #[cfg(feature = "s3")]
 mod object_storage;
 #[cfg(feature = "parquet")]

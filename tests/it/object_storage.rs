@@ -8,17 +8,17 @@ use std::process::{Command, Stdio};
 use std::sync::OnceLock;
 use std::time::{Duration, Instant};
 
-use shardset::cache::remote::{collect_object_garbage, publish_to_object_store};
+use shardset::cache::remote::publish_to_object_store;
 use shardset::features::{Feature, Features};
-use shardset::storage::object::{object_storage, update_mode};
+use shardset::storage::object::object_storage;
 use shardset::storage::Storage;
 use shardset::{open_cache, ArrowWriteOptions, Dtype, Example, Value};
 
 use crate::common::{python_json, python_path, shardset_cli, succeeded};
 
 pub(crate) const BUCKET: &str = "shardset-test";
-const ACCESS_KEY: &str = "testkey";
-const SECRET_KEY: &str = "testsecret";
+pub(crate) const ACCESS_KEY: &str = "testkey";
+pub(crate) const SECRET_KEY: &str = "testsecret";
 
 /// The running server: its S3 endpoint.
 pub(crate) struct Server {
@@ -28,7 +28,7 @@ pub(crate) struct Server {
     pub(crate) filer: String,
 }
 
-fn free_port() -> u16 {
+pub(crate) fn free_port() -> u16 {
     std::net::TcpListener::bind("127.0.0.1:0")
         .unwrap()
         .local_addr()
@@ -37,7 +37,7 @@ fn free_port() -> u16 {
 }
 
 /// The `weed` binary of the tests' virtual environment.
-fn weed() -> PathBuf {
+pub(crate) fn weed() -> PathBuf {
     let w = python_path().parent().unwrap().join("weed");
     assert!(
         w.is_file(),
@@ -111,7 +111,13 @@ pub(crate) fn server() -> &'static Server {
 /// `data` and its output in `log`,
 /// from a thread that lives as long as the process, with PR_SET_PDEATHSIG:
 /// the server dies with this test binary. Returns its pid.
-fn start_weed(weed: &Path, data: &Path, config: &Path, ports: &[u16], log: &Path) -> u32 {
+pub(crate) fn start_weed(
+    weed: &Path,
+    data: &Path,
+    config: &Path,
+    ports: &[u16],
+    log: &Path,
+) -> u32 {
     let args: Vec<String> = vec![
         "mini".into(),
         format!("-dir={}", data.display()),
@@ -171,7 +177,7 @@ pub(crate) fn uri(name: &str) -> PathBuf {
     PathBuf::from(format!("s3://{BUCKET}/{name}"))
 }
 
-fn features() -> Features {
+pub(crate) fn features() -> Features {
     Features::new()
         .with("x", Feature::value(Dtype::Int32))
         .with("blob", Feature::value(Dtype::Binary))
@@ -179,7 +185,7 @@ fn features() -> Features {
 
 /// Rows with a 2 KiB cell each, so shards hold several record batches of
 /// some size; `salt` makes different builds differ.
-fn rows(n: usize, salt: u8) -> impl Iterator<Item = Example> {
+pub(crate) fn rows(n: usize, salt: u8) -> impl Iterator<Item = Example> {
     (0..n).map(move |i| {
         let blob: Vec<u8> = (0..2048)
             .map(|k| (i * 7 + k + salt as usize) as u8)
@@ -190,7 +196,7 @@ fn rows(n: usize, salt: u8) -> impl Iterator<Item = Example> {
 
 /// A local arrow-shards cache of `n` rows in batches of 25 (~50 KB), shards
 /// of ~600 KB.
-fn local_cache(t: &Path, n: usize, salt: u8) -> PathBuf {
+pub(crate) fn local_cache(t: &Path, n: usize, salt: u8) -> PathBuf {
     let dir = t.join(format!("local-{salt}"));
     shardset::write_arrow_cache(
         rows(n, salt),
@@ -207,7 +213,7 @@ fn local_cache(t: &Path, n: usize, salt: u8) -> PathBuf {
     dir
 }
 
-fn row_x(c: &shardset::Cache, i: u64) -> (i64, Vec<u8>) {
+pub(crate) fn row_x(c: &shardset::Cache, i: u64) -> (i64, Vec<u8>) {
     let r = c.backend.get(i as i64).unwrap();
     let x = match r.get("x") {
         Some(Value::Int(x)) => *x,
@@ -329,109 +335,9 @@ fn a_published_cache_is_read_by_byte_ranges_through_the_disk_cache() {
     assert_eq!(row_x(&checked, 777), row_x(&l, 777));
 }
 
-#[test]
-fn publishing_commits_with_a_marker_and_gc_removes_only_uncommitted_builds() {
-    server();
-    let t = tempfile::tempdir().unwrap();
-    let at = uri("commit/c");
-    let a = local_cache(t.path(), 300, 1);
-    let b = local_cache(t.path(), 250, 2);
-    let c = local_cache(t.path(), 200, 3);
-    let ra = publish_to_object_store(&a, &at).unwrap();
-    let reader_a = open_cache(&at).unwrap();
-    assert_eq!(reader_a.len(), 300);
-    // Publishing the same build again commits nothing new.
-    let again = publish_to_object_store(&a, &at).unwrap();
-    assert!(!again.replaced);
-
-    let rb = publish_to_object_store(&b, &at).unwrap();
-    assert!(rb.replaced);
-    assert_ne!(ra.build, rb.build);
-    // A reader of the replaced build keeps reading it; a new one sees B.
-    assert_eq!(row_x(&reader_a, 299), row_x(&open_cache(&a).unwrap(), 299));
-    let reader_b = open_cache(&at).unwrap();
-    assert_eq!(reader_b.len(), 250);
-    assert_eq!(row_x(&reader_b, 7), row_x(&open_cache(&b).unwrap(), 7));
-
-    // The commit is conditional: a put naming the metadata a build read
-    // before another build committed is refused, and changes nothing.
-    let store = object_storage(&at);
-    let meta = at.join("_metadata.json");
-    let (_, etag_b) = store.get_with_etag(&meta).unwrap().unwrap();
-    publish_to_object_store(&c, &at).unwrap();
-    let e = store
-        .put(&meta, bytes::Bytes::from_static(b"{}"), update_mode(etag_b))
-        .unwrap_err();
-    match &e {
-        shardset::Error::Io { source, .. } => {
-            assert_eq!(source.kind(), std::io::ErrorKind::AlreadyExists, "{e}")
-        }
-        other => panic!("{other:?}"),
-    }
-    let e = store
-        .put(&meta, bytes::Bytes::from_static(b"{}"), update_mode(None))
-        .unwrap_err();
-    assert!(e.to_string().contains("_metadata.json"), "{e}");
-    assert_eq!(open_cache(&at).unwrap().len(), 200);
-
-    // A build that never committed: its objects are not seen by readers.
-    let stray = at.join("_builds/0123456789abcdef/shard-00000.arrow");
-    store
-        .put(
-            &stray,
-            bytes::Bytes::from_static(b"partial"),
-            update_mode(None),
-        )
-        .unwrap();
-    assert_eq!(open_cache(&at).unwrap().len(), 200);
-
-    // gc leaves young prefixes alone, then removes every uncommitted one.
-    let young = collect_object_garbage(&at, Duration::from_secs(3600), false).unwrap();
-    assert!(young.removed.is_empty());
-    assert_eq!(young.kept_young.len(), 3, "{young:?}");
-    let dry = collect_object_garbage(&at, Duration::ZERO, true).unwrap();
-    assert_eq!(dry.removed.len(), 3);
-    assert!(store.is_file(&stray));
-    let g = collect_object_garbage(&at, Duration::ZERO, false).unwrap();
-    assert_eq!(g.removed.len(), 3, "{g:?}");
-    assert!(g.committed.is_some());
-    assert!(!store.is_file(&stray));
-    let left = store.list_recursive(&at).unwrap();
-    let committed = g.committed.unwrap();
-    assert!(left.iter().all(|e| e.path.ends_with("_metadata.json")
-        || e.path
-            .to_string_lossy()
-            .contains(&format!("_builds/{committed}/"))));
-    let reader_c = open_cache(&at).unwrap();
-    assert_eq!(row_x(&reader_c, 199), row_x(&open_cache(&c).unwrap(), 199));
-
-    // A downloaded copy of the committed cache is a plain local cache:
-    // ours opens and verifies it, and pyarrow reads the shards its
-    // metadata names as the reference does (directory / name).
-    let copy = t.path().join("copy");
-    download(&at, &copy);
-    let local_copy = open_cache(&copy).unwrap();
-    assert_eq!(local_copy.len(), 200);
-    assert_eq!(row_x(&local_copy, 150), row_x(&reader_c, 150));
-    assert!(
-        shardset::layouts::arrow_shards::integrity::verify_checksums(&copy)
-            .unwrap()
-            .is_empty()
-    );
-    let j = python_json(
-        "import json, sys, pathlib, pyarrow.ipc as ipc\n\
-         d = pathlib.Path(sys.argv[1]); m = json.loads((d / '_metadata.json').read_text())\n\
-         n = sum(ipc.open_file(str(d / f)).read_all().num_rows for f in m['shard_filenames'])\n\
-         print(json.dumps({'rows': n, 'meta_rows': m['num_rows']}))",
-        &[&copy],
-    );
-    assert_eq!(j["rows"], 200);
-    assert_eq!(j["meta_rows"], 200);
-}
-
 /// Copies every object under `at` to the local directory `to`, as
 /// `aws s3 sync` does.
-fn download(at: &Path, to: &Path) {
+pub(crate) fn download(at: &Path, to: &Path) {
     let store = object_storage(at);
     let prefix = format!("{}/", at.to_string_lossy());
     let _ = std::fs::remove_dir_all(to);
@@ -449,7 +355,7 @@ fn download(at: &Path, to: &Path) {
 }
 
 /// Every file under the local directory `dir`, relative to it.
-fn walk(dir: &Path) -> Vec<PathBuf> {
+pub(crate) fn walk(dir: &Path) -> Vec<PathBuf> {
     let mut out = Vec::new();
     let mut stack = vec![dir.to_path_buf()];
     while let Some(d) = stack.pop() {
@@ -467,7 +373,7 @@ fn walk(dir: &Path) -> Vec<PathBuf> {
 
 /// Downloads the cache at `at` to `copy` and reads it as the reference
 /// does ([`reference_lance_view`]): (rows, last `x`, the metadata's rows).
-fn reference_sees(at: &Path, copy: &Path) -> (Option<u64>, Option<i64>, Option<u64>) {
+pub(crate) fn reference_sees(at: &Path, copy: &Path) -> (Option<u64>, Option<i64>, Option<u64>) {
     download(at, copy);
     let j = reference_lance_view(copy);
     (
@@ -480,7 +386,7 @@ fn reference_sees(at: &Path, copy: &Path) -> (Option<u64>, Option<i64>, Option<u
 /// What the reference reads of a downloaded Lance-layout cache: the newest
 /// version of the Lance dataset at the directory (`lance.dataset(dir)`,
 /// pylance), its rows and last `x`, and the metadata's layout and count.
-fn reference_lance_view(dir: &Path) -> serde_json::Value {
+pub(crate) fn reference_lance_view(dir: &Path) -> serde_json::Value {
     python_json(
         "import json, sys, pathlib, lance\n\
          d = pathlib.Path(sys.argv[1]); m = json.loads((d / '_metadata.json').read_text())\n\
@@ -491,313 +397,22 @@ fn reference_lance_view(dir: &Path) -> serde_json::Value {
     )
 }
 
-#[test]
-fn lance_caches_are_published_and_read_through_lances_object_store() {
-    server();
-    let t = tempfile::tempdir().unwrap();
-    // lance-rows: written here, published, read back through Lance.
-    let dir = t.path().join("lance");
-    shardset::write_lance_cache(
-        rows(300, 5),
-        &features(),
-        &dir,
-        &shardset::LanceWriteOptions::default()
-            .try_with_max_rows_per_file(100)
-            .unwrap(),
-    )
-    .unwrap();
-    let at = uri("lance/rows");
-    let rep = publish_to_object_store(&dir, &at).unwrap();
-    let store = object_storage(&at);
-    // The cache's root is one Lance dataset (as the reference writes it),
-    // and the root metadata, put last, names the build's Lance version.
-    let v1 = rep.lance_version.expect("a Lance version");
-    let root: serde_json::Value =
-        serde_json::from_slice(&store.read(&at.join("_metadata.json")).unwrap()).unwrap();
-    assert_eq!(root["lance_version"], v1);
-    assert!(root.get("build_dir").is_none());
-    assert_eq!(root["layout"], "lance-rows");
-    assert!(store
-        .list_recursive(&at.join("_builds"))
-        .unwrap()
-        .is_empty());
-    assert!(!store
-        .list_recursive(&at.join("_versions"))
-        .unwrap()
-        .is_empty());
-    let l = open_cache(&dir).unwrap();
-    let r = open_cache(&at).unwrap();
-    assert_eq!(r.layout, "lance-rows");
-    assert_eq!(r.len(), 300);
-    assert_eq!(r.dir, at);
-    for i in [0u64, 99, 100, 299] {
-        assert_eq!(row_x(&r, i), row_x(&l, i));
-    }
-    let idx: Vec<i64> = vec![299, 0, 150, 150];
-    assert_eq!(r.backend.take(&idx).unwrap(), l.backend.take(&idx).unwrap());
-    // verify reads every data file back and checks it.
-    let v = shardset::verify_cache(&at).unwrap();
-    assert!(v.damage.is_empty(), "{v:?}");
-    // Publishing the same build again commits nothing new.
-    let again = publish_to_object_store(&dir, &at).unwrap();
-    assert_eq!(again.lance_version, Some(v1));
-    assert!(!again.replaced);
-    // A cache the first publisher wrote (the whole build under
-    // `_builds/<id>`, a root metadata naming it) still opens.
-    let old = uri("lance/first-publisher");
-    for f in walk(&dir) {
-        store
-            .put(
-                &old.join("_builds/0123abcd").join(&f),
-                std::fs::read(dir.join(&f)).unwrap().into(),
-                update_mode(None),
-            )
-            .unwrap();
-    }
-    let mut marker: serde_json::Value =
-        serde_json::from_slice(&std::fs::read(dir.join("_metadata.json")).unwrap()).unwrap();
-    marker["build_dir"] = "_builds/0123abcd".into();
-    marker.as_object_mut().unwrap().remove("metadata_xxh64");
-    store
-        .put(
-            &old.join("_metadata.json"),
-            serde_json::to_vec(&marker).unwrap().into(),
-            update_mode(None),
-        )
-        .unwrap();
-    let o = open_cache(&old).unwrap();
-    assert_eq!(o.len(), 300);
-    assert_eq!(row_x(&o, 299), row_x(&l, 299));
-    // A downloaded copy is a cache the reference opens at its root.
-    let copy = t.path().join("lance-copy");
-    assert_eq!(
-        reference_sees(&at, &copy),
-        (Some(300), Some(299), Some(300))
-    );
-    assert_eq!(open_cache(&copy).unwrap().len(), 300);
-
-    // A second build replaces the first: a newer Lance version. A reader
-    // holding the first keeps reading it; a new one sees the second.
-    let dir2 = t.path().join("lance2");
-    shardset::write_lance_cache(rows(120, 6), &features(), &dir2, &Default::default()).unwrap();
-    let rep2 = publish_to_object_store(&dir2, &at).unwrap();
-    assert!(rep2.replaced);
-    let v2 = rep2.lance_version.unwrap();
-    assert!(v2 > v1);
-    assert_eq!(r.len(), 300);
-    assert_eq!(row_x(&r, 299), row_x(&l, 299));
-    let r2 = open_cache(&at).unwrap();
-    assert_eq!(r2.len(), 120);
-    assert_eq!(row_x(&r2, 119), row_x(&open_cache(&dir2).unwrap(), 119));
-    // gc removes the first build's version and the data files only it used.
-    let before = store.list_recursive(&at.join("data")).unwrap().len();
-    let g = collect_object_garbage(&at, Duration::ZERO, false).unwrap();
-    assert!(g.lance_versions_removed >= 1, "{g:?}");
-    assert_eq!(g.lance_restored, None);
-    assert!(g.objects > 0 && g.bytes > 0, "{g:?}");
-    let after = store.list_recursive(&at.join("data")).unwrap().len();
-    assert!(after < before, "{before} -> {after}");
-    assert_eq!(open_cache(&at).unwrap().len(), 120);
-    assert_eq!(
-        reference_sees(&at, &copy),
-        (Some(120), Some(119), Some(120))
-    );
-    assert!(shardset::verify_cache(&at).unwrap().damage.is_empty());
-
-    // lance-video-frames: the reference's golden cache, published; every
-    // window reads as from the local copy.
-    #[cfg(feature = "video")]
-    {
-        let (_g, frames) = crate::common::golden_copy("lance_video_frames");
-        let at = uri("lance/frames");
-        publish_to_object_store(&frames, &at).unwrap();
-        let l = open_cache(&frames).unwrap();
-        let r = open_cache(&at).unwrap();
-        assert_eq!(r.layout, "lance-video-frames");
-        assert_eq!(r.len(), l.len());
-        let (a, b) = (
-            l.backend
-                .as_any()
-                .downcast_ref::<shardset::LanceVideoFrames>()
-                .unwrap(),
-            r.backend
-                .as_any()
-                .downcast_ref::<shardset::LanceVideoFrames>()
-                .unwrap(),
-        );
-        for i in 0..l.len() as i64 {
-            let (x, y) = (a.window(i).unwrap(), b.window(i).unwrap());
-            assert_eq!(x.frames, y.frames, "window {i}");
-            assert_eq!(x.frame_indices, y.frame_indices);
-        }
-    }
-}
-
-fn cli(cache_dir: &Path) -> Command {
+pub(crate) fn cli(cache_dir: &Path) -> Command {
     let mut c = shardset_cli();
     c.env("SHARDSET_OBJECT_CACHE", cache_dir)
         .env("AWS_ENDPOINT_URL", &server().endpoint);
     c
 }
 
-fn json_of(out: &std::process::Output) -> serde_json::Value {
+pub(crate) fn json_of(out: &std::process::Output) -> serde_json::Value {
     serde_json::from_slice(&out.stdout)
         .unwrap_or_else(|e| panic!("not JSON ({e}): {}", String::from_utf8_lossy(&out.stdout)))
-}
-
-#[test]
-fn the_cli_builds_reads_verifies_lists_and_collects_on_s3_uris() {
-    server();
-    let t = tempfile::tempdir().unwrap();
-    let file = t.path().join("d.jsonl");
-    let text: String = (0..400)
-        .map(|i| format!("{{\"x\": {i}, \"s\": \"{}\"}}\n", "v".repeat(i % 50)))
-        .collect();
-    std::fs::write(&file, text).unwrap();
-    let dc = t.path().join("dc");
-    let out = uri("cli");
-    let build = |extra: &[&str]| {
-        let mut c = cli(&dc);
-        c.args(["build", "jsonl", file.to_str().unwrap(), "--out"])
-            .arg(&out)
-            .args(["--shard-size", "4KB", "--json"])
-            .args(extra);
-        json_of(&succeeded(&mut c))
-    };
-    let s = build(&[]);
-    assert_eq!(s["caches"][0]["rows"], 400);
-    assert_eq!(s["caches"][0]["built"], true);
-    let cache = out.join("train");
-    // Warm: the committed cache is reused, nothing is built.
-    assert_eq!(build(&[])["caches"][0]["built"], false);
-
-    // The same rows as a local build of the same file.
-    let local_out = t.path().join("local");
-    let mut c = shardset_cli();
-    c.args(["build", "jsonl", file.to_str().unwrap(), "--out"])
-        .arg(&local_out)
-        .args(["--shard-size", "4KB", "--json"]);
-    succeeded(&mut c);
-    let cat = |path: &Path| {
-        let mut c = cli(&dc);
-        c.arg("cat").arg(path).args(["--rows", "0..", "--full"]);
-        succeeded(&mut c).stdout
-    };
-    let remote_rows = cat(&cache);
-    assert_eq!(remote_rows, cat(&local_out.join("train")));
-    assert_eq!(remote_rows.iter().filter(|&&b| b == b'\n').count(), 400);
-
-    let mut c = cli(&dc);
-    c.arg("inspect").arg(&cache).arg("--json");
-    let j = json_of(&succeeded(&mut c));
-    assert_eq!(j["layout"], "arrow-shards", "{j}");
-    assert_eq!(j["num_rows"], 400, "{j}");
-    let mut c = cli(&dc);
-    c.arg("verify").arg(&cache);
-    succeeded(&mut c);
-    let mut c = cli(&dc);
-    c.arg("ls").arg(&out).arg("--json");
-    let j = json_of(&succeeded(&mut c));
-    assert_eq!(j["caches"].as_array().unwrap().len(), 1, "{j}");
-    assert_eq!(j["caches"][0]["rows"], 400, "{j}");
-
-    // A rebuild commits a new build; gc then removes the replaced one.
-    let s = build(&["--rebuild"]);
-    assert_eq!(s["caches"][0]["built"], true);
-    let mut c = cli(&dc);
-    c.arg("gc").arg(&out).arg("--json");
-    let j = json_of(&succeeded(&mut c));
-    let removed = j["removed"].as_array().unwrap();
-    assert_eq!(removed.len(), 1, "{j}");
-    assert!(
-        removed[0]["path"].as_str().unwrap().contains("/_builds/"),
-        "{j}"
-    );
-    assert_eq!(cat(&cache), remote_rows);
-
-    // Two processes share one small disk cache: both read right, and the
-    // budget holds.
-    let small = t.path().join("small-dc");
-    let spawn = || {
-        let mut c = cli(&small);
-        c.env("SHARDSET_OBJECT_CACHE_BYTES", "16384")
-            .arg("cat")
-            .arg(&cache)
-            .args(["--rows", "0..", "--full"])
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped());
-        c.spawn().unwrap()
-    };
-    let (p1, p2) = (spawn(), spawn());
-    for p in [p1, p2] {
-        let o = p.wait_with_output().unwrap();
-        assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
-        assert_eq!(o.stdout, remote_rows);
-    }
-    // Each process looks again after writing a sixteenth of the budget.
-    let disk = shardset::storage::disk_cache::DiskCache::new(&small, 16384);
-    assert!(
-        disk.disk_bytes() <= 16384 + 16384 / 16,
-        "{} bytes",
-        disk.disk_bytes()
-    );
-
-    // A Lance build to object storage: built locally, published, read back.
-    let lance_out = uri("cli-lance");
-    let mut c = cli(&dc);
-    c.args([
-        "build",
-        "jsonl",
-        file.to_str().unwrap(),
-        "--format",
-        "lance",
-        "--out",
-    ])
-    .arg(&lance_out)
-    .arg("--json");
-    let s = json_of(&succeeded(&mut c));
-    assert_eq!(s["caches"][0]["rows"], 400, "{s}");
-    assert_eq!(s["caches"][0]["layout"], "lance-rows", "{s}");
-    assert_eq!(cat(&lance_out.join("train")), remote_rows);
-
-    // Edits in place are refused, naming the cache.
-    let e = open_cache(&cache).unwrap().edit().unwrap_err();
-    assert!(e.to_string().contains("not edited in place"), "{e}");
-
-    // A bad disk cache budget is an error naming the variable.
-    let mut c = cli(&dc);
-    c.env("SHARDSET_OBJECT_CACHE_BYTES", "lots")
-        .arg("cat")
-        .arg(&cache);
-    let o = c.output().unwrap();
-    assert!(!o.status.success());
-    assert!(
-        String::from_utf8_lossy(&o.stderr).contains("SHARDSET_OBJECT_CACHE_BYTES"),
-        "{}",
-        String::from_utf8_lossy(&o.stderr)
-    );
-
-    // A bad location is a typed error naming it, not a panic.
-    let mut c = cli(&dc);
-    c.arg("cat").arg(uri("no/such/cache"));
-    let o = c.output().unwrap();
-    assert_eq!(
-        o.status.code(),
-        Some(1),
-        "{}",
-        String::from_utf8_lossy(&o.stderr)
-    );
-    assert!(
-        String::from_utf8_lossy(&o.stderr).contains("s3://shardset-test/no/such/cache"),
-        "{}",
-        String::from_utf8_lossy(&o.stderr)
-    );
 }
 
 /// A proxy in front of the server that answers the first `fail` requests
 /// with `503 Slow Down` (what S3 says when throttling), then forwards
 /// every connection; returns its endpoint and the count of 503s sent.
-fn flaky_proxy(
+pub(crate) fn flaky_proxy(
     upstream: &str,
     fail: usize,
 ) -> (String, std::sync::Arc<std::sync::atomic::AtomicUsize>) {
@@ -866,112 +481,6 @@ fn transient_server_errors_are_retried_with_backoff() {
 }
 
 #[test]
-fn parts_commit_in_unit_order_to_a_shared_directory_and_an_object_store() {
-    server();
-    let t = tempfile::tempdir().unwrap();
-    use shardset::cache::remote::{commit_parts, publish_part};
-    let build = "feedfacecafebeef";
-    // Three units of 70 rows each, written as parts with the build's id.
-    let part = |k: usize| {
-        let dir = t.path().join(format!("part{k}"));
-        shardset::write_arrow_cache(
-            rows(210, 9).skip(70 * k).take(70),
-            &features(),
-            &dir,
-            &ArrowWriteOptions::default()
-                .try_with_batch_size(25)
-                .unwrap()
-                .try_with_shard_size_bytes(Some(100_000))
-                .unwrap()
-                .with_record_checksums(true)
-                .with_build_id(build.to_string()),
-        )
-        .unwrap();
-        dir
-    };
-    let parts: Vec<PathBuf> = (0..3).map(part).collect();
-    let whole = t.path().join("whole");
-    shardset::write_arrow_cache(
-        rows(210, 9),
-        &features(),
-        &whole,
-        &ArrowWriteOptions::default()
-            .try_with_batch_size(25)
-            .unwrap(),
-    )
-    .unwrap();
-    let whole = open_cache(&whole).unwrap();
-    for target in [t.path().join("shared/cache"), uri("parts/c")] {
-        // Units finish in any order (2, 0, 1) and one is retried: the
-        // commit is in unit order and no row is stored twice.
-        let mut records = vec![serde_json::Value::Null; 3];
-        for k in [2usize, 0, 1, 0] {
-            records[k] = publish_part(&parts[k], &target, build, k).unwrap();
-        }
-        let rep = commit_parts(&target, build, &records).unwrap();
-        assert!(!rep.replaced);
-        let c = open_cache(&target).unwrap();
-        assert_eq!(c.len(), 210);
-        for i in [0u64, 69, 70, 140, 209] {
-            assert_eq!(
-                row_x(&c, i),
-                row_x(&whole, i),
-                "row {i} of {}",
-                target.display()
-            );
-        }
-        let names = c
-            .backend
-            .as_any()
-            .downcast_ref::<shardset::ArrowShards>()
-            .unwrap()
-            .shard_paths();
-        assert!(names[0]
-            .to_string_lossy()
-            .contains("_builds/feedfacecafebeef/u00000-shard-"));
-        // Each row is checked against the checksum its part recorded (the
-        // sidecars were renamed with their shards).
-        let checked = shardset::open_cache_with(
-            &target,
-            &shardset::OpenOptions::default().with_verify_on_read(true),
-        )
-        .unwrap();
-        let all: Vec<i64> = (0..210).collect();
-        assert_eq!(checked.backend.take(&all).unwrap().num_rows(), 210);
-        // Committing again changes nothing; gc finds nothing to remove.
-        assert!(!commit_parts(&target, build, &records).unwrap().replaced);
-        let g = collect_object_garbage(&target, Duration::ZERO, false).unwrap();
-        assert!(g.removed.is_empty(), "{g:?}");
-        assert_eq!(g.committed.as_deref(), Some(build));
-        // Parts of another build id, or no parts, are refused.
-        let e = publish_part(&parts[0], &target, "0000000000000000", 0).unwrap_err();
-        assert!(e.to_string().contains("build id"), "{e}");
-        assert!(commit_parts(&target, build, &[]).is_err());
-    }
-    // The shared directory is a plain local cache: every shard checks.
-    let shared = t.path().join("shared/cache");
-    assert!(shardset::verify_checksums(&shared).unwrap().is_empty());
-    // `shardset gc` on the root removes a build that never committed there.
-    let stray = shared.join("_builds/0badc0de/u00000-shard-00000.arrow");
-    std::fs::create_dir_all(stray.parent().unwrap()).unwrap();
-    std::fs::write(&stray, b"partial").unwrap();
-    let mut c = shardset_cli();
-    c.arg("gc").arg(t.path().join("shared")).arg("--json");
-    let j = json_of(&succeeded(&mut c));
-    let removed = j["removed"].as_array().unwrap();
-    assert_eq!(removed.len(), 1, "{j}");
-    assert!(
-        removed[0]["path"]
-            .as_str()
-            .unwrap()
-            .ends_with("_builds/0badc0de"),
-        "{j}"
-    );
-    assert!(!stray.exists());
-    assert_eq!(open_cache(&shared).unwrap().len(), 210);
-}
-
-#[test]
 fn a_damaged_remote_cache_is_a_typed_error_naming_the_object() {
     server();
     let t = tempfile::tempdir().unwrap();
@@ -1028,7 +537,7 @@ fn a_damaged_remote_cache_is_a_typed_error_naming_the_object() {
 }
 
 /// A JSON-lines file of `n` rows `{"x": i}` in `dir`.
-fn jsonl_rows(dir: &Path, n: usize) -> PathBuf {
+pub(crate) fn jsonl_rows(dir: &Path, n: usize) -> PathBuf {
     let file = dir.join(format!("d{n}.jsonl"));
     let text: String = (0..n).map(|i| format!("{{\"x\": {i}}}\n")).collect();
     std::fs::write(&file, text).unwrap();
@@ -1037,7 +546,7 @@ fn jsonl_rows(dir: &Path, n: usize) -> PathBuf {
 
 /// `shardset build jsonl <file> --out <out> <args> --json`, aborted at the
 /// fault point `fault` when one is given.
-fn cli_build(
+pub(crate) fn cli_build(
     disk_cache: &Path,
     file: &Path,
     out: &Path,
@@ -1055,159 +564,7 @@ fn cli_build(
     c.output().unwrap()
 }
 
-#[test]
-fn a_build_killed_before_its_commit_changes_nothing_and_the_next_one_commits() {
-    server();
-    let t = tempfile::tempdir().unwrap();
-    let dc = t.path().join("dc");
-    let out = uri("killed");
-    let write_rows = |n: usize| jsonl_rows(t.path(), n);
-    let build = |file: &Path, fault: Option<&str>| {
-        cli_build(&dc, file, &out, &["--shard-size", "1KB"], fault)
-    };
-    let cache = out.join("train");
-    let store = object_storage(&cache);
-    // A first build killed after uploading everything, before the commit:
-    // nothing is visible, and its objects are an uncommitted prefix.
-    let first = write_rows(300);
-    let o = build(&first, Some("remote:before-commit"));
-    assert!(!o.status.success(), "the process was killed");
-    assert!(open_cache(&cache).is_err());
-    assert!(!store.is_file(&cache.join("_metadata.json")));
-    assert!(!store
-        .list_recursive(&cache.join("_builds"))
-        .unwrap()
-        .is_empty());
-    // Run again, it commits: the same build id, so the same objects.
-    let o = build(&first, None);
-    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
-    assert_eq!(open_cache(&cache).unwrap().len(), 300);
-    let g = collect_object_garbage(&cache, Duration::ZERO, true).unwrap();
-    assert!(g.removed.is_empty(), "{g:?}");
-    // A rebuild with other rows killed before its commit leaves the
-    // committed cache as it was.
-    let second = write_rows(120);
-    let o = build(&second, Some("remote:before-commit"));
-    assert!(!o.status.success());
-    let c = open_cache(&cache).unwrap();
-    assert_eq!(c.len(), 300);
-    assert_eq!(row_x_int(&c, 299), 299);
-    // Its upload is garbage gc removes; the committed build stays.
-    let g = collect_object_garbage(&cache, Duration::ZERO, false).unwrap();
-    assert_eq!(g.removed.len(), 1, "{g:?}");
-    assert_eq!(open_cache(&cache).unwrap().len(), 300);
-    let o = build(&second, None);
-    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
-    assert_eq!(open_cache(&cache).unwrap().len(), 120);
-}
-
-#[test]
-fn a_lance_build_killed_between_its_lance_commit_and_its_metadata_is_undone_by_gc() {
-    server();
-    let t = tempfile::tempdir().unwrap();
-    let dc = t.path().join("dc");
-    let out = uri("killed-lance");
-    let write_rows = |n: usize| jsonl_rows(t.path(), n);
-    let build = |file: &Path, fault: Option<&str>| {
-        cli_build(&dc, file, &out, &["--format", "lance"], fault)
-    };
-    let cache = out.join("train");
-    let o = build(&write_rows(300), None);
-    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
-    assert_eq!(open_cache(&cache).unwrap().len(), 300);
-    // A rebuild killed after its Lance commit, before its metadata: ours
-    // still read the committed build (the version the metadata names)...
-    let second = write_rows(120);
-    let o = build(&second, Some("remote:before-commit"));
-    assert!(!o.status.success(), "the process was killed");
-    let c = open_cache(&cache).unwrap();
-    assert_eq!(c.len(), 300);
-    assert_eq!(row_x_int(&c, 299), 299);
-    // ...while the dataset's newest version is the uncommitted one, which
-    // a reader of the newest version (the reference, on a copy) would see.
-    let copy = t.path().join("copy");
-    assert_eq!(
-        reference_sees(&cache, &copy),
-        (Some(120), Some(119), Some(300))
-    );
-    // A dry run changes nothing; gc restores the committed version as the
-    // newest and removes the undone one.
-    let dry = collect_object_garbage(&cache, Duration::ZERO, true).unwrap();
-    assert_eq!(dry.lance_restored, None);
-    assert_eq!(reference_sees(&cache, &copy).0, Some(120));
-    let young = collect_object_garbage(&cache, Duration::from_secs(3600), false).unwrap();
-    assert_eq!(
-        young.lance_restored, None,
-        "a young version may be a build committing now"
-    );
-    let g = collect_object_garbage(&cache, Duration::ZERO, false).unwrap();
-    assert!(g.lance_restored.is_some(), "{g:?}");
-    assert!(g.lance_versions_removed >= 1, "{g:?}");
-    assert_eq!(
-        reference_sees(&cache, &copy),
-        (Some(300), Some(299), Some(300))
-    );
-    assert_eq!(open_cache(&cache).unwrap().len(), 300);
-    assert!(shardset::verify_cache(&cache).unwrap().damage.is_empty());
-    // The next build commits.
-    let o = build(&second, None);
-    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
-    assert_eq!(open_cache(&cache).unwrap().len(), 120);
-    assert_eq!(
-        reference_sees(&cache, &copy),
-        (Some(120), Some(119), Some(120))
-    );
-}
-
-#[test]
-fn files_larger_than_a_part_are_uploaded_in_parts() {
-    server();
-    let t = tempfile::tempdir().unwrap();
-    let dc = t.path().join("dc");
-    // 1,500 rows of ~8 KB: one shard of ~12 MB, above a 5 MiB part.
-    let file = t.path().join("big.jsonl");
-    let text: String = (0..1500)
-        .map(|i| {
-            format!(
-                "{{\"x\": {i}, \"s\": \"{}\"}}\n",
-                "abcdefgh".repeat(1000 + i % 7)
-            )
-        })
-        .collect();
-    std::fs::write(&file, text).unwrap();
-    let out = uri("multipart");
-    let build = |part: &str, to: &Path| {
-        let mut c = cli(&dc);
-        c.args(["build", "jsonl", file.to_str().unwrap(), "--out"])
-            .arg(to)
-            .args(["--shard-size", "64MB", "--json"])
-            .env("SHARDSET_OBJECT_PART_BYTES", part);
-        c.output().unwrap()
-    };
-    let o = build("5242880", &out);
-    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
-    let cache = out.join("train");
-    let store = object_storage(&cache);
-    let meta: serde_json::Value =
-        serde_json::from_slice(&store.read(&cache.join("_metadata.json")).unwrap()).unwrap();
-    let shard = cache.join(meta["shard_filenames"][0].as_str().unwrap());
-    let (bytes, etag) = store.get_with_etag(&shard).unwrap().unwrap();
-    assert!(bytes.len() > 10 << 20, "{}", bytes.len());
-    // S3's ETag of a multipart upload ends in `-<parts>`.
-    let etag = etag.unwrap();
-    assert!(etag.trim_matches('"').ends_with("-3"), "{etag}");
-    let c = open_cache(&cache).unwrap();
-    assert_eq!(c.len(), 1500);
-    assert_eq!(row_x_int(&c, 1499), 1499);
-    assert!(shardset::verify_cache(&cache).unwrap().damage.is_empty());
-    // A part size S3 would refuse is an error naming the setting.
-    let o = build("1000", &uri("multipart-bad"));
-    assert!(!o.status.success());
-    let err = String::from_utf8_lossy(&o.stderr);
-    assert!(err.contains("SHARDSET_OBJECT_PART_BYTES"), "{err}");
-}
-
-fn row_x_int(c: &shardset::Cache, i: i64) -> i64 {
+pub(crate) fn row_x_int(c: &shardset::Cache, i: i64) -> i64 {
     match c.backend.get(i).unwrap().get("x") {
         Some(Value::Int(x)) => *x,
         other => panic!("x is {other:?}"),
