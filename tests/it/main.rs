@@ -54,11 +54,23 @@ mod report;
 mod roundtrip;
 mod sampler;
 #[cfg(feature = "video")]
+mod segments_av1;
+#[cfg(feature = "video")]
+mod segments_damage;
+#[cfg(feature = "video")]
+mod segments_format;
+#[cfg(feature = "video")]
 mod trust;
 #[cfg(feature = "video")]
 mod video;
 #[cfg(feature = "video")]
+mod video_builds;
+#[cfg(feature = "video")]
+mod video_cli;
+#[cfg(feature = "video")]
 mod video_segments;
+#[cfg(feature = "video")]
+mod video_windows;
 #[cfg(feature = "lance")]
 mod views;
 #[cfg(feature = "lance")]
