@@ -1,6 +1,7 @@
 #!/usr/bin/env python3
 """Side-by-side: shardset vs OUR EMULATION of the stable-datasets reference
-way, with pyarrow. benches/versus.py runs the reference itself and
+way, with pyarrow (over 600 lines: each workload's two sides sit together
+so they read alike). benches/versus.py runs the reference itself and
 supersedes this for every workload it has; the image (PNG) and loader-epoch
 rows here are still emulation.
 

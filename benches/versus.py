@@ -1,5 +1,6 @@
 #!/usr/bin/env python3
-"""shardset against the stable-datasets reference, run as itself.
+"""shardset against the stable-datasets reference, run as itself (over 600
+lines: each workload's two sides sit together so they read alike).
 
 The Python side imports the reference's own package from a checkout of its
 public repository (`STABLE_DATASETS_REPO=/path/to/stable-datasets`; unset,

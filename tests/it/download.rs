@@ -10,18 +10,18 @@
 use std::collections::HashMap;
 use std::io::{BufRead, BufReader, Write};
 use std::net::{TcpListener, TcpStream};
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use shardset::builder::{load, load_with_report, why, DatasetBuilder, DatasetInfo, WorkUnit};
-use shardset::download::{download, download_all, DownloadInfo, DownloadOptions};
+use shardset::builder::{DatasetBuilder, DatasetInfo, WorkUnit};
+use shardset::download::{download, DownloadInfo, DownloadOptions};
 use shardset::error::BoxError;
-use shardset::{Dtype, Error, Example, Feature, Features, LoadOptions};
+use shardset::{Dtype, Error, Example, Feature, Features};
 
 use crate::common::*;
 
-fn texts(reasons: Vec<shardset::builder::RebuildReason>) -> Vec<String> {
+pub(crate) fn texts(reasons: Vec<shardset::builder::RebuildReason>) -> Vec<String> {
     reasons.iter().map(ToString::to_string).collect()
 }
 
@@ -42,7 +42,7 @@ pub enum Fault {
 }
 
 #[derive(Default)]
-struct State {
+pub(crate) struct State {
     files: HashMap<String, Vec<u8>>,
     faults: HashMap<String, Fault>,
     /// Each request: (path, its Range header).
@@ -93,7 +93,7 @@ impl TestServer {
     }
 }
 
-fn serve(conn: TcpStream, st: &Mutex<State>) -> std::io::Result<()> {
+pub(crate) fn serve(conn: TcpStream, st: &Mutex<State>) -> std::io::Result<()> {
     let mut reader = BufReader::new(conn.try_clone()?);
     let mut line = String::new();
     reader.read_line(&mut line)?;
@@ -195,28 +195,28 @@ fn serve(conn: TcpStream, st: &Mutex<State>) -> std::io::Result<()> {
 }
 
 /// Seeded bytes of length `n`.
-fn content(n: usize, seed: u64) -> Vec<u8> {
+pub(crate) fn content(n: usize, seed: u64) -> Vec<u8> {
     let mut r = shardset::SplitMix64::new(seed);
     (0..n).map(|_| r.next_u64() as u8).collect()
 }
 
-fn sha(b: &[u8]) -> String {
+pub(crate) fn sha(b: &[u8]) -> String {
     format!("sha256:{}", sha256(b))
 }
 
-fn fast() -> DownloadOptions {
+pub(crate) fn fast() -> DownloadOptions {
     DownloadOptions::default().with_backoff(Duration::from_millis(10))
 }
 
 /// A URL nothing listens on.
-fn down_url() -> String {
+pub(crate) fn down_url() -> String {
     let l = TcpListener::bind("127.0.0.1:0").unwrap();
     let port = l.local_addr().unwrap().port();
     drop(l);
     format!("http://127.0.0.1:{port}/gone.bin")
 }
 
-fn leftovers(dir: &Path) -> Vec<String> {
+pub(crate) fn leftovers(dir: &Path) -> Vec<String> {
     let mut v: Vec<String> = std::fs::read_dir(dir)
         .map(|r| {
             r.map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
@@ -408,114 +408,10 @@ fn a_checksum_mismatch_deletes_the_partial_file_and_names_both() {
     assert_eq!(srv.requests().len(), n);
 }
 
-/// Two processes asking for the same file at once: one downloads it, the
-/// other waits on its lock and finds it done (one request in all).
-#[test]
-fn two_processes_download_the_same_file_once() {
-    let srv = TestServer::start();
-    let body = content(1 << 20, 5);
-    srv.put(
-        "shared.bin",
-        body.clone(),
-        Fault::Slow(Duration::from_millis(20)),
-    );
-    let tmp = tempfile::tempdir().unwrap();
-    let spawn = || {
-        shardset_cli()
-            .arg("download")
-            .arg(srv.url("shared.bin"))
-            .arg("--checksum")
-            .arg(sha(&body))
-            .arg("--out")
-            .arg(tmp.path())
-            .stdout(std::process::Stdio::piped())
-            .stderr(std::process::Stdio::piped())
-            .spawn()
-            .unwrap()
-    };
-    let (a, b) = (spawn(), spawn());
-    let (a, b) = (a.wait_with_output().unwrap(), b.wait_with_output().unwrap());
-    for o in [&a, &b] {
-        assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
-    }
-    assert_eq!(a.stdout, b.stdout, "both print the same path");
-    let p = PathBuf::from(String::from_utf8(a.stdout).unwrap().trim());
-    assert_eq!(std::fs::read(&p).unwrap(), body);
-    assert_eq!(srv.count("shared.bin"), 1, "{:?}", srv.requests());
-}
-
-/// Identical assets are downloaded once, in parallel with the others, and
-/// returned in input order; `file://` URLs are copied.
-#[test]
-fn identical_assets_are_downloaded_once_and_returned_in_order() {
-    let srv = TestServer::start();
-    let (a, b) = (content(3000, 6), content(4000, 7));
-    srv.put("a.bin", a.clone(), Fault::None);
-    srv.put("b.bin", b.clone(), Fault::None);
-    let tmp = tempfile::tempdir().unwrap();
-    let local = tmp.path().join("local.txt");
-    std::fs::write(&local, b"local bytes").unwrap();
-    let infos = vec![
-        DownloadInfo::new(srv.url("b.bin")),
-        DownloadInfo::new(srv.url("a.bin")),
-        DownloadInfo::new(srv.url("b.bin")),
-        DownloadInfo::new(format!("file://{}", local.display())),
-    ];
-    let out = tmp.path().join("dl");
-    let paths = download_all(&infos, &out, &fast()).unwrap();
-    assert_eq!(paths.len(), 4);
-    assert_eq!(paths[0], paths[2]);
-    assert_eq!(std::fs::read(&paths[0]).unwrap(), b);
-    assert_eq!(std::fs::read(&paths[1]).unwrap(), a);
-    assert_eq!(std::fs::read(&paths[3]).unwrap(), b"local bytes");
-    assert_eq!(srv.count("b.bin"), 1);
-    assert_eq!(srv.count("a.bin"), 1);
-}
-
-/// `gc` removes partial downloads old enough and not being resumed.
-#[test]
-fn gc_removes_stale_partial_downloads() {
-    let tmp = tempfile::tempdir().unwrap();
-    let dl = tmp.path().join("downloads");
-    std::fs::create_dir_all(&dl).unwrap();
-    std::fs::write(dl.join("x.0123456789.bin.tmp"), vec![0; 100]).unwrap();
-    std::fs::write(dl.join("done.0123456789.bin"), vec![0; 10]).unwrap();
-    let out = succeeded(
-        shardset_cli()
-            .arg("gc")
-            .arg(tmp.path())
-            .args(["--dry-run", "--json"]),
-    );
-    let j: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
-    let removed = j["removed"].as_array().unwrap();
-    assert_eq!(removed.len(), 1, "{j}");
-    assert_eq!(removed[0]["kind"], "partial download");
-    assert!(
-        dl.join("x.0123456789.bin.tmp").exists(),
-        "a dry run keeps it"
-    );
-    // Too young for --older-than 1h: kept.
-    let out =
-        succeeded(
-            shardset_cli()
-                .arg("gc")
-                .arg(tmp.path())
-                .args(["--older-than", "1h", "--json"]),
-        );
-    let j: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
-    assert_eq!(j["removed"].as_array().unwrap().len(), 0, "{j}");
-    succeeded(shardset_cli().arg("gc").arg(tmp.path()));
-    assert!(!dl.join("x.0123456789.bin.tmp").exists());
-    assert!(
-        dl.join("done.0123456789.bin").exists(),
-        "complete files stay"
-    );
-}
-
 /// A builder whose splits are its assets: `train` and `val` (validation)
 /// share one file; each row is one line of the downloaded file.
-struct Lines {
-    urls: Vec<(String, DownloadInfo)>,
+pub(crate) struct Lines {
+    pub(crate) urls: Vec<(String, DownloadInfo)>,
 }
 
 impl DatasetBuilder for Lines {
@@ -558,101 +454,8 @@ impl DatasetBuilder for Lines {
     }
 }
 
-/// `load` of a builder with assets: downloads (identical assets of two
-/// splits once, `val` mapped to `validation`), builds, and the second
-/// load opens warm without any request; a changed checksum or URL makes
-/// `why` say so and the next load rebuild; the downloads folder option
-/// is used.
-#[test]
-fn load_downloads_builds_and_opens_warm_without_a_request() {
-    let srv = TestServer::start();
-    let text = "alpha\nbeta\ngamma\n";
-    srv.put("lines.txt", text.as_bytes().to_vec(), Fault::None);
-    let tmp = tempfile::tempdir().unwrap();
-    let asset = DownloadInfo::new(srv.url("lines.txt")).with_checksum(sha(text.as_bytes()));
-    let b = Lines {
-        urls: vec![
-            ("train".into(), asset.clone()),
-            ("val".into(), asset.clone()),
-        ],
-    };
-    assert_eq!(b.splits("default").unwrap(), vec!["train", "validation"]);
-    let dl = tmp.path().join("my-downloads");
-    let opts = LoadOptions::default()
-        .with_cache_root(tmp.path())
-        .with_download_dir(&dl)
-        .with_download(fast());
-    let (ds, rep) = load_with_report(&b, "train", &opts).unwrap();
-    assert!(rep.built);
-    assert_eq!(ds.len(), 3);
-    assert_eq!(
-        ds.get(1).unwrap().get("line").and_then(|v| v.as_str()),
-        Some("beta")
-    );
-    assert!(dl.join(asset.local_name()).is_file());
-    let (ds, rep) = load_with_report(&b, "validation", &opts).unwrap();
-    assert!(rep.built);
-    assert_eq!(
-        ds.get(0).unwrap().get("split").and_then(|v| v.as_str()),
-        Some("validation")
-    );
-    assert_eq!(srv.count("lines.txt"), 1, "one download for both splits");
-    // Warm: no request at all.
-    let n = srv.requests().len();
-    let (_, rep) = load_with_report(&b, "train", &opts).unwrap();
-    assert!(!rep.built);
-    assert_eq!(srv.requests().len(), n);
-    assert!(texts(why(&b, "train", &opts).unwrap()).is_empty());
-    // A changed checksum: `why` names it, the next load rebuilds (and
-    // downloads again under the same name, which is already there).
-    let mut changed = b.urls.clone();
-    changed[0].1 = changed[0].1.clone().with_fallback(srv.url("mirror.txt"));
-    let b2 = Lines { urls: changed };
-    let reasons = texts(why(&b2, "train", &opts).unwrap());
-    assert_eq!(reasons.len(), 1, "{reasons:?}");
-    assert!(
-        reasons[0].contains("asset 'train' fallbacks changed"),
-        "{reasons:?}"
-    );
-    let (_, rep) = load_with_report(&b2, "train", &opts).unwrap();
-    assert!(rep.built);
-    assert_eq!(texts(rep.reasons), reasons);
-    let url2 = Lines {
-        urls: vec![("train".into(), DownloadInfo::new(srv.url("other.txt")))],
-    };
-    srv.put("other.txt", b"one\ntwo\n".to_vec(), Fault::None);
-    let reasons = texts(why(&url2, "train", &opts).unwrap());
-    assert!(
-        reasons
-            .iter()
-            .any(|r| r.contains("asset 'train' url changed")),
-        "{reasons:?}"
-    );
-    assert_eq!(load(&url2, "train", &opts).unwrap().len(), 2);
-    // No assets and no splits: a typed error naming the builder.
-    let none = Lines { urls: Vec::new() };
-    let e = load(&none, "train", &opts).unwrap_err();
-    assert!(e.to_string().contains("no assets are declared"), "{e}");
-    // A failed download builds nothing.
-    let bad = Lines {
-        urls: vec![(
-            "test".into(),
-            DownloadInfo::new(srv.url("lines.txt"))
-                .with_checksum(format!("md5:{}", "1".repeat(32))),
-        )],
-    };
-    let e = load(&bad, "test", &opts).unwrap_err();
-    assert!(matches!(e, Error::DownloadChecksum { .. }), "{e}");
-    let dir = shardset::builder::cache_dir_for(&bad, "default", "test", &opts).unwrap();
-    assert!(!dir.exists());
-}
-
-#[allow(dead_code)]
-#[path = "../../examples/mnist/builder.rs"]
-mod mnist_builder;
-
 /// A gzipped IDX file of `dims` holding `data`.
-fn idx_gz(magic: u32, dims: &[u32], data: &[u8]) -> Vec<u8> {
+pub(crate) fn idx_gz(magic: u32, dims: &[u32], data: &[u8]) -> Vec<u8> {
     let mut raw = magic.to_be_bytes().to_vec();
     for d in dims {
         raw.extend_from_slice(&d.to_be_bytes());
@@ -661,77 +464,4 @@ fn idx_gz(magic: u32, dims: &[u32], data: &[u8]) -> Vec<u8> {
     let mut gz = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::default());
     gz.write_all(&raw).unwrap();
     gz.finish().unwrap()
-}
-
-/// The example MNIST builder (real URLs and md5 in `examples/mnist`),
-/// pointed at a local server holding a generated copy of the four files
-/// behind a primary mirror that is down: downloads through the fallback,
-/// checks the md5s, builds both splits with the pixels and labels written.
-#[test]
-fn the_example_mnist_builder_builds_from_a_local_mirror() {
-    use md5::Digest;
-    let srv = TestServer::start();
-    let sizes = [("train", 20u32), ("test", 10u32)];
-    let mut md5 = Vec::new();
-    let mut want: HashMap<&str, (Vec<u8>, Vec<u8>)> = HashMap::new();
-    for (split, file, _) in mnist_builder::FILES {
-        let n = sizes.iter().find(|s| s.0 == *split).unwrap().1;
-        let pixels = content(n as usize * 28 * 28, n as u64);
-        let labels: Vec<u8> = (0..n).map(|i| (i * 7 % 10) as u8).collect();
-        let body = if file.contains("images") {
-            idx_gz(0x0803, &[n, 28, 28], &pixels)
-        } else {
-            idx_gz(0x0801, &[n], &labels)
-        };
-        md5.push(format!("{:x}", md5::Md5::digest(&body)));
-        srv.put(&format!("mnist/{file}"), body, Fault::None);
-        want.insert(split, (pixels, labels));
-    }
-    let tmp = tempfile::tempdir().unwrap();
-    let down = down_url();
-    let b = mnist_builder::Mnist::new(
-        vec![
-            down.trim_end_matches("gone.bin").to_string(),
-            srv.url("mnist/"),
-        ],
-        md5,
-    );
-    let opts = LoadOptions::default()
-        .with_cache_root(tmp.path())
-        .with_download(fast().with_retries(0));
-    for (split, n) in sizes {
-        let ds = load(&b, split, &opts).unwrap();
-        assert_eq!(ds.len(), n as u64);
-        let (pixels, labels) = &want[split];
-        for i in [0, n as usize - 1] {
-            let row = ds.get(i as i64).unwrap();
-            let Some(shardset::Value::Image(img)) = row.get("image") else {
-                panic!("{row:?}")
-            };
-            assert_eq!(img.shape(), vec![28, 28]);
-            assert_eq!(img.data, pixels[i * 784..(i + 1) * 784]);
-            assert_eq!(row.get("label").unwrap().as_i64(), Some(labels[i] as i64));
-        }
-    }
-    assert_eq!(srv.requests().len(), 4, "each file once");
-    assert!(tmp.path().join("downloads").read_dir().unwrap().count() >= 4);
-    // A split of two files: a changed checksum of the second is named.
-    let mut md5b: Vec<String> = mnist_builder::FILES
-        .iter()
-        .map(|f| f.2.to_string())
-        .collect();
-    md5b[0] = b.assets("default").unwrap()[0].1.checksum.clone().unwrap()[4..].to_string();
-    let b2 = mnist_builder::Mnist::new(
-        vec![
-            down.trim_end_matches("gone.bin").to_string(),
-            srv.url("mnist/"),
-        ],
-        md5b,
-    );
-    let reasons = texts(why(&b2, "train", &opts).unwrap());
-    assert_eq!(reasons.len(), 1, "{reasons:?}");
-    assert!(
-        reasons[0].starts_with("asset 'train[1]' checksum changed"),
-        "{reasons:?}"
-    );
 }

@@ -11,6 +11,7 @@ mod crash;
 mod dataset_api;
 mod dedup;
 mod download;
+mod download_builds;
 mod edit;
 #[cfg(feature = "s3")]
 mod faults;
@@ -28,7 +29,11 @@ mod killed_uploads;
 #[cfg(feature = "lance")]
 mod lance;
 #[cfg(feature = "lance")]
+mod lance_bad;
+#[cfg(feature = "lance")]
 mod lance_edit;
+#[cfg(feature = "lance")]
+mod lance_fork;
 mod limits;
 mod memory;
 #[cfg(feature = "lance")]
@@ -52,6 +57,7 @@ mod pyarrow;
 mod read_modes;
 mod report;
 mod roundtrip;
+mod row_access;
 mod sampler;
 #[cfg(feature = "video")]
 mod segments_av1;
