@@ -59,6 +59,14 @@
 //! Modes 0 to 4 open the cache, read rows, windows of three specs and
 //! batches of them, then verify it.
 //!
+//! [`open_lance_rows_input`] (lance builds): a `lance-rows` cache written
+//! by shardset, its metadata, feature description, a data file or a
+//! manifest replaced, written over or cut (lance_rows_entry.rs).
+//!
+//! [`resume_state_input`]: what a killed process leaves: an Arrow build's
+//! manifest and files, a download's partial file and lock against a
+//! server answering as the input says (resume_entry.rs).
+//!
 //! Any panic, abort or hang is a bug; errors are fine.
 
 #![allow(dead_code)]
@@ -524,4 +532,17 @@ pub fn open_hf_input(data: &[u8]) -> Option<shardset::Result<()>> {
 #[path = "segments_entry.rs"]
 mod segments_entry;
 #[cfg(feature = "video")]
+#[allow(unused_imports)] // each target uses some
 pub use segments_entry::{open_segments_input, open_segments_seeds};
+
+#[cfg(feature = "lance")]
+#[path = "lance_rows_entry.rs"]
+mod lance_rows_entry;
+#[cfg(feature = "lance")]
+#[allow(unused_imports)] // each target uses some
+pub use lance_rows_entry::{open_lance_rows_input, open_lance_rows_seeds, panic_in_lance};
+
+#[path = "resume_entry.rs"]
+mod resume_entry;
+#[allow(unused_imports)] // each target uses some
+pub use resume_entry::{resume_state_input, resume_state_seeds};

@@ -7,9 +7,9 @@ use std::path::PathBuf;
 use std::sync::Arc;
 
 use pyo3::exceptions::PyTypeError;
+use pyo3::intern;
 use pyo3::prelude::*;
 use pyo3::sync::PyOnceLock;
-use pyo3::intern;
 use pyo3::types::{PyBytes, PyDict, PyList, PyString, PyTuple};
 
 use shardset::dataset::collate::Column;

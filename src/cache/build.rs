@@ -14,7 +14,9 @@
 //! each appended and fsynced only after what it records is durable. A
 //! killed build leaves a log whose records all describe durable work, but
 //! possibly a torn last line, which is dropped on resume. Lines are tagged
-//! `{"kind": ..., ...}` with each type's [`LogLine::KIND`].
+//! `{"kind": ..., ...}` with each type's [`LogLine::KIND`] and carry their
+//! own xxh64 (`line_xxh64`): a line damaged after it was written ends the
+//! log as a torn one does.
 
 use std::io::Write;
 use std::marker::PhantomData;
@@ -93,12 +95,23 @@ pub(crate) trait LogLine: Serialize + DeserializeOwned {
     const KIND: &'static str;
 }
 
-/// One line, tagged: `{"kind":"<KIND>", <fields>}` (the shape serde's
-/// internally tagged enums write).
+/// The key of each line's own checksum: the xxh64 of the line with its
+/// 16 hex digits written as zeros. A line whose bytes changed after it
+/// was written (a disk's damage, an edit) is refused like a torn one:
+/// every field of a record is trusted on resume (rows to skip, unit
+/// ends), and not all can be checked against the files.
+const LINE_SUM: &[u8] = b"\"line_xxh64\":\"";
+
+/// One line, tagged and checksummed: `{"kind":"<KIND>","line_xxh64":"<16
+/// hex>", <fields>}` (the shape serde's internally tagged enums write, a
+/// field before the rest).
 fn tagged<T: LogLine>(path: &Path, v: &T) -> Result<Vec<u8>> {
     let body = serde_json::to_vec(v)
         .map_err(|e| Error::metadata(path, format!("cannot serialise a log line: {e}")))?;
-    let mut out = format!("{{\"kind\":\"{}\"", T::KIND).into_bytes();
+    let mut out = format!("{{\"kind\":\"{}\",", T::KIND).into_bytes();
+    out.extend_from_slice(LINE_SUM);
+    let sum_at = out.len();
+    out.extend_from_slice(b"0000000000000000\"");
     match body.as_slice() {
         b"{}" => out.push(b'}'),
         [b'{', rest @ ..] => {
@@ -107,15 +120,38 @@ fn tagged<T: LogLine>(path: &Path, v: &T) -> Result<Vec<u8>> {
         }
         _ => return Err(Error::metadata(path, "a log line must be a JSON object")),
     }
+    let sum = format!("{:016x}", xxhash_rust::xxh64::xxh64(&out, 0));
+    out[sum_at..sum_at + 16].copy_from_slice(sum.as_bytes());
     out.push(b'\n');
     Ok(out)
 }
 
-/// Parses one line of kind `T` (`None` for another kind or bad JSON).
+/// Whether a line (without its newline) holds the checksum of its bytes.
+fn sum_ok(line: &[u8]) -> bool {
+    let Some(at) = line
+        .windows(LINE_SUM.len())
+        .position(|w| w == LINE_SUM)
+        .map(|p| p + LINE_SUM.len())
+    else {
+        return false;
+    };
+    let Some(hex) = line.get(at..at + 16) else {
+        return false;
+    };
+    let mut zeroed = line.to_vec();
+    zeroed[at..at + 16].fill(b'0');
+    format!("{:016x}", xxhash_rust::xxh64::xxh64(&zeroed, 0)).as_bytes() == hex
+}
+
+/// Parses one line of kind `T` (`None` for another kind, bad JSON or a
+/// line whose checksum does not match).
 fn untag<T: LogLine>(line: &[u8]) -> Option<T> {
     #[derive(Deserialize)]
     struct Kind {
         kind: String,
+    }
+    if !sum_ok(line) {
+        return None;
     }
     let k: Kind = serde_json::from_slice(line).ok()?;
     if k.kind != T::KIND {

@@ -76,6 +76,43 @@ pub(crate) fn read_file_checksums(storage: &dyn Storage, path: &Path) -> Result<
     Ok(stamp)
 }
 
+/// Checks the files `names` (relative to `dir`) that [`CHECKSUMS_FILE`]
+/// records against their recorded size and xxh64, for a reader about to
+/// hand their bytes to a library that trusts them (Lance's manifests).
+/// A file it does not record passes; so does every file of a cache
+/// without a readable one (`verify` reports that).
+///
+/// # Errors
+/// [`Error::CorruptShard`] naming the file and what differs; I/O errors
+/// naming it.
+#[cfg(feature = "lance")]
+pub(crate) fn check_recorded(storage: &dyn Storage, dir: &Path, names: &[String]) -> Result<()> {
+    let stamp_path = dir.join(CHECKSUMS_FILE);
+    if !storage.exists(&stamp_path) {
+        return Ok(());
+    }
+    let Ok(stamp) = read_file_checksums(storage, &stamp_path) else {
+        return Ok(());
+    };
+    for f in stamp.files.iter().filter(|f| names.contains(&f.path)) {
+        let path = dir.join(&f.path);
+        let Some(len) = storage.stat(&path)?.map(|e| e.len) else {
+            continue; // missing: the reader says so
+        };
+        let differs = if len != f.bytes {
+            Some(format!("{len} bytes, {CHECKSUMS_FILE} records {}", f.bytes))
+        } else {
+            let got = xxh64_file_in(storage, &path)?;
+            (got != f.xxh64)
+                .then(|| format!("xxh64 is {got}, {CHECKSUMS_FILE} records {}", f.xxh64))
+        };
+        if let Some(d) = differs {
+            return Err(Error::corrupt(&path, format!("{d}: the file is damaged")));
+        }
+    }
+    Ok(())
+}
+
 /// Files a Lance dataset replaces in place (a hint of its latest version,
 /// rewritten at each commit): not data, never stamped nor checked.
 pub(crate) const MUTABLE_FILES: &[&str] = &["_versions/latest_version_hint.json"];

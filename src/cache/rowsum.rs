@@ -149,6 +149,31 @@ pub fn write_sums(storage: &dyn Storage, path: &Path, sums: &[u64]) -> Result<()
     storage.write_atomic(path, &bytes)
 }
 
+/// The xxh64 of a shard's two sidecars as [`write_sums`] writes them
+/// (the row checksums `rows`, then the column checksums `cols`), which a
+/// build's manifest records so that a resumed build can check them.
+pub(crate) fn sidecars_digest(rows: &[u64], cols: &[u64]) -> String {
+    let mut h = Xxh64::new(0);
+    for s in rows.iter().chain(cols) {
+        h.update(&s.to_le_bytes());
+    }
+    format!("{:016x}", h.digest())
+}
+
+/// [`sidecars_digest`] of the sidecars on disk of `shard`.
+///
+/// # Errors
+/// As [`read_sums`].
+pub(crate) fn sidecars_digest_on_disk(
+    storage: &dyn Storage,
+    dir: &Path,
+    shard: &str,
+) -> Result<String> {
+    let rows = read_sidecar(storage, dir, shard)?;
+    let cols = read_sums(storage, &column_sidecar(dir, shard))?;
+    Ok(sidecars_digest(&rows, &cols))
+}
+
 /// Reads a shard's row checksums.
 ///
 /// # Errors

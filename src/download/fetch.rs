@@ -156,7 +156,15 @@ fn transfer(
                     "asked for bytes {have}- and got a range starting at {start:?}"
                 )));
             }
-            (true, length.map(|l| have + l))
+            match length {
+                // No file is that long: a garbled answer (the partial file is kept).
+                Some(l) if have.checked_add(l).is_none() => {
+                    return Err(transient(format!(
+                        "a Content-Length of {l} after byte {have} is past any file's end"
+                    )));
+                }
+                l => (true, l.map(|l| have + l)),
+            }
         }
         200 => (false, length),
         416 if have > 0 => {

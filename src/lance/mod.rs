@@ -17,9 +17,12 @@ use lance::dataset::Dataset;
 
 use crate::error::{Error, Result};
 
+mod files;
 #[cfg(feature = "s3")]
 mod remote;
 mod segments;
+
+pub(crate) use files::{check_fragment_files, check_uncounted, open_checked};
 
 #[cfg(feature = "s3")]
 pub(crate) use remote::{collect_remote_versions, LocalBuild};
@@ -65,6 +68,51 @@ pub(crate) async fn open_dataset(uri: &str) -> lance::Result<Dataset> {
     Dataset::open(uri).await
 }
 
+/// Opens the Lance dataset at `uri` at `version` (None: the latest),
+/// reading only that version's manifest.
+///
+/// # Errors
+/// Lance's, for a dataset or version that cannot be opened.
+pub(crate) async fn open_dataset_at(uri: &str, version: Option<u64>) -> lance::Result<Dataset> {
+    let Some(v) = version else {
+        return open_dataset(uri).await;
+    };
+    let builder = lance::dataset::builder::DatasetBuilder::from_uri(uri).with_version(v);
+    #[cfg(feature = "s3")]
+    let builder = if uri.starts_with(crate::storage::object::S3_SCHEME) {
+        builder.with_storage_options(crate::storage::object::lance_storage_options())
+    } else {
+        builder
+    };
+    builder.load().await
+}
+
+/// [`block_on`] for a read of the dataset at `dir`. Lance trusts offsets
+/// and lengths in its files and panics on some damaged ones (a slice past
+/// a manifest's end, ...): such a panic is an [`Error::CorruptShard`]
+/// naming the dataset, never the caller's.
+///
+/// # Errors
+/// As [`block_on`]; a panic of Lance as above.
+pub(crate) fn block_on_read<F>(dir: &Path, fut: F) -> Result<F::Output>
+where
+    F: Future + Send,
+    F::Output: Send,
+{
+    let message = match std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| block_on(fut))) {
+        Ok(Err(Error::Panic { message, .. })) => message,
+        Ok(r) => return r,
+        Err(p) => match Error::from_panic("lance", p) {
+            Error::Panic { message, .. } => message,
+            e => e.to_string(),
+        },
+    };
+    Err(lance_err(
+        dir,
+        format!("a damaged file made Lance panic ({message})"),
+    ))
+}
+
 /// A local directory as the URI Lance takes.
 ///
 /// # Errors
@@ -85,6 +133,7 @@ pub fn lance_err(path: &std::path::Path, e: impl std::fmt::Display) -> Error {
 /// fragment after another and in row order (of Lance version `version`;
 /// None: the latest), handing each decoded batch to
 /// `f`; returns each fragment's row count. Memory stays at a batch or so.
+/// Every data file is checked first ([`check_fragment_files`]).
 ///
 /// # Errors
 /// [`Error::CorruptShard`] naming the dataset when Lance cannot open it or a
@@ -100,13 +149,14 @@ where
 {
     use futures::StreamExt;
     let uri = dir_uri(dir)?;
-    block_on(async move {
-        let ds = crate::lance::open_dataset(&uri).await?;
-        let ds = match version {
-            Some(v) if ds.version().version != v => ds.checkout_version(v).await?,
-            _ => ds,
-        };
-        let ds = Arc::new(ds);
+    let ds = block_on_read(dir, async move { open_dataset_at(&uri, version).await })?
+        .map_err(|e| lance_err(dir, e))?;
+    let storage = crate::storage::storage_for(dir);
+    for frag in ds.get_fragments() {
+        check_fragment_files(storage.as_ref(), dir, &frag)?;
+    }
+    let ds = Arc::new(ds);
+    block_on_read(dir, async move {
         let mut counts = Vec::new();
         for frag in ds.get_fragments() {
             let mut scan = frag.scan();

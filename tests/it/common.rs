@@ -349,6 +349,9 @@ pub fn row_json(ds: &shardset::Dataset, i: i64) -> serde_json::Value {
 thread_local! {
     /// Set when this thread panicked since it was last cleared ([`note_panics`]).
     pub static PANICKED: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
+    /// The source file of each panic on this thread since it was last
+    /// cleared ([`note_panics`]).
+    pub static PANIC_FILES: std::cell::RefCell<Vec<String>> = const { std::cell::RefCell::new(Vec::new()) };
 }
 
 /// Notes a panic on this thread, even one the reader catches (as a fuzzer,
@@ -359,6 +362,8 @@ pub fn note_panics() {
         let previous = std::panic::take_hook();
         std::panic::set_hook(Box::new(move |info| {
             PANICKED.with(|p| p.set(true));
+            let file = info.location().map_or("", |l| l.file()).to_string();
+            PANIC_FILES.with(|f| f.borrow_mut().push(file));
             previous(info);
         }));
     });

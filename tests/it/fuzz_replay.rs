@@ -224,3 +224,165 @@ fn segments_cache_inputs_replay_without_a_crash() {
         }
     }
 }
+
+/// With `SHARDSET_FUZZ_CORPUS` set, writes `seeds` into its folder
+/// `target` (named by content): the seed corpus of a campaign.
+fn write_corpus(target: &str, seeds: &[Vec<u8>]) {
+    let Some(root) = std::env::var_os("SHARDSET_FUZZ_CORPUS") else {
+        return;
+    };
+    let dir = Path::new(&root).join(target);
+    std::fs::create_dir_all(&dir).unwrap();
+    for s in seeds {
+        let name = format!("seed-{}", &shardset::sha256_hex(s)[..16]);
+        std::fs::write(dir.join(name), s).unwrap();
+    }
+}
+
+/// `seed` with one to four byte edits (set, bit flip, cut, insert, remove)
+/// after its first byte, which picks the mode.
+fn mutated(rng: &mut shardset::SplitMix64, seed: &[u8]) -> Vec<u8> {
+    let mut d = seed.to_vec();
+    for _ in 0..1 + rng.below(4) {
+        if d.len() < 2 {
+            d.push(rng.below(256) as u8);
+            continue;
+        }
+        let k = 1 + rng.below(d.len() as u64 - 1) as usize;
+        match rng.below(5) {
+            0 => d[k] = rng.below(256) as u8,
+            1 => d[k] ^= 1 << rng.below(8),
+            2 => d.truncate(k),
+            3 => d.insert(k, rng.below(256) as u8),
+            _ => {
+                d.remove(k);
+            }
+        }
+    }
+    d
+}
+
+/// Replays `data` through `input`, failing on a panic (caught or not, on
+/// this thread) whose source file `allowed` does not name, and on an error
+/// that reports a panic other than Lance's, which shardset catches at its
+/// boundary (on another thread: a reader's task).
+fn replay_no_panic(
+    what: &str,
+    data: &[u8],
+    input: fn(&[u8]) -> Option<shardset::Result<()>>,
+    allowed: fn(&str) -> bool,
+) -> Option<shardset::Result<()>> {
+    crate::common::PANIC_FILES.with(|f| f.borrow_mut().clear());
+    let r = input(data);
+    let files = crate::common::PANIC_FILES.with(|f| f.take());
+    let reported = |e: &shardset::Error| {
+        let e = e.to_string();
+        e.contains("panicked") && !e.contains("made Lance panic")
+    };
+    assert!(
+        files.iter().all(|f| allowed(f)) && !matches!(&r, Some(Err(e)) if reported(e)),
+        "a panic on {what} (at {files:?}): {r:?}"
+    );
+    r
+}
+
+/// The `open_lance_rows` target's seeds (every mode, changing nothing)
+/// read whole and verify clean; 300 seeded mutations of them and every
+/// input under `fuzz/regressions/open_lance_rows/` (once a crash) read or
+/// fail with a typed error, never a panic.
+#[cfg(feature = "lance")]
+#[test]
+fn lance_rows_inputs_replay_without_a_crash() {
+    crate::common::note_panics();
+    let seeds = entry::open_lance_rows_seeds();
+    write_corpus("open_lance_rows", &seeds);
+    assert!(seeds.len() >= 3 + 2 * 4, "{}", seeds.len());
+    for s in &seeds {
+        match replay_no_panic("a seed", s, entry::open_lance_rows_input, |_| false) {
+            Some(Ok(())) => {}
+            other => panic!("seed of mode {}: {other:?}", s[0]),
+        }
+    }
+    let mut rng = shardset::SplitMix64::new(17);
+    for k in 0..300 {
+        let s = &seeds[k % seeds.len()];
+        let d = mutated(&mut rng, s);
+        let _ = replay_no_panic(
+            "a mutated seed",
+            &d,
+            entry::open_lance_rows_input,
+            entry::panic_in_lance,
+        );
+    }
+    let found = Path::new(env!("CARGO_MANIFEST_DIR")).join("fuzz/regressions/open_lance_rows");
+    let files = inputs(&found);
+    assert!(!files.is_empty());
+    for f in files {
+        eprintln!("replaying {}", f.display());
+        let data = std::fs::read(&f).unwrap();
+        let r = replay_no_panic(
+            &f.display().to_string(),
+            &data,
+            entry::open_lance_rows_input,
+            entry::panic_in_lance,
+        );
+        // A data file's footer claiming 1.3e9 global buffers made Lance
+        // reserve 20 GB: the footer is checked against the file first.
+        if f.ends_with("data-file-footer-buffer-count-20gb-alloc") {
+            assert!(
+                matches!(&r, Some(Err(shardset::Error::CorruptShard { reason, .. })) if reason.contains("does not describe a file")),
+                "{r:?}"
+            );
+        }
+        assert!(r.is_some(), "{}", f.display());
+    }
+}
+
+/// The `resume_state` target's seeds resume into the clean build's cache or
+/// download the exact file; 300 seeded mutations of them and every input
+/// under `fuzz/regressions/resume_state/` (once a crash) end the same way
+/// or in a typed error, never a panic, a wrong cache or a wrong file (the
+/// entry asserts both).
+#[test]
+fn resume_state_inputs_replay_without_a_crash() {
+    crate::common::note_panics();
+    let seeds = entry::resume_state_seeds();
+    write_corpus("resume_state", &seeds);
+    for s in &seeds {
+        match replay_no_panic("a seed", s, entry::resume_state_input, |_| false) {
+            Some(Ok(())) => {}
+            other => panic!("seed {s:?}: {other:?}"),
+        }
+    }
+    let mut rng = shardset::SplitMix64::new(19);
+    for k in 0..300 {
+        let s = &seeds[k % seeds.len()];
+        let d = mutated(&mut rng, s);
+        let _ = replay_no_panic("a mutated seed", &d, entry::resume_state_input, |_| false);
+    }
+    let found = Path::new(env!("CARGO_MANIFEST_DIR")).join("fuzz/regressions/resume_state");
+    let files = inputs(&found);
+    assert!(!files.is_empty());
+    for f in files {
+        eprintln!("replaying {}", f.display());
+        let data = std::fs::read(&f).unwrap();
+        let r = replay_no_panic(
+            &f.display().to_string(),
+            &data,
+            entry::resume_state_input,
+            |_| false,
+        );
+        if data[0] & 1 == 0 {
+            // Damaged build state (a manifest line changed, a committed
+            // shard's refs file garbled) is refused: the build resumes from
+            // before it and publishes the clean build's rows.
+            assert!(matches!(r, Some(Ok(()))), "{}: {r:?}", f.display());
+        } else if f.ends_with("huge-content-length-add-overflow") {
+            // A 206 whose Content-Length runs past 2^64 bytes: a failed attempt.
+            assert!(
+                matches!(&r, Some(Err(e)) if e.to_string().contains("past any file's end")),
+                "{r:?}"
+            );
+        }
+    }
+}

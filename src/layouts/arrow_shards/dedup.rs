@@ -88,6 +88,36 @@ pub fn encode_refs(refs: &[CellRef]) -> Vec<u8> {
     out
 }
 
+/// A refs file's bytes, once its magic, count (`expected`), length and
+/// checksum are right.
+fn intact_refs(storage: &dyn Storage, path: &Path, expected: u64) -> Result<Vec<u8>> {
+    let bytes = storage.read(path)?;
+    let bad = |why: String| Error::corrupt(path, why);
+    if bytes.len() < 24 || &bytes[..8] != MAGIC {
+        return Err(bad("not a refs file (bad magic or too short)".into()));
+    }
+    let u64_at = |at: usize| u64::from_le_bytes(bytes[at..at + 8].try_into().expect("8 bytes"));
+    let n = u64_at(8);
+    let len = n.checked_mul(ENTRY as u64).and_then(|b| b.checked_add(24));
+    if n != expected || len != Some(bytes.len() as u64) {
+        return Err(bad(format!(
+            "{} bytes for {n} refs; the metadata records {expected}",
+            bytes.len()
+        )));
+    }
+    let body = bytes.len() - 8;
+    if xxhash_rust::xxh64::xxh64(&bytes[..body], 0) != u64_at(body) {
+        return Err(bad("checksum mismatch: the refs file changed".into()));
+    }
+    Ok(bytes)
+}
+
+/// Whether the refs file at `path` is intact and holds `expected` refs
+/// (what a resumed build asks of a committed shard's).
+pub(crate) fn refs_intact(storage: &dyn Storage, path: &Path, expected: u64) -> bool {
+    intact_refs(storage, path, expected).is_ok()
+}
+
 /// Reads and checks a shard's refs file: magic, length, checksum, order,
 /// and that every ref points at an earlier row (`first` is the shard's
 /// first cache row) of a deduped column.
@@ -102,23 +132,10 @@ pub fn read_refs(
     shard_rows: u64,
     columns: &[usize],
 ) -> Result<Vec<CellRef>> {
-    let bytes = storage.read(path)?;
+    let bytes = intact_refs(storage, path, expected)?;
     let bad = |why: String| Error::corrupt(path, why);
-    if bytes.len() < 24 || &bytes[..8] != MAGIC {
-        return Err(bad("not a refs file (bad magic or too short)".into()));
-    }
     let u64_at = |at: usize| u64::from_le_bytes(bytes[at..at + 8].try_into().expect("8 bytes"));
-    let n = u64_at(8);
-    if n != expected || bytes.len() as u64 != 24 + n * ENTRY as u64 {
-        return Err(bad(format!(
-            "{} bytes for {n} refs; the metadata records {expected}",
-            bytes.len()
-        )));
-    }
-    let body = bytes.len() - 8;
-    if xxhash_rust::xxh64::xxh64(&bytes[..body], 0) != u64_at(body) {
-        return Err(bad("checksum mismatch: the refs file changed".into()));
-    }
+    let n = expected;
     let mut out = Vec::with_capacity(n as usize);
     for k in 0..n as usize {
         let at = 16 + k * ENTRY;

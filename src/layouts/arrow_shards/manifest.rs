@@ -12,7 +12,9 @@ use std::path::Path;
 use serde::{Deserialize, Serialize};
 
 use crate::cache::build::LogLine;
+use crate::cache::rowsum::ROW_SUMS_DIR;
 use crate::error::Result;
+use crate::layouts::arrow_shards::dedup::DEDUP_DIR;
 use crate::layouts::arrow_shards::format::Compression;
 use crate::storage::Storage;
 
@@ -62,6 +64,10 @@ pub struct ManifestShard {
     /// shard was committed (lets a resume skip whole units).
     #[serde(default)]
     pub unit_ends: Vec<u64>,
+    /// xxh64 of its row-checksum sidecars (`.xxh`, then `.cols`), when
+    /// row checksums are kept.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sidecars_xxh64: Option<String>,
 }
 
 impl LogLine for ManifestHeader {
@@ -73,7 +79,8 @@ impl LogLine for ManifestShard {
 }
 
 /// Whether a manifest line commits the next shard of `dir` and that shard's
-/// file is intact (size and xxh64).
+/// files are intact: the shard (size and xxh64), its refs file (count and
+/// its own checksum) and its row-checksum sidecars (their xxh64).
 pub(crate) fn committed_shard_ok(
     storage: &dyn Storage,
     dir: &Path,
@@ -82,21 +89,42 @@ pub(crate) fn committed_shard_ok(
 ) -> bool {
     let expected = crate::layouts::arrow_shards::format::shard_filename(before.len());
     let path = dir.join(&s.filename);
+    let refs = crate::layouts::arrow_shards::dedup::refs_path(dir, &s.filename);
     s.filename == expected
         && matches!(storage.stat(&path), Ok(Some(e)) if e.len == s.num_bytes)
         && crate::cache::checksums::xxh64_file_in(storage, &path).is_ok_and(|h| h == s.xxh64)
+        && (s.refs == 0 || crate::layouts::arrow_shards::dedup::refs_intact(storage, &refs, s.refs))
+        && s.sidecars_xxh64.as_ref().is_none_or(|want| {
+            crate::cache::rowsum::sidecars_digest_on_disk(storage, dir, &s.filename)
+                .is_ok_and(|got| &got == want)
+        })
 }
 
-/// Deletes every shard file of `dir` the manifest does not commit.
+/// Deletes every shard file of `dir` the manifest does not commit, and
+/// the sidecars (refs, row checksums) of those shards.
 pub(crate) fn drop_uncommitted(
     storage: &dyn Storage,
     dir: &Path,
     shards: &[ManifestShard],
 ) -> Result<()> {
+    let committed = |name: &str| shards.iter().any(|s| s.filename == name);
     for e in storage.list(dir)? {
         let name = e.name();
-        if name.starts_with("shard-") && !shards.iter().any(|s| s.filename == name) {
+        if name.starts_with("shard-") && !committed(&name) {
             storage.remove_file(&e.path)?;
+        }
+    }
+    for sub in [DEDUP_DIR, ROW_SUMS_DIR] {
+        let d = dir.join(sub);
+        if !storage.is_dir(&d) {
+            continue;
+        }
+        for e in storage.list(&d)? {
+            // `<shard>.refs`, `<shard>.xxh`, `<shard>.cols`
+            let name = e.name();
+            if !committed(name.rsplit_once('.').map_or(name.as_str(), |(s, _)| s)) {
+                storage.remove_file(&e.path)?;
+            }
         }
     }
     Ok(())
@@ -171,6 +199,7 @@ mod tests {
             xxh64: r.xxh64,
             refs: r.refs,
             unit_ends,
+            sidecars_xxh64: None,
         })
         .unwrap();
     }
@@ -235,6 +264,29 @@ mod tests {
             ManifestWriter::reopen(&s, &d.path().join(MANIFEST_FILE), r.valid_bytes).unwrap();
         commit(&mut m, shard(d.path(), 2, b"two"), vec![]);
         assert_eq!(recover(&s, d.path()).unwrap().shards.len(), 3);
+    }
+
+    #[test]
+    fn a_line_changed_after_it_was_written_ends_the_valid_prefix() {
+        let d = tempfile::tempdir().unwrap();
+        let s = crate::storage::local();
+        let path = d.path().join(MANIFEST_FILE);
+        let mut m = ManifestWriter::create(&s, &path, &header()).unwrap();
+        commit(&mut m, shard(d.path(), 0, b"zero"), vec![10]);
+        commit(&mut m, shard(d.path(), 1, b"one"), vec![10, 20]);
+        let text = std::fs::read_to_string(&path).unwrap();
+        // The second shard's row count; its name, size and xxh64 still right.
+        let lied = text.replacen(
+            "\"num_rows\":10,\"num_bytes\":3,",
+            "\"num_rows\":12,\"num_bytes\":3,",
+            1,
+        );
+        assert_ne!(lied, text);
+        std::fs::write(&path, lied).unwrap();
+        let r = recover(&s, d.path()).unwrap();
+        assert_eq!(r.shards.len(), 1);
+        assert_eq!(r.rows(), 10);
+        assert!(!d.path().join("shard-00001.arrow").exists());
     }
 
     #[test]

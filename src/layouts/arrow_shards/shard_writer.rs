@@ -236,7 +236,9 @@ impl ShardWriter {
             .map_err(|e| Error::io("write shard", &shard.path, e.into_error()))?;
         // The shard's bytes are durable before its manifest line exists.
         hf.file.finish()?;
+        let mut sidecars_xxh64 = None;
         if let Some((rows, cols)) = &mut self.row_sums {
+            sidecars_xxh64 = Some(crate::cache::rowsum::sidecars_digest(rows, cols));
             let storage = self.storage.as_ref();
             crate::cache::rowsum::write_sidecar(storage, &self.dir, &shard.filename, rows)?;
             let path = crate::cache::rowsum::column_sidecar(&self.dir, &shard.filename);
@@ -279,6 +281,7 @@ impl ShardWriter {
                 xxh64: record.xxh64.clone(),
                 refs: record.refs,
                 unit_ends: ends,
+                sidecars_xxh64,
             })?;
         }
         self.done.push(record);

@@ -27,7 +27,7 @@ use lance::Dataset;
 use crate::error::{Error, Result};
 use crate::features::decode::RowDecoder;
 use crate::features::Features;
-use crate::lance::{block_on, lance_err};
+use crate::lance::{block_on_read, lance_err};
 use crate::layouts::backend::{
     normalize_index, shard_order, take_by_chunks, Backend, BatchIter, IterOptions, RowsCore,
 };
@@ -206,13 +206,9 @@ impl LanceRows {
     /// # Errors
     /// [`Error::CorruptShard`] naming the directory when Lance cannot open it.
     pub fn fragment_row_counts(dir: &Path, version: Option<u64>) -> Result<Vec<u64>> {
-        let uri = dir.to_string_lossy().into_owned();
-        block_on(async move {
-            let ds = crate::lance::open_dataset(&uri).await?;
-            let ds = match version {
-                Some(v) if ds.version().version != v => ds.checkout_version(v).await?,
-                _ => ds,
-            };
+        let ds = crate::lance::open_checked(dir, version)?;
+        crate::lance::check_uncounted(dir, &ds.get_fragments())?;
+        block_on_read(dir, async move {
             let mut out = Vec::new();
             for f in ds.get_fragments() {
                 out.push(f.physical_rows().await? as u64);
@@ -227,10 +223,9 @@ impl LanceRows {
     /// # Errors
     /// [`Error::CorruptShard`] naming the directory when Lance cannot open it.
     pub fn dataset_schema(dir: &Path) -> Result<arrow_schema::Schema> {
-        let uri = dir.to_string_lossy().into_owned();
-        let ds = block_on(async move { crate::lance::open_dataset(&uri).await })?
-            .map_err(|e| lance_err(dir, e))?;
-        Ok(arrow_schema::Schema::from(ds.schema()))
+        Ok(arrow_schema::Schema::from(
+            crate::lance::open_checked(dir, None)?.schema(),
+        ))
     }
 
     /// Bytes on disk of each top-level column (its nested fields included),
@@ -240,9 +235,12 @@ impl LanceRows {
     /// A Lance error naming the dataset.
     pub fn column_bytes_on_disk(dir: &Path) -> Result<Vec<(String, u64)>> {
         use lance::dataset::statistics::DatasetStatisticsExt;
-        let uri = dir.to_string_lossy().into_owned();
-        block_on(async move {
-            let ds = Arc::new(crate::lance::open_dataset(&uri).await?);
+        let ds = Arc::new(crate::lance::open_checked(dir, None)?);
+        let storage = crate::storage::storage_for(dir);
+        for f in ds.get_fragments() {
+            crate::lance::check_fragment_files(storage.as_ref(), dir, &f)?;
+        }
+        block_on_read(dir, async move {
             let stats = ds.calculate_data_stats().await?;
             let by_id: std::collections::HashMap<u32, u64> = stats
                 .fields
@@ -274,16 +272,7 @@ impl LanceRows {
     /// The dataset, sessions and cache of this process.
     fn open_state(&self) -> Result<Arc<State>> {
         let dir = &self.inner.core.dir;
-        let uri = dir.to_string_lossy().into_owned();
-        let version = self.inner.version;
-        let ds = block_on(async move {
-            let ds = crate::lance::open_dataset(&uri).await?;
-            match version {
-                Some(v) if ds.version().version != v => ds.checkout_version(v).await,
-                _ => Ok(ds),
-            }
-        })?
-        .map_err(|e| lance_err(dir, e))?;
+        let ds = crate::lance::open_checked(dir, self.inner.version)?;
         if let Some(f) = ds.fragments().iter().find(|f| f.deletion_file.is_some()) {
             return Err(Error::corrupt(
                 dir,
@@ -308,9 +297,10 @@ impl LanceRows {
                 format!("the Lance dataset's schema ({found:?}) is not the features' ({want:?})"),
             ));
         }
+        crate::lance::check_uncounted(dir, &ds.get_fragments())?;
         let fragments: Vec<Arc<FileFragment>> =
             ds.get_fragments().into_iter().map(Arc::new).collect();
-        let counts = block_on(async {
+        let counts = block_on_read(dir, async {
             let mut out = Vec::new();
             for f in &fragments {
                 out.push(f.physical_rows().await);
@@ -346,8 +336,10 @@ impl LanceRows {
         }
         let frag = st.fragments[f].clone();
         let schema = st.ds.schema().clone();
-        let s = block_on(async move { frag.open_session(&schema, false).await })?
-            .map_err(|e| lance_err(&self.inner.core.dir, e))?;
+        let dir = &self.inner.core.dir;
+        crate::lance::check_fragment_files(crate::storage::storage_for(dir).as_ref(), dir, &frag)?;
+        let s = block_on_read(dir, async move { frag.open_session(&schema, false).await })?
+            .map_err(|e| lance_err(dir, e))?;
         let s = Arc::new(s);
         st.sessions.lock().unwrap_or_else(|p| p.into_inner())[f] = Some(s.clone());
         Ok(s)
@@ -389,7 +381,8 @@ impl LanceRows {
                 let idx: Vec<u32> = (a as u32..b as u32).collect();
                 jobs.push(async move { s.take(&idx).await });
             }
-            let loaded = block_on(futures::future::try_join_all(jobs))?
+            let dir = &self.inner.core.dir;
+            let loaded = block_on_read(dir, futures::future::try_join_all(jobs))?
                 .map_err(|e| lance_err(&self.inner.core.dir, e))?;
             let mut c = st.cache.lock().unwrap_or_else(|p| p.into_inner());
             for (k, b) in missing.iter().zip(loaded) {
@@ -552,6 +545,10 @@ impl FragmentIter {
             .map(move |r| match r {
                 Ok(Ok(b)) => Ok(b),
                 Ok(Err(e)) => Err(lance_err(&dir, e)),
+                Err(e) if e.is_panic() => Err(lance_err(
+                    &dir,
+                    format!("a damaged file made Lance panic ({e})"),
+                )),
                 Err(e) => Err(lance_err(&dir, format!("read task failed: {e}"))),
             })
             .boxed())
@@ -571,7 +568,7 @@ impl Iterator for FragmentIter {
                 }
             }
             let stream = self.stream.as_mut().expect("stream");
-            match block_on(stream.next()) {
+            match block_on_read(&self.this.inner.core.dir, stream.next()) {
                 Ok(Some(Ok(b))) => return Some(self.this.conform(b)),
                 Ok(Some(Err(e))) => return Some(Err(e)),
                 Ok(None) => self.stream = None,

@@ -23,7 +23,7 @@ use lance_datafusion::exec::ExecutionSummaryCounts;
 use lance_datafusion::utils::ROWS_SCANNED_METRIC;
 
 use crate::error::{Error, Result};
-use crate::lance::{block_on, lance_err};
+use crate::lance::{block_on_read, lance_err};
 use crate::layouts::backend::Backend;
 
 use super::read::LanceRows;
@@ -52,6 +52,11 @@ impl LanceRows {
     ) -> Result<FilteredRows> {
         let dir = self.core().dir().to_path_buf();
         let state = self.state()?;
+        // The scan opens every fragment's files: each checked first.
+        let storage = crate::storage::storage_for(&dir);
+        for f in &state.fragments {
+            crate::lance::check_fragment_files(storage.as_ref(), &dir, f)?;
+        }
         let mut starts = HashMap::new();
         let mut at = 0u64;
         for (f, n) in state.fragments.iter().zip(self.row_counts()) {
@@ -63,7 +68,7 @@ impl LanceRows {
         let pushdown = pushdown.cloned();
         let scanned = Arc::new(AtomicU64::new(0));
         let seen = scanned.clone();
-        let batches = block_on(async move {
+        let batches = block_on_read(&dir, async move {
             let mut scan = ds.scan();
             scan.project(&columns)?;
             scan.with_row_address();

@@ -43,8 +43,9 @@ fn lance_fragment_rows(
         Some(c) => c.clone(),
         None => LanceRows::fragment_row_counts(dir, version)?,
     };
-    let total: u64 = counts.iter().sum();
-    if total != num_rows {
+    let total = counts.iter().try_fold(0u64, |a, &n| a.checked_add(n));
+    if total != Some(num_rows) {
+        let total = total.map_or("more than 2^64".into(), |t| t.to_string());
         return Err(Error::metadata(
             path,
             format!("the Lance dataset has {total} {what}, metadata records {num_rows}"),

@@ -163,8 +163,12 @@ impl ArrowShardsMetadata {
                 ),
             ));
         }
-        let sum: u64 = self.shard_row_counts.iter().sum();
-        if sum != self.num_rows {
+        let sum = self
+            .shard_row_counts
+            .iter()
+            .try_fold(0u64, |a, &r| a.checked_add(r));
+        if sum != Some(self.num_rows) {
+            let sum = sum.map_or("more than 2^64".into(), |s| s.to_string());
             return Err(Error::metadata(
                 path,
                 format!(

@@ -29,8 +29,9 @@ fn check_lance_dataset(
     num_rows: u64,
 ) -> Result<()> {
     if let Some(c) = fragments {
-        let sum: u64 = c.iter().sum();
-        if sum != num_rows {
+        let sum = c.iter().try_fold(0u64, |a, &n| a.checked_add(n));
+        if sum != Some(num_rows) {
+            let sum = sum.map_or("more than 2^64".into(), |s| s.to_string());
             return Err(Error::metadata(
                 path,
                 format!("fragment row counts add up to {sum}, but num_rows is {num_rows}"),
