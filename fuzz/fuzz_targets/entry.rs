@@ -237,6 +237,24 @@ fn copy_dir(src: &Path, dst: &Path) {
 }
 
 /// A cache edited once (version 2, version 1 kept), as files to copy.
+/// Every file under `dir`, by its path relative to `dir`, with its bytes.
+pub(crate) fn files_under(dir: &Path) -> Vec<(std::path::PathBuf, Vec<u8>)> {
+    let mut files = Vec::new();
+    let mut stack = vec![dir.to_path_buf()];
+    while let Some(d) = stack.pop() {
+        for e in std::fs::read_dir(&d).unwrap() {
+            let p = e.unwrap().path();
+            if p.is_dir() {
+                stack.push(p);
+            } else {
+                let rel = p.strip_prefix(dir).unwrap().to_path_buf();
+                files.push((rel, std::fs::read(&p).unwrap()));
+            }
+        }
+    }
+    files
+}
+
 fn edited_seed() -> &'static Vec<(std::path::PathBuf, Vec<u8>)> {
     static S: OnceLock<Vec<(std::path::PathBuf, Vec<u8>)>> = OnceLock::new();
     S.get_or_init(|| {
@@ -254,20 +272,7 @@ fn edited_seed() -> &'static Vec<(std::path::PathBuf, Vec<u8>)> {
         let mut st = open_cache(&dir).unwrap().edit().unwrap();
         st.set_cell(1, "x", 100).unwrap();
         st.commit().unwrap();
-        let mut files = Vec::new();
-        let mut stack = vec![dir.clone()];
-        while let Some(d) = stack.pop() {
-            for e in std::fs::read_dir(&d).unwrap() {
-                let p = e.unwrap().path();
-                if p.is_dir() {
-                    stack.push(p);
-                } else {
-                    let rel = p.strip_prefix(&dir).unwrap().to_path_buf();
-                    files.push((rel, std::fs::read(&p).unwrap()));
-                }
-            }
-        }
-        files
+        files_under(&dir)
     })
 }
 

@@ -29,7 +29,7 @@ use shardset::{
     IterOptions, LanceWriteOptions,
 };
 
-use super::edited;
+use super::{edited, files_under};
 
 /// Whether a panic at `file` (its location) is inside one of Lance's own
 /// crates (`.../lance-encoding-14.0.2/src/...`): shardset catches those at
@@ -80,19 +80,7 @@ fn lance_seed() -> &'static Vec<(PathBuf, Vec<u8>)> {
             .unwrap()
             .with_encode_threads(1);
         write_lance_cache(rows, &features, &dir, &opts).unwrap();
-        let mut files = Vec::new();
-        let mut stack = vec![dir.clone()];
-        while let Some(d) = stack.pop() {
-            for e in std::fs::read_dir(&d).unwrap() {
-                let p = e.unwrap().path();
-                if p.is_dir() {
-                    stack.push(p);
-                } else {
-                    let rel = p.strip_prefix(&dir).unwrap().to_path_buf();
-                    files.push((rel, std::fs::read(&p).unwrap()));
-                }
-            }
-        }
+        let mut files = files_under(&dir);
         // By folder, then content: data file names are random, their bytes
         // are not, so an input picks the same data file in every process.
         files.sort_by(|(a, x), (b, y)| (a.parent(), x, a).cmp(&(b.parent(), y, b)));

@@ -49,7 +49,7 @@ use shardset::download::{download, DownloadInfo, DownloadOptions};
 use shardset::error::BoxError;
 use shardset::{Dtype, Example, Feature, Features, LoadOptions, Row, WriteSpec};
 
-use super::edited;
+use super::{edited, files_under};
 
 /// A temp dir on a memory file system where there is one: a build fsyncs
 /// every shard, and an input should take milliseconds.
@@ -168,19 +168,7 @@ fn resume_seed() -> &'static ResumeSeed {
         let stopped = fast_tempdir();
         let root = stopped.path();
         assert!(load(&Rows { fail_at: Some(14) }, "train", &load_options(root)).is_err());
-        let mut files = Vec::new();
-        let mut stack = vec![root.to_path_buf()];
-        while let Some(d) = stack.pop() {
-            for e in std::fs::read_dir(&d).unwrap() {
-                let p = e.unwrap().path();
-                if p.is_dir() {
-                    stack.push(p);
-                } else {
-                    let rel = p.strip_prefix(root).unwrap().to_path_buf();
-                    files.push((rel, std::fs::read(&p).unwrap()));
-                }
-            }
-        }
+        let mut files = files_under(root);
         files.sort();
         let manifest = files
             .iter()
