@@ -286,6 +286,46 @@ fn replay_no_panic(
     r
 }
 
+/// Replays a target: its seeds must read whole (`Some(Ok(()))`), then 300
+/// seeded mutations of them and every input under
+/// `fuzz/regressions/<name>/` must end without a panic other than those
+/// `allowed` (`check` is given each regression's outcome).
+fn replay_target(
+    name: &str,
+    seeds: &[Vec<u8>],
+    rng_seed: u64,
+    input: fn(&[u8]) -> Option<shardset::Result<()>>,
+    allowed: fn(&str) -> bool,
+    check: impl Fn(&Path, &[u8], &Option<shardset::Result<()>>),
+) {
+    crate::common::note_panics();
+    write_corpus(name, seeds);
+    for s in seeds {
+        match replay_no_panic("a seed", s, input, |_| false) {
+            Some(Ok(())) => {}
+            other => panic!("seed of mode {}: {other:?}", s[0]),
+        }
+    }
+    let mut rng = shardset::SplitMix64::new(rng_seed);
+    for k in 0..300 {
+        let s = &seeds[k % seeds.len()];
+        let d = mutated(&mut rng, s);
+        let _ = replay_no_panic("a mutated seed", &d, input, allowed);
+    }
+    let found = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("fuzz/regressions")
+        .join(name);
+    let files = inputs(&found);
+    assert!(!files.is_empty());
+    for f in files {
+        eprintln!("replaying {}", f.display());
+        let data = std::fs::read(&f).unwrap();
+        let r = replay_no_panic(&f.display().to_string(), &data, input, allowed);
+        assert!(r.is_some(), "{}", f.display());
+        check(&f, &data, &r);
+    }
+}
+
 /// The `open_lance_rows` target's seeds (every mode, changing nothing)
 /// read whole and verify clean; 300 seeded mutations of them and every
 /// input under `fuzz/regressions/open_lance_rows/` (once a crash) read or
@@ -293,49 +333,25 @@ fn replay_no_panic(
 #[cfg(feature = "lance")]
 #[test]
 fn lance_rows_inputs_replay_without_a_crash() {
-    crate::common::note_panics();
     let seeds = entry::open_lance_rows_seeds();
-    write_corpus("open_lance_rows", &seeds);
     assert!(seeds.len() >= 3 + 2 * 4, "{}", seeds.len());
-    for s in &seeds {
-        match replay_no_panic("a seed", s, entry::open_lance_rows_input, |_| false) {
-            Some(Ok(())) => {}
-            other => panic!("seed of mode {}: {other:?}", s[0]),
-        }
-    }
-    let mut rng = shardset::SplitMix64::new(17);
-    for k in 0..300 {
-        let s = &seeds[k % seeds.len()];
-        let d = mutated(&mut rng, s);
-        let _ = replay_no_panic(
-            "a mutated seed",
-            &d,
-            entry::open_lance_rows_input,
-            entry::panic_in_lance,
-        );
-    }
-    let found = Path::new(env!("CARGO_MANIFEST_DIR")).join("fuzz/regressions/open_lance_rows");
-    let files = inputs(&found);
-    assert!(!files.is_empty());
-    for f in files {
-        eprintln!("replaying {}", f.display());
-        let data = std::fs::read(&f).unwrap();
-        let r = replay_no_panic(
-            &f.display().to_string(),
-            &data,
-            entry::open_lance_rows_input,
-            entry::panic_in_lance,
-        );
-        // A data file's footer claiming 1.3e9 global buffers made Lance
-        // reserve 20 GB: the footer is checked against the file first.
-        if f.ends_with("data-file-footer-buffer-count-20gb-alloc") {
-            assert!(
-                matches!(&r, Some(Err(shardset::Error::CorruptShard { reason, .. })) if reason.contains("does not describe a file")),
-                "{r:?}"
-            );
-        }
-        assert!(r.is_some(), "{}", f.display());
-    }
+    replay_target(
+        "open_lance_rows",
+        &seeds,
+        17,
+        entry::open_lance_rows_input,
+        entry::panic_in_lance,
+        |f, _, r| {
+            // A data file's footer claiming 1.3e9 global buffers made Lance
+            // reserve 20 GB: the footer is checked against the file first.
+            if f.ends_with("data-file-footer-buffer-count-20gb-alloc") {
+                assert!(
+                    matches!(r, Some(Err(shardset::Error::CorruptShard { reason, .. })) if reason.contains("does not describe a file")),
+                    "{r:?}"
+                );
+            }
+        },
+    );
 }
 
 /// The `resume_state` target's seeds resume into the clean build's cache or
@@ -345,44 +361,25 @@ fn lance_rows_inputs_replay_without_a_crash() {
 /// entry asserts both).
 #[test]
 fn resume_state_inputs_replay_without_a_crash() {
-    crate::common::note_panics();
-    let seeds = entry::resume_state_seeds();
-    write_corpus("resume_state", &seeds);
-    for s in &seeds {
-        match replay_no_panic("a seed", s, entry::resume_state_input, |_| false) {
-            Some(Ok(())) => {}
-            other => panic!("seed {s:?}: {other:?}"),
-        }
-    }
-    let mut rng = shardset::SplitMix64::new(19);
-    for k in 0..300 {
-        let s = &seeds[k % seeds.len()];
-        let d = mutated(&mut rng, s);
-        let _ = replay_no_panic("a mutated seed", &d, entry::resume_state_input, |_| false);
-    }
-    let found = Path::new(env!("CARGO_MANIFEST_DIR")).join("fuzz/regressions/resume_state");
-    let files = inputs(&found);
-    assert!(!files.is_empty());
-    for f in files {
-        eprintln!("replaying {}", f.display());
-        let data = std::fs::read(&f).unwrap();
-        let r = replay_no_panic(
-            &f.display().to_string(),
-            &data,
-            entry::resume_state_input,
-            |_| false,
-        );
-        if data[0] & 1 == 0 {
-            // Damaged build state (a manifest line changed, a committed
-            // shard's refs file garbled) is refused: the build resumes from
-            // before it and publishes the clean build's rows.
-            assert!(matches!(r, Some(Ok(()))), "{}: {r:?}", f.display());
-        } else if f.ends_with("huge-content-length-add-overflow") {
-            // A 206 whose Content-Length runs past 2^64 bytes: a failed attempt.
-            assert!(
-                matches!(&r, Some(Err(e)) if e.to_string().contains("past any file's end")),
-                "{r:?}"
-            );
-        }
-    }
+    replay_target(
+        "resume_state",
+        &entry::resume_state_seeds(),
+        19,
+        entry::resume_state_input,
+        |_| false,
+        |f, data, r| {
+            if data[0] & 1 == 0 {
+                // Damaged build state (a manifest line changed, a committed
+                // shard's refs file garbled) is refused: the build resumes
+                // from before it and publishes the clean build's rows.
+                assert!(matches!(r, Some(Ok(()))), "{}: {r:?}", f.display());
+            } else if f.ends_with("huge-content-length-add-overflow") {
+                // A 206 whose Content-Length runs past 2^64 bytes: a failed attempt.
+                assert!(
+                    matches!(r, Some(Err(e)) if e.to_string().contains("past any file's end")),
+                    "{r:?}"
+                );
+            }
+        },
+    );
 }
