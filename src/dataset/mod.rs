@@ -281,6 +281,36 @@ impl Dataset {
             .collect()
     }
 
+    /// Copies the values of fixed-width columns `outs` ((column name, bytes
+    /// a value, buffer)) of the rows at view positions (already
+    /// normalised, `< len`) into the buffers, row `i` at slot `slots[i]`
+    /// ([`Backend::gather_fixed`]). False when the backend cannot, or a
+    /// column is not the backend's; the caller then takes the rows.
+    ///
+    /// # Errors
+    /// As [`Backend::take`].
+    pub(crate) fn gather_fixed(
+        &self,
+        positions: &[u64],
+        slots: Option<&[usize]>,
+        outs: &mut [(&str, usize, &mut [u8])],
+    ) -> Result<bool> {
+        let schema = self.backend.schema();
+        let mut fixed = Vec::with_capacity(outs.len());
+        for (name, width, data) in outs.iter_mut() {
+            let Ok(column) = schema.index_of(name) else {
+                return Ok(false);
+            };
+            fixed.push(crate::layouts::gather::FixedOut {
+                column,
+                width: *width,
+                data: &mut **data,
+            });
+        }
+        self.backend
+            .gather_fixed(&self.physical_positions(positions), slots, &mut fixed)
+    }
+
     /// Raw Arrow cells of the rows at view positions (already normalised,
     /// `< len`), all columns of the cache.
     pub(crate) fn take_positions_arrow(&self, positions: &[u64]) -> Result<RecordBatch> {

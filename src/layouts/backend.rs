@@ -187,6 +187,25 @@ pub trait Backend: Send + Sync + std::fmt::Debug {
     /// [`Error::IndexOutOfRange`] for any index outside the dataset.
     fn take(&self, indices: &[i64]) -> Result<RecordBatch>;
 
+    /// Copies the fixed-width values of rows `indices` (in that order,
+    /// duplicates allowed) into `outs`: row `indices[i]` goes to slot
+    /// `slots[i]` (slot `i` without `slots`). Returns false, having written
+    /// any part of `outs`, when this backend cannot (a column with nulls or
+    /// of another width, deduplicated cells, a layout without the path):
+    /// the caller then takes the rows, whose errors say what is wrong.
+    ///
+    /// # Errors
+    /// As [`Backend::take`].
+    fn gather_fixed(
+        &self,
+        indices: &[i64],
+        slots: Option<&[usize]>,
+        outs: &mut [super::gather::FixedOut<'_>],
+    ) -> Result<bool> {
+        let _ = (indices, slots, outs);
+        Ok(false)
+    }
+
     /// `len` rows from `start` (clamped at the end), across shard boundaries.
     ///
     /// # Errors

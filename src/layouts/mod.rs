@@ -10,6 +10,7 @@
 pub mod arrow_shards;
 pub mod backend;
 pub mod edit;
+pub mod gather;
 pub mod hf_arrow;
 pub mod inspect;
 #[cfg(feature = "lance")]

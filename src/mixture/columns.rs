@@ -152,6 +152,42 @@ pub(crate) fn take_parts(
     Ok(MixedParts { parts, index })
 }
 
+/// One step's fixed-width output columns, gathered into `outs` ((output
+/// name, bytes a value, buffer)) in draw order: one gather a source, each
+/// row to its place in the step. False when a source cannot.
+///
+/// # Errors
+/// Read errors.
+pub(crate) fn gather_parts(
+    datasets: &[Dataset],
+    plans: &[SourceColumns],
+    picks: &[(usize, u64)],
+    outs: &mut [(&str, usize, &mut [u8])],
+) -> Result<bool> {
+    let mut positions: Vec<Vec<u64>> = vec![Vec::new(); datasets.len()];
+    let mut slots: Vec<Vec<usize>> = vec![Vec::new(); datasets.len()];
+    for (i, &(s, pos)) in picks.iter().enumerate() {
+        positions[s].push(pos);
+        slots[s].push(i);
+    }
+    for (s, pos) in positions.iter().enumerate() {
+        if pos.is_empty() {
+            continue;
+        }
+        let mut own = Vec::with_capacity(outs.len());
+        for (name, width, data) in outs.iter_mut() {
+            let Some((_, column)) = plans[s].reads.iter().find(|(o, _)| o == name) else {
+                return Ok(false);
+            };
+            own.push((column.as_str(), *width, &mut **data));
+        }
+        if !datasets[s].gather_fixed(pos, Some(&slots[s]), &mut own)? {
+            return Ok(false);
+        }
+    }
+    Ok(true)
+}
+
 /// One step's rows in draw order, as one batch.
 ///
 /// # Errors

@@ -520,6 +520,21 @@ impl Mixture {
     pub fn read_parts(&self, rows: &[(usize, u64)]) -> Result<columns::MixedParts> {
         columns::take_parts(&self.schema, &self.datasets, &self.plans, rows)
     }
+
+    /// Copies the values of fixed-width output columns `outs` ((name,
+    /// bytes a value, buffer)) of one step's rows into the buffers, in
+    /// draw order, one gather a source; false when a source cannot (then
+    /// [`Mixture::read_parts`]).
+    ///
+    /// # Errors
+    /// Read errors.
+    pub(crate) fn gather_fixed(
+        &self,
+        rows: &[(usize, u64)],
+        outs: &mut [(&str, usize, &mut [u8])],
+    ) -> Result<bool> {
+        columns::gather_parts(&self.datasets, &self.plans, rows, outs)
+    }
 }
 
 impl Iterator for MixtureBatches {

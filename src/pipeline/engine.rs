@@ -114,9 +114,9 @@ impl Shared {
                 (self.columns.fill(ds, &p, &keys)?, p, Vec::new())
             }
             (Input::Mixture(m), ClaimRows::Mixed(rows)) => {
-                let parts = m.read_parts(&rows)?;
+                let columns = self.columns.fill_mixed(m, &rows, &keys)?;
                 let (sources, positions) = rows.iter().map(|&(s, p)| (s as u32, p)).unzip();
-                (self.columns.fill_mixed(&parts, &keys)?, positions, sources)
+                (columns, positions, sources)
             }
             _ => unreachable!("a dataset's claims are positions, a mixture's are mixed"),
         };

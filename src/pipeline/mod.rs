@@ -19,6 +19,7 @@ mod batch;
 mod buffers;
 mod columns;
 mod engine;
+mod gather;
 mod mixed;
 pub mod ops;
 mod options;

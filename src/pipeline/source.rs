@@ -5,6 +5,7 @@
 
 use super::batch::{BatchColumn, Element};
 use super::columns::{plan_columns, ColumnPlan, SampleKeys};
+use super::gather::gather_columns;
 use super::options::PipelineOptions;
 #[cfg(feature = "video")]
 use super::windows;
@@ -65,22 +66,31 @@ impl Columns {
         }
     }
 
-    /// The columns of a mixture's step, read one batch per source.
+    /// The columns of a mixture's step (`rows`: each row's source and
+    /// view position in it): gathered, or read one batch per source.
     pub(crate) fn fill_mixed(
         &self,
-        rows: &crate::mixture::MixedParts,
+        mix: &crate::mixture::Mixture,
+        rows: &[(usize, u64)],
         keys: &SampleKeys<'_>,
     ) -> Result<Vec<(String, BatchColumn)>> {
         match self {
-            Columns::Rows(c) => c
-                .iter()
-                .map(|c| {
-                    Ok((
-                        c.name.clone(),
-                        c.fill_mixed(&rows.parts, &rows.index, keys)?,
-                    ))
-                })
-                .collect(),
+            Columns::Rows(c) => {
+                if let Some(columns) =
+                    gather_columns(c, rows.len(), |outs| mix.gather_fixed(rows, outs))?
+                {
+                    return Ok(columns);
+                }
+                let parts = mix.read_parts(rows)?;
+                c.iter()
+                    .map(|c| {
+                        Ok((
+                            c.name.clone(),
+                            c.fill_mixed(&parts.parts, &parts.index, keys)?,
+                        ))
+                    })
+                    .collect()
+            }
             #[cfg(feature = "video")]
             Columns::Windows(..) => Err(crate::Error::InvalidArgument(
                 "a mixture reads rows, not video windows".into(),
@@ -97,6 +107,12 @@ impl Columns {
     ) -> Result<Vec<(String, BatchColumn)>> {
         match self {
             Columns::Rows(c) => {
+                let gathered = gather_columns(c, positions.len(), |outs| {
+                    ds.gather_fixed(positions, None, outs)
+                })?;
+                if let Some(columns) = gathered {
+                    return Ok(columns);
+                }
                 let rows = ds.take_positions_arrow(positions)?;
                 c.iter()
                     .map(|c| Ok((c.name.clone(), c.fill(&rows, keys)?)))

@@ -20,6 +20,7 @@ mod fixed_arrays;
 #[cfg(all(feature = "video", feature = "s3"))]
 mod fork;
 mod fuzz_replay;
+mod gather;
 mod golden;
 #[cfg(feature = "lance")]
 mod hf_dirs;

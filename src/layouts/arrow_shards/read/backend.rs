@@ -88,6 +88,15 @@ impl Backend for ArrowShards {
         self.restore(out, &locs)
     }
 
+    fn gather_fixed(
+        &self,
+        indices: &[i64],
+        slots: Option<&[usize]>,
+        outs: &mut [crate::layouts::gather::FixedOut<'_>],
+    ) -> Result<bool> {
+        self.gather_fixed_into(indices, slots, outs)
+    }
+
     fn slice(&self, start: u64, len: u64) -> Result<RecordBatch> {
         if self.has_dedup() && start < self.len() {
             // Rows by index, so each deduped cell is put back.

@@ -12,6 +12,7 @@
 //! panic.
 
 mod backend;
+mod gather;
 pub(crate) mod lru;
 mod restore;
 mod shard;

@@ -69,6 +69,9 @@ pub(super) struct ShardData {
     pub(super) blocks: Vec<Block>,
     /// `batch_starts[j]` = first shard-local row of batch j; last = shard rows.
     pub(super) batch_starts: Vec<u64>,
+    /// The rows of every batch but the last (which has at most as many),
+    /// when they are all equal, so a row's batch is a division; else 0.
+    uniform: u64,
     /// Decoded batches of an uncompressed shard (views into `buf`); for a
     /// compressed shard only when loaded into memory, else its batches go
     /// through the backend's LRU.
@@ -170,6 +173,7 @@ impl ShardData {
                 format!("shard holds {acc} rows, metadata records {rows}"),
             ));
         }
+        let uniform = uniform_rows(&batch_starts);
         // Decode with the features' schema so every batch of every shard
         // shares one SchemaRef (the file's was checked equal above).
         let decoder = FileDecoder::new(expected.clone(), footer.version);
@@ -180,6 +184,7 @@ impl ShardData {
             decoder,
             blocks: footer.blocks,
             batch_starts,
+            uniform,
             batches,
             row_sums: OnceLock::new(),
             refs: OnceLock::new(),
@@ -298,13 +303,8 @@ impl ShardData {
         j: usize,
         lru: &Mutex<BatchLru>,
     ) -> Result<Cow<'_, RecordBatch>> {
-        if let Some(b) = self.batches[j].get() {
+        if let Some(b) = self.kept(j)? {
             return Ok(Cow::Borrowed(b));
-        }
-        if !self.compressed && !self.bytes.is_ranged() {
-            let b = self.decode(j)?;
-            let _ = self.batches[j].set(b);
-            return Ok(Cow::Borrowed(self.batches[j].get().expect("just set")));
         }
         let key = (self.index, j);
         if let Some(b) = lru.lock().unwrap_or_else(|p| p.into_inner()).get(key) {
@@ -315,6 +315,21 @@ impl ShardData {
             .unwrap_or_else(|p| p.into_inner())
             .insert(key, &b);
         Ok(Cow::Owned(b))
+    }
+
+    /// Record batch `j` where the shard keeps it (uncompressed and local,
+    /// decoded here on first use; or loaded into memory); None where it
+    /// goes through the LRU.
+    pub(super) fn kept(&self, j: usize) -> Result<Option<&RecordBatch>> {
+        if let Some(b) = self.batches[j].get() {
+            return Ok(Some(b));
+        }
+        if self.compressed || self.bytes.is_ranged() {
+            return Ok(None);
+        }
+        let b = self.decode(j)?;
+        let _ = self.batches[j].set(b);
+        Ok(self.batches[j].get())
     }
 
     fn decode(&self, j: usize) -> Result<RecordBatch> {
@@ -347,9 +362,49 @@ impl ShardData {
         start..start + b.metaDataLength() as u64 + b.bodyLength() as u64
     }
 
-    /// (batch index, row within batch) of a shard-local row.
+    /// (batch index, row within batch) of a shard-local row (`< rows`).
     pub(super) fn locate(&self, local: u64) -> (usize, usize) {
+        if self.uniform > 0 {
+            let j = (local / self.uniform) as usize;
+            return (j, (local - j as u64 * self.uniform) as usize);
+        }
         let j = self.batch_starts.partition_point(|&s| s <= local) - 1;
         (j, (local - self.batch_starts[j]) as usize)
+    }
+}
+
+/// The rows of each batch when every batch but the last has the same
+/// number and the last no more; 0 otherwise (or with no rows).
+fn uniform_rows(starts: &[u64]) -> u64 {
+    let Some(&first) = starts.get(1) else {
+        return 0;
+    };
+    let n = starts.len() - 1;
+    let even =
+        starts[..n].windows(2).all(|w| w[1] - w[0] == first) && starts[n] - starts[n - 1] <= first;
+    if even {
+        first
+    } else {
+        0
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::uniform_rows;
+
+    #[test]
+    fn batches_of_equal_rows_and_a_shorter_last_are_uniform() {
+        assert_eq!(uniform_rows(&[0, 4, 8, 10]), 4);
+        assert_eq!(uniform_rows(&[0, 4, 8, 12]), 4);
+        assert_eq!(uniform_rows(&[0, 7]), 7);
+    }
+
+    #[test]
+    fn uneven_batches_a_longer_last_and_no_rows_are_not() {
+        assert_eq!(uniform_rows(&[0, 4, 7, 10]), 0);
+        assert_eq!(uniform_rows(&[0, 4, 8, 13]), 0);
+        assert_eq!(uniform_rows(&[0]), 0);
+        assert_eq!(uniform_rows(&[0, 0, 0]), 0);
     }
 }
