@@ -25,7 +25,6 @@
 mod columns;
 mod draw;
 
-use std::collections::HashMap;
 use std::num::NonZeroU64;
 use std::sync::Arc;
 
@@ -422,7 +421,7 @@ impl Mixture {
             rank: u64::from(part.rank()),
             world: u64::from(part.world_size()),
             stride: u64::from(part.num_workers()),
-            orders: HashMap::new(),
+            orders: vec![None; self.datasets.len()],
             schedule: state.schedule,
             ended: false,
         }
@@ -439,8 +438,9 @@ pub struct MixtureBatches {
     rank: u64,
     world: u64,
     stride: u64,
-    /// Each source's current epoch order.
-    orders: HashMap<usize, (u64, Arc<Vec<u64>>)>,
+    /// Each source's current epoch (and its order), by source: looked up
+    /// for every row a step draws.
+    orders: Vec<Option<(u64, Vec<u64>)>>,
     schedule: Schedule,
     ended: bool,
 }
@@ -454,12 +454,13 @@ impl MixtureBatches {
     fn position(&mut self, s: usize, k: u64) -> u64 {
         let n = self.mix.draws.rows[s];
         let epoch = k / n;
-        let order = match self.orders.get(&s) {
-            Some((e, o)) if *e == epoch => o.clone(),
+        let slot = &mut self.orders[s];
+        let order = match slot {
+            Some((e, o)) if *e == epoch => o,
             _ => {
-                let o = Arc::new(self.mix.samplers[s].epoch_order(epoch));
-                self.orders.insert(s, (epoch, o.clone()));
-                o
+                &mut slot
+                    .insert((epoch, self.mix.samplers[s].epoch_order(epoch)))
+                    .1
             }
         };
         order[(k % n) as usize]
