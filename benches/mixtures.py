@@ -27,6 +27,7 @@ third row ("mixture, a source per batch": draw="batch") tells the two apart.
 import json
 import os
 import platform
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -107,15 +108,18 @@ def main():
         return
     pyenv.install_shardset(pyenv.VENV)
     base = tempfile.mkdtemp(prefix="shardset-mixbench-")
-    write(base)
     results = []
-    for threads in (1, 2):
-        for what in ("single", "mixture", "mixture-batch"):
-            env = dict(os.environ, SHARDSET_MIX_CHILD=f"{base},{what},{threads}")
-            r = json.loads(subprocess.run([sys.executable, __file__], env=env, check=True,
-                                          capture_output=True, text=True).stdout)
-            results.append({"what": what, "threads": threads, **r})
-            print(json.dumps(results[-1]), file=sys.stderr)
+    try:
+        write(base)
+        for threads in (1, 2):
+            for what in ("single", "mixture", "mixture-batch"):
+                env = dict(os.environ, SHARDSET_MIX_CHILD=f"{base},{what},{threads}")
+                r = json.loads(subprocess.run([sys.executable, __file__], env=env, check=True,
+                                              capture_output=True, text=True).stdout)
+                results.append({"what": what, "threads": threads, **r})
+                print(json.dumps(results[-1]), file=sys.stderr)
+    finally:
+        shutil.rmtree(base, ignore_errors=True)
     commit = subprocess.run(["git", "-C", pyenv.ROOT, "rev-parse", "--short", "HEAD"],
                             capture_output=True, text=True).stdout.strip()
     print(f"{time.strftime('%Y-%m-%d')}, commit {commit}, {platform.machine()}, "

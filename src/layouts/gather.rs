@@ -10,6 +10,7 @@
 use arrow_array::cast::AsArray;
 use arrow_array::types::*;
 use arrow_array::Array;
+use arrow_buffer::Buffer;
 use arrow_schema::DataType;
 
 /// One output column of a gather: the backend's column (its index in the
@@ -54,6 +55,32 @@ pub(crate) fn fixed_bytes(a: &dyn Array, width: usize) -> Option<&[u8]> {
     (a.data_type().primitive_width() == Some(width)).then_some(bytes)
 }
 
+/// The buffer of [`fixed_bytes`]' values (a reference-counted view), to
+/// keep in a table.
+pub(crate) fn fixed_buffer(a: &dyn Array, width: usize) -> Option<Buffer> {
+    macro_rules! prim {
+        ($t:ty) => {
+            a.as_primitive_opt::<$t>()
+                .map(|p| p.values().inner().clone())
+        };
+    }
+    fixed_bytes(a, width)?;
+    match a.data_type() {
+        DataType::Int8 => prim!(Int8Type),
+        DataType::Int16 => prim!(Int16Type),
+        DataType::Int32 => prim!(Int32Type),
+        DataType::Int64 => prim!(Int64Type),
+        DataType::UInt8 => prim!(UInt8Type),
+        DataType::UInt16 => prim!(UInt16Type),
+        DataType::UInt32 => prim!(UInt32Type),
+        DataType::UInt64 => prim!(UInt64Type),
+        DataType::Float16 => prim!(Float16Type),
+        DataType::Float32 => prim!(Float32Type),
+        DataType::Float64 => prim!(Float64Type),
+        _ => None,
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -66,6 +93,9 @@ mod tests {
         assert_eq!(b, [2i64.to_ne_bytes(), 3i64.to_ne_bytes()].concat());
         let f = Float32Array::from(vec![0.5f32]);
         assert_eq!(fixed_bytes(&f, 4), Some(&0.5f32.to_ne_bytes()[..]));
+        let kept = fixed_buffer(&a, 8).expect("an int64 array");
+        assert_eq!(kept.as_slice(), b);
+        assert!(fixed_buffer(&a, 4).is_none());
     }
 
     #[test]

@@ -164,8 +164,8 @@ pub(crate) fn gather_parts(
     picks: &[(usize, u64)],
     outs: &mut [(&str, usize, &mut [u8])],
 ) -> Result<bool> {
-    let mut positions: Vec<Vec<u64>> = vec![Vec::new(); datasets.len()];
-    let mut slots: Vec<Vec<usize>> = vec![Vec::new(); datasets.len()];
+    let mut positions: Vec<Vec<u64>> = vec![Vec::with_capacity(picks.len()); datasets.len()];
+    let mut slots: Vec<Vec<usize>> = vec![Vec::with_capacity(picks.len()); datasets.len()];
     for (i, &(s, pos)) in picks.iter().enumerate() {
         positions[s].push(pos);
         slots[s].push(i);

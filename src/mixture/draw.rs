@@ -147,10 +147,40 @@ pub(crate) struct Draws {
 
 /// A uniform number in [0, 1) for draw `index` of `stream` under `seed`.
 fn unit_f64(seed: u64, stream: u64, index: u64) -> f64 {
-    let mut m = SplitMix64::new(seed ^ 0xA076_1D64_78BD_642F ^ stream.rotate_left(32));
-    let a = m.next_u64();
-    let mut r = SplitMix64::new(a ^ index.wrapping_mul(0x9E37_79B9_7F4A_7C15));
+    unit_at(stream_key(seed, stream), index)
+}
+
+/// The key of `stream` under `seed` (the part of [`unit_f64`] that does
+/// not depend on the draw, made once a step).
+fn stream_key(seed: u64, stream: u64) -> u64 {
+    SplitMix64::new(seed ^ 0xA076_1D64_78BD_642F ^ stream.rotate_left(32)).next_u64()
+}
+
+/// [`unit_f64`] of draw `index` in the stream of `key`.
+fn unit_at(key: u64, index: u64) -> f64 {
+    let mut r = SplitMix64::new(key ^ index.wrapping_mul(0x9E37_79B9_7F4A_7C15));
     (r.next_u64() >> 11) as f64 / (1u64 << 53) as f64
+}
+
+/// The source that `u` picks among the weights of the live sources
+/// (`total`: their sum, in source order), or None when they weigh nothing.
+fn choose(weights: &[f64], total: f64, u: f64, live: impl Fn(usize) -> bool) -> Option<usize> {
+    if total <= 0.0 {
+        return None;
+    }
+    let mut at = u * total;
+    let mut last = None;
+    for (s, &w) in weights.iter().enumerate() {
+        if w <= 0.0 || !live(s) {
+            continue;
+        }
+        last = Some(s);
+        if at < w {
+            return Some(s);
+        }
+        at -= w;
+    }
+    last
 }
 
 impl Draws {
@@ -161,26 +191,17 @@ impl Draws {
     /// A source by weight among the live ones, for the uniform `u`; None
     /// when no live source has weight.
     fn pick(&self, weights: &[f64], counts: &[u64], u: f64) -> Option<usize> {
-        let total: f64 = (0..weights.len())
+        choose(weights, self.live_total(weights, counts), u, |s| {
+            self.live(s, counts)
+        })
+    }
+
+    /// The weights of the live sources, summed in source order.
+    fn live_total(&self, weights: &[f64], counts: &[u64]) -> f64 {
+        (0..weights.len())
             .filter(|&s| self.live(s, counts))
             .map(|s| weights[s])
-            .sum();
-        if total <= 0.0 {
-            return None;
-        }
-        let mut at = u * total;
-        let mut last = None;
-        for (s, &w) in weights.iter().enumerate() {
-            if w <= 0.0 || !self.live(s, counts) {
-                continue;
-            }
-            last = Some(s);
-            if at < w {
-                return Some(s);
-            }
-            at -= w;
-        }
-        last
+            .sum()
     }
 
     /// The samples of step `cursor.step`, as (source, the source's row
@@ -190,10 +211,24 @@ impl Draws {
         let weights = schedule.at(cursor.step);
         let mut out = Vec::with_capacity(self.batch_size as usize);
         let mut batch_source = None;
+        // No source can run out during this step: the live sources and
+        // their total weight are the step's, not each draw's.
+        let steady = (0..weights.len()).all(|s| {
+            self.ends[s] == SourceEnd::Cycle
+                || cursor.counts[s].saturating_add(self.batch_size) <= self.rows[s]
+        });
+        let steady_total = steady.then(|| self.live_total(weights, &cursor.counts));
+        let key = stream_key(self.seed, 0);
         for i in 0..self.batch_size {
             let g = cursor.step * self.batch_size + i;
             let s = match self.unit {
-                DrawUnit::Sample => self.pick(weights, &cursor.counts, unit_f64(self.seed, 0, g)),
+                DrawUnit::Sample => {
+                    let u = unit_at(key, g);
+                    match steady_total {
+                        Some(total) => choose(weights, total, u, |_| true),
+                        None => self.pick(weights, &cursor.counts, u),
+                    }
+                }
                 DrawUnit::Batch => match batch_source {
                     Some(s) if self.live(s, &cursor.counts) => Some(s),
                     _ => {
@@ -234,6 +269,48 @@ mod tests {
             seed: 7,
             batch_size: 64,
             unit,
+        }
+    }
+
+    /// What a step drew before the steady case: every draw through `pick`,
+    /// its stream key made anew.
+    fn step_draw_by_draw(d: &Draws, schedule: &Schedule, c: &mut Cursor) -> Vec<(usize, u64)> {
+        let weights = schedule.at(c.step);
+        let mut out = Vec::new();
+        for i in 0..d.batch_size {
+            let g = c.step * d.batch_size + i;
+            let Some(s) = d.pick(weights, &c.counts, unit_f64(d.seed, 0, g)) else {
+                break;
+            };
+            out.push((s, c.counts[s]));
+            c.counts[s] += 1;
+        }
+        c.step += 1;
+        out
+    }
+
+    #[test]
+    fn steady_steps_draw_what_draw_by_draw_picks_gave() {
+        // Cycling sources (steady throughout) and exhausting ones (steady
+        // until a step could run one out, then draw by draw).
+        for ends in [
+            vec![SourceEnd::Cycle; 3],
+            vec![SourceEnd::Exhaust, SourceEnd::Cycle, SourceEnd::Exhaust],
+        ] {
+            let d = draws(DrawUnit::Sample, ends, vec![100, 700, 300]);
+            let sched = Schedule::new(vec![0.2, 0.5, 0.3]);
+            let mut a = Cursor {
+                step: 0,
+                counts: vec![0; 3],
+            };
+            let mut b = a.clone();
+            for _ in 0..40 {
+                assert_eq!(
+                    d.step(&sched, &mut a),
+                    step_draw_by_draw(&d, &sched, &mut b)
+                );
+                assert_eq!(a, b);
+            }
         }
     }
 

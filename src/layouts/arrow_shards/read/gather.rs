@@ -3,21 +3,66 @@
 //! the caller's buffers, with no Arrow array built
 //! ([`crate::layouts::gather`] says why).
 //!
-//! Two passes: the first finds every row's record batch and its values
-//! (the shard's metadata, in cache), the second only copies. Random rows
-//! are cache misses; in a loop that does nothing else, the processor has
-//! many of them in flight at once, where a loop that also searches for
-//! the next row's batch has one or two.
+//! Two passes: the first finds every row's values, the second only
+//! copies. Random rows are cache misses; in a loop that does nothing else,
+//! the processor has many of them in flight at once, where a loop that also
+//! searches for the next row's batch has one or two. A shard whose batches
+//! it keeps has a table per number column of each batch's value buffer
+//! (24 bytes a batch), so finding a row's values reads that table, not
+//! the Arrow arrays of a thousand batches scattered over the heap.
 
-use std::collections::HashMap;
+use std::collections::hash_map::{Entry, HashMap};
+use std::sync::Arc;
 
 use arrow_array::RecordBatch;
+use arrow_buffer::Buffer;
 
 use crate::error::{Error, Result};
 use crate::layouts::backend::{normalize_index, Backend};
-use crate::layouts::gather::{fixed_bytes, FixedOut};
+use crate::layouts::gather::{fixed_buffer, fixed_bytes, FixedOut};
 
+use super::shard::ShardData;
 use super::ArrowShards;
+
+/// A shard's table of one number column: (column, width) and each record
+/// batch's value buffer, or None when a batch has nulls or other values.
+pub(super) type FixedTable = ((usize, usize), Option<Arc<Vec<Buffer>>>);
+
+type Fx = rustc_hash::FxBuildHasher;
+
+impl ShardData {
+    /// The value buffers of column `column` (`width` bytes a value) of
+    /// every record batch, made once; None when the shard does not keep its
+    /// batches (compressed or remote, and not loaded into memory) or a batch
+    /// has nulls or other values there.
+    fn fixed_table(&self, column: usize, width: usize) -> Result<Option<Arc<Vec<Buffer>>>> {
+        let mut tables = self.fixed.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some((_, t)) = tables.iter().find(|(k, _)| *k == (column, width)) {
+            return Ok(t.clone());
+        }
+        let mut values = Vec::with_capacity(self.blocks.len());
+        for j in 0..self.blocks.len() {
+            // Not kept: not cached either, a load into memory may keep them.
+            let Some(batch) = self.kept(j)? else {
+                return Ok(None);
+            };
+            match batch
+                .columns()
+                .get(column)
+                .and_then(|a| fixed_buffer(a.as_ref(), width))
+            {
+                Some(b) => values.push(b),
+                None => {
+                    tables.push(((column, width), None));
+                    return Ok(None);
+                }
+            }
+        }
+        let t = Some(Arc::new(values));
+        tables.push(((column, width), t.clone()));
+        Ok(t)
+    }
+}
 
 impl ArrowShards {
     /// [`Backend::gather_fixed`] for this layout.
@@ -47,11 +92,32 @@ impl ArrowShards {
             let (j, r) = self.shard(s)?.locate(local);
             at.push((s, j, r));
         }
+        // Each shard's tables of the columns, where it keeps its batches
+        // (and rows need no check against their checksums).
+        let mut tables: HashMap<usize, Option<Vec<Arc<Vec<Buffer>>>>, Fx> = HashMap::default();
+        if !self.verify_on_read() {
+            for &(s, _, _) in &at {
+                if let Entry::Vacant(e) = tables.entry(s) {
+                    let shard = self.shard(s)?;
+                    let mut all = Vec::with_capacity(outs.len());
+                    for o in outs.iter() {
+                        match shard.fixed_table(o.column, o.width)? {
+                            Some(t) => all.push(t),
+                            None => break,
+                        }
+                    }
+                    e.insert((all.len() == outs.len()).then_some(all));
+                }
+            }
+        }
+        let tabled = |s: usize| tables.get(&s).and_then(Option::as_ref);
         // Batches of compressed or remote shards, each decoded (or taken
         // from the LRU) once a call.
-        let mut owned: HashMap<(usize, usize), RecordBatch, rustc_hash::FxBuildHasher> =
-            HashMap::default();
+        let mut owned: HashMap<(usize, usize), RecordBatch, Fx> = HashMap::default();
         for &(s, j, _) in &at {
+            if tabled(s).is_some() {
+                continue;
+            }
             let shard = self.shard(s)?;
             if shard.kept(j)?.is_none() && !owned.contains_key(&(s, j)) {
                 owned.insert((s, j), shard.batch(j, &self.inner.lru)?);
@@ -59,6 +125,13 @@ impl ArrowShards {
         }
         let mut sources: Vec<Vec<&[u8]>> = vec![Vec::with_capacity(at.len()); outs.len()];
         for &(s, j, r) in &at {
+            if let Some(t) = tabled(s) {
+                for ((out, src), values) in outs.iter().zip(sources.iter_mut()).zip(t) {
+                    let w = out.width;
+                    src.push(&values[j].as_slice()[r * w..(r + 1) * w]);
+                }
+                continue;
+            }
             let shard = self.shard(s)?;
             let batch = match shard.kept(j)? {
                 Some(b) => b,

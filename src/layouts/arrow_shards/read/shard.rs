@@ -23,6 +23,7 @@ use crate::layouts::arrow_shards::ipc::{
 use crate::storage::{RangedFile, Storage};
 
 use super::check_build_id;
+use super::gather::FixedTable;
 use super::lru::BatchLru;
 
 /// A shard's bytes: the whole file (mapped, or in memory), or an object
@@ -82,6 +83,10 @@ pub(super) struct ShardData {
     pub(super) refs: OnceLock<Vec<CellRef>>,
     /// True when the shard's batches are compressed (decoding allocates).
     pub(super) compressed: bool,
+    /// Tables of a number column's values in every record batch, by
+    /// (column, width), made on a gather's first use (None: a batch has
+    /// nulls or other values).
+    pub(super) fixed: Mutex<Vec<FixedTable>>,
     /// This shard's position in the cache (the LRU's key).
     index: usize,
     pub(super) schema: Schema,
@@ -189,6 +194,7 @@ impl ShardData {
             row_sums: OnceLock::new(),
             refs: OnceLock::new(),
             compressed,
+            fixed: Mutex::new(Vec::new()),
             index,
             schema: footer.schema,
         })
