@@ -304,7 +304,7 @@ impl Dataset {
             fixed.push(crate::layouts::gather::FixedOut {
                 column,
                 width: *width,
-                data: &mut **data,
+                data,
             });
         }
         self.backend

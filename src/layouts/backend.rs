@@ -307,10 +307,48 @@ pub(crate) fn take_by_chunks(
     if indices.is_empty() {
         return Ok(RecordBatch::new_empty(core.schema.clone()));
     }
+    let (keys, picks) = chunk_picks(core, indices, chunk_rows)?;
+    let chunks = load(&keys)?;
+    let refs: Vec<&RecordBatch> = chunks.iter().collect();
+    arrow_select::interleave::interleave_record_batch(&refs, &picks)
+        .map_err(|e| Error::arrow(Some(&core.dir), e))
+}
+
+/// [`Backend::gather_fixed`] for a backend that reads chunks as
+/// [`take_by_chunks`] does: each chunk loaded once, then every row's
+/// values copied from it.
+///
+/// # Errors
+/// As [`take_by_chunks`].
+pub(crate) fn gather_by_chunks(
+    core: &RowsCore,
+    indices: &[i64],
+    chunk_rows: u64,
+    load: impl FnOnce(&[(usize, u64)]) -> Result<Vec<RecordBatch>>,
+    slots: Option<&[usize]>,
+    outs: &mut [super::gather::FixedOut<'_>],
+) -> Result<bool> {
+    super::gather::check_slots(indices.len(), slots)?;
+    if indices.is_empty() {
+        return Ok(true);
+    }
+    let (keys, picks) = chunk_picks(core, indices, chunk_rows)?;
+    let chunks = load(&keys)?;
+    super::gather::gather_from_chunks(&chunks, &picks, slots, outs)
+}
+
+/// The chunks a read needs ((shard, chunk) keys) and each row's (place of
+/// its chunk in them, row in the chunk).
+type ChunkPicks = (Vec<(usize, u64)>, Vec<(usize, usize)>);
+
+/// Rows `indices` grouped by chunk of `chunk_rows` rows of a shard: the
+/// chunks' (shard, chunk) keys in the order first used, and each row's
+/// (place of its chunk in the keys, row in the chunk).
+fn chunk_picks(core: &RowsCore, indices: &[i64], chunk_rows: u64) -> Result<ChunkPicks> {
     let n = core.len();
     let mut keys: Vec<(usize, u64)> = Vec::new();
-    let mut slot_of: std::collections::HashMap<(usize, u64), usize> =
-        std::collections::HashMap::new();
+    let mut slot_of: std::collections::HashMap<(usize, u64), usize, rustc_hash::FxBuildHasher> =
+        std::collections::HashMap::default();
     let mut picks = Vec::with_capacity(indices.len());
     for &ix in indices {
         let (shard, local) = core.locate(normalize_index(ix, n)?);
@@ -321,10 +359,7 @@ pub(crate) fn take_by_chunks(
         });
         picks.push((slot, (local % chunk_rows) as usize));
     }
-    let chunks = load(&keys)?;
-    let refs: Vec<&RecordBatch> = chunks.iter().collect();
-    arrow_select::interleave::interleave_record_batch(&refs, &picks)
-        .map_err(|e| Error::arrow(Some(&core.dir), e))
+    Ok((keys, picks))
 }
 
 /// The shard order an [`IterOptions`] asks for.

@@ -9,9 +9,11 @@
 
 use arrow_array::cast::AsArray;
 use arrow_array::types::*;
-use arrow_array::Array;
+use arrow_array::{Array, RecordBatch};
 use arrow_buffer::Buffer;
 use arrow_schema::DataType;
+
+use crate::error::{Error, Result};
 
 /// One output column of a gather: the backend's column (its index in the
 /// backend's schema), the bytes of one value, and where row `i` goes
@@ -53,6 +55,105 @@ pub(crate) fn fixed_bytes(a: &dyn Array, width: usize) -> Option<&[u8]> {
         _ => None,
     }?;
     (a.data_type().primitive_width() == Some(width)).then_some(bytes)
+}
+
+/// Checks that `slots`, when given, has a slot for each of `rows` rows.
+///
+/// # Errors
+/// [`Error::InvalidArgument`] otherwise.
+pub(crate) fn check_slots(rows: usize, slots: Option<&[usize]>) -> Result<()> {
+    match slots {
+        Some(s) if s.len() != rows => Err(Error::InvalidArgument(format!(
+            "a gather of {rows} rows was given {} slots",
+            s.len()
+        ))),
+        _ => Ok(()),
+    }
+}
+
+/// Copies the values of rows `picks` ((chunk, row in it)) of `chunks`
+/// into `outs`, row `i` to slot `slots[i]` (or `i`); false when a chunk's
+/// column is not `width`-byte numbers without nulls.
+///
+/// # Errors
+/// [`Error::InvalidArgument`] for a slot past an output buffer.
+pub(crate) fn gather_from_chunks(
+    chunks: &[RecordBatch],
+    picks: &[(usize, usize)],
+    slots: Option<&[usize]>,
+    outs: &mut [FixedOut<'_>],
+) -> Result<bool> {
+    for out in outs.iter_mut() {
+        let w = out.width;
+        let values: Option<Vec<&[u8]>> = chunks
+            .iter()
+            .map(|c| {
+                c.columns()
+                    .get(out.column)
+                    .and_then(|a| fixed_bytes(a.as_ref(), w))
+            })
+            .collect();
+        let Some(values) = values else {
+            return Ok(false);
+        };
+        let src: Vec<&[u8]> = picks
+            .iter()
+            .map(|&(k, r)| &values[k][r * w..(r + 1) * w])
+            .collect();
+        copy_values(out, &src, slots)?;
+    }
+    Ok(true)
+}
+
+/// Copies `src[i]` to slot `slots[i]` (or `i`) of `out`: a loop that only
+/// copies, with the width known to the compiler for the usual widths.
+///
+/// # Errors
+/// [`Error::InvalidArgument`] for a slot past the output buffer.
+pub(crate) fn copy_values(
+    out: &mut FixedOut<'_>,
+    src: &[&[u8]],
+    slots: Option<&[usize]>,
+) -> Result<()> {
+    let w = out.width;
+    let need = match slots {
+        Some(s) => s.iter().max().map_or(0, |m| m + 1),
+        None => src.len(),
+    };
+    if need * w > out.data.len() {
+        return Err(Error::InvalidArgument(format!(
+            "a gather into {} bytes needs {} ({need} slots of {w} bytes)",
+            out.data.len(),
+            need * w
+        )));
+    }
+    fn run<const W: usize>(dst: &mut [u8], src: &[&[u8]], slots: Option<&[usize]>) {
+        match slots {
+            None => {
+                for (d, s) in dst.chunks_exact_mut(W).zip(src) {
+                    d.copy_from_slice(&s[..W]);
+                }
+            }
+            Some(slots) => {
+                for (&k, s) in slots.iter().zip(src) {
+                    dst[k * W..(k + 1) * W].copy_from_slice(&s[..W]);
+                }
+            }
+        }
+    }
+    match w {
+        1 => run::<1>(out.data, src, slots),
+        2 => run::<2>(out.data, src, slots),
+        4 => run::<4>(out.data, src, slots),
+        8 => run::<8>(out.data, src, slots),
+        _ => {
+            for (i, s) in src.iter().enumerate() {
+                let k = slots.map_or(i, |sl| sl[i]);
+                out.data[k * w..(k + 1) * w].copy_from_slice(s);
+            }
+        }
+    }
+    Ok(())
 }
 
 /// The buffer of [`fixed_bytes`]' values (a reference-counted view), to

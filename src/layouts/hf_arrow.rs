@@ -492,6 +492,22 @@ impl Backend for HfArrow {
         })
     }
 
+    fn gather_fixed(
+        &self,
+        indices: &[i64],
+        slots: Option<&[usize]>,
+        outs: &mut [crate::layouts::gather::FixedOut<'_>],
+    ) -> Result<bool> {
+        crate::layouts::backend::gather_by_chunks(
+            &self.inner.core,
+            indices,
+            u64::MAX,
+            |keys| keys.iter().map(|&(s, _)| self.shard(s)).collect(),
+            slots,
+            outs,
+        )
+    }
+
     fn slice(&self, start: u64, len: u64) -> Result<RecordBatch> {
         slice_from_pieces(
             self.len(),

@@ -261,6 +261,22 @@ impl Backend for ParquetRows {
         })
     }
 
+    fn gather_fixed(
+        &self,
+        indices: &[i64],
+        slots: Option<&[usize]>,
+        outs: &mut [crate::layouts::gather::FixedOut<'_>],
+    ) -> Result<bool> {
+        crate::layouts::backend::gather_by_chunks(
+            &self.inner.core,
+            indices,
+            CHUNK_ROWS,
+            |keys| keys.iter().map(|&(g, c)| self.chunk(g, c)).collect(),
+            slots,
+            outs,
+        )
+    }
+
     fn slice(&self, start: u64, len: u64) -> Result<RecordBatch> {
         slice_from_pieces(
             self.len(),

@@ -1,8 +1,9 @@
 //! Batches of numbers are gathered from the record batches, not taken: the
 //! values equal a take's in every storage of an Arrow cache (kept batches,
 //! compressed batches through the LRU, batches loaded into memory, caches
-//! the reference wrote), through views and mixtures, and a gather still
-//! checks rows when verify-on-read is on.
+//! the reference wrote), in Lance caches and Parquet files (read by
+//! chunks), through views and mixtures, and a gather still checks rows
+//! when verify-on-read is on.
 
 use std::path::Path;
 
@@ -130,6 +131,40 @@ fn gathered_values_equal_the_take_in_every_storage() {
     gathers_as_it_takes(&ds, "compressed, nothing kept");
     arrow(&ds).load_into_memory().unwrap();
     gathers_as_it_takes(&ds, "compressed, loaded into memory");
+}
+
+#[test]
+fn lance_caches_and_parquet_files_gather_as_they_take() {
+    let tmp = tempfile::tempdir().unwrap();
+    let arrow_dir = tmp.path().join("arrow");
+    write(&arrow_dir, 437, 0, Compression::None);
+    let rows = Dataset::new(open_cache(&arrow_dir).unwrap());
+    let lance = tmp.path().join("lance");
+    let examples = (0..437usize).map(|i| {
+        Example::new()
+            .with("x", i as i32)
+            .with("y", i as f64 * 0.25)
+            .with("small", (i % 251) as i64)
+            .with("label", (i % 3) as i64)
+    });
+    shardset::write_lance_cache(
+        examples,
+        &features(),
+        &lance,
+        &shardset::LanceWriteOptions::default()
+            .try_with_max_rows_per_file(100)
+            .unwrap(),
+    )
+    .unwrap();
+    gathers_as_it_takes(&Dataset::new(open_cache(&lance).unwrap()), "lance rows");
+    let file = tmp.path().join("rows.parquet");
+    rows.write_parquet(&file).unwrap();
+    let parquet =
+        shardset::layouts::open::open_parquet_with(&file, &OpenOptions::default()).unwrap();
+    gathers_as_it_takes(
+        &Dataset::from_backend(std::sync::Arc::new(parquet)),
+        "parquet file",
+    );
 }
 
 #[test]

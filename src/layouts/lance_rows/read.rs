@@ -472,6 +472,22 @@ impl Backend for LanceRows {
         })
     }
 
+    fn gather_fixed(
+        &self,
+        indices: &[i64],
+        slots: Option<&[usize]>,
+        outs: &mut [crate::layouts::gather::FixedOut<'_>],
+    ) -> Result<bool> {
+        crate::layouts::backend::gather_by_chunks(
+            &self.inner.core,
+            indices,
+            self.chunk_rows(),
+            |keys| self.chunks(keys),
+            slots,
+            outs,
+        )
+    }
+
     fn slice(&self, start: u64, len: u64) -> Result<RecordBatch> {
         crate::layouts::backend::slice_from_pieces(
             self.len(),

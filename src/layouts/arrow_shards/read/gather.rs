@@ -17,9 +17,9 @@ use std::sync::Arc;
 use arrow_array::RecordBatch;
 use arrow_buffer::Buffer;
 
-use crate::error::{Error, Result};
+use crate::error::Result;
 use crate::layouts::backend::{normalize_index, Backend};
-use crate::layouts::gather::{fixed_buffer, fixed_bytes, FixedOut};
+use crate::layouts::gather::{check_slots, copy_values, fixed_buffer, fixed_bytes, FixedOut};
 
 use super::shard::ShardData;
 use super::ArrowShards;
@@ -75,15 +75,7 @@ impl ArrowShards {
         if self.has_dedup() {
             return Ok(false);
         }
-        if let Some(s) = slots {
-            if s.len() != indices.len() {
-                return Err(Error::InvalidArgument(format!(
-                    "a gather of {} rows was given {} slots",
-                    indices.len(),
-                    s.len()
-                )));
-            }
-        }
+        check_slots(indices.len(), slots)?;
         // Where each row is: (shard, record batch, row in it).
         let n = self.len();
         let mut at = Vec::with_capacity(indices.len());
@@ -155,48 +147,4 @@ impl ArrowShards {
         }
         Ok(true)
     }
-}
-
-/// Copies `src[i]` to slot `slots[i]` (or `i`) of `out`: a loop that only
-/// copies, with the width known to the compiler for the usual widths.
-fn copy_values(out: &mut FixedOut<'_>, src: &[&[u8]], slots: Option<&[usize]>) -> Result<()> {
-    let w = out.width;
-    let need = match slots {
-        Some(s) => s.iter().max().map_or(0, |m| m + 1),
-        None => src.len(),
-    };
-    if need * w > out.data.len() {
-        return Err(Error::InvalidArgument(format!(
-            "a gather into {} bytes needs {} ({need} slots of {w} bytes)",
-            out.data.len(),
-            need * w
-        )));
-    }
-    fn run<const W: usize>(dst: &mut [u8], src: &[&[u8]], slots: Option<&[usize]>) {
-        match slots {
-            None => {
-                for (d, s) in dst.chunks_exact_mut(W).zip(src) {
-                    d.copy_from_slice(&s[..W]);
-                }
-            }
-            Some(slots) => {
-                for (&k, s) in slots.iter().zip(src) {
-                    dst[k * W..(k + 1) * W].copy_from_slice(&s[..W]);
-                }
-            }
-        }
-    }
-    match w {
-        1 => run::<1>(out.data, src, slots),
-        2 => run::<2>(out.data, src, slots),
-        4 => run::<4>(out.data, src, slots),
-        8 => run::<8>(out.data, src, slots),
-        _ => {
-            for (i, s) in src.iter().enumerate() {
-                let k = slots.map_or(i, |sl| sl[i]);
-                out.data[k * w..(k + 1) * w].copy_from_slice(s);
-            }
-        }
-    }
-    Ok(())
 }

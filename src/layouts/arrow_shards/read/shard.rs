@@ -370,9 +370,8 @@ impl ShardData {
 
     /// (batch index, row within batch) of a shard-local row (`< rows`).
     pub(super) fn locate(&self, local: u64) -> (usize, usize) {
-        if self.uniform > 0 {
-            let j = (local / self.uniform) as usize;
-            return (j, (local - j as u64 * self.uniform) as usize);
+        if let Some(j) = local.checked_div(self.uniform) {
+            return (j as usize, (local - j * self.uniform) as usize);
         }
         let j = self.batch_starts.partition_point(|&s| s <= local) - 1;
         (j, (local - self.batch_starts[j]) as usize)
