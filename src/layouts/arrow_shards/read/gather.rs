@@ -24,10 +24,6 @@ use crate::layouts::gather::{check_slots, copy_values, fixed_buffer, fixed_bytes
 use super::shard::ShardData;
 use super::ArrowShards;
 
-/// A shard's table of one number column: (column, width) and each record
-/// batch's value buffer, or None when a batch has nulls or other values.
-pub(super) type FixedTable = ((usize, usize), Option<Arc<Vec<Buffer>>>);
-
 type Fx = rustc_hash::FxBuildHasher;
 
 impl ShardData {

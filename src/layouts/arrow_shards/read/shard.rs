@@ -23,7 +23,6 @@ use crate::layouts::arrow_shards::ipc::{
 use crate::storage::{RangedFile, Storage};
 
 use super::check_build_id;
-use super::gather::FixedTable;
 use super::lru::BatchLru;
 
 /// A shard's bytes: the whole file (mapped, or in memory), or an object
@@ -62,6 +61,11 @@ impl ShardBytes {
         matches!(self, ShardBytes::Ranged(_))
     }
 }
+
+/// A shard's table of one number column (filled by the gather): (column,
+/// width) and each record batch's value buffer, or None when a batch has
+/// nulls or other values.
+pub(super) type FixedTable = ((usize, usize), Option<Arc<Vec<Buffer>>>);
 
 pub(super) struct ShardData {
     path: PathBuf,
