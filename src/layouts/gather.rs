@@ -31,16 +31,27 @@ pub struct FixedOut<'a> {
 /// has no null and its values are `width` bytes each; None otherwise (the
 /// caller takes the rows instead, and the take's checks say what is wrong).
 pub(crate) fn fixed_bytes(a: &dyn Array, width: usize) -> Option<&[u8]> {
+    values_buffer(a, width).map(Buffer::as_slice)
+}
+
+/// The buffer of [`fixed_bytes`]' values (a reference-counted view), to
+/// keep in a table.
+pub(crate) fn fixed_buffer(a: &dyn Array, width: usize) -> Option<Buffer> {
+    values_buffer(a, width).cloned()
+}
+
+/// The value buffer of a primitive array of `width`-byte values without
+/// nulls (its offset applied).
+fn values_buffer(a: &dyn Array, width: usize) -> Option<&Buffer> {
     macro_rules! prim {
         ($t:ty) => {
-            a.as_primitive_opt::<$t>()
-                .map(|p| p.values().inner().as_slice())
+            a.as_primitive_opt::<$t>().map(|p| p.values().inner())
         };
     }
-    if a.null_count() > 0 {
+    if a.null_count() > 0 || a.data_type().primitive_width() != Some(width) {
         return None;
     }
-    let bytes = match a.data_type() {
+    match a.data_type() {
         DataType::Int8 => prim!(Int8Type),
         DataType::Int16 => prim!(Int16Type),
         DataType::Int32 => prim!(Int32Type),
@@ -53,8 +64,7 @@ pub(crate) fn fixed_bytes(a: &dyn Array, width: usize) -> Option<&[u8]> {
         DataType::Float32 => prim!(Float32Type),
         DataType::Float64 => prim!(Float64Type),
         _ => None,
-    }?;
-    (a.data_type().primitive_width() == Some(width)).then_some(bytes)
+    }
 }
 
 /// Checks that `slots`, when given, has a slot for each of `rows` rows.
@@ -154,32 +164,6 @@ pub(crate) fn copy_values(
         }
     }
     Ok(())
-}
-
-/// The buffer of [`fixed_bytes`]' values (a reference-counted view), to
-/// keep in a table.
-pub(crate) fn fixed_buffer(a: &dyn Array, width: usize) -> Option<Buffer> {
-    macro_rules! prim {
-        ($t:ty) => {
-            a.as_primitive_opt::<$t>()
-                .map(|p| p.values().inner().clone())
-        };
-    }
-    fixed_bytes(a, width)?;
-    match a.data_type() {
-        DataType::Int8 => prim!(Int8Type),
-        DataType::Int16 => prim!(Int16Type),
-        DataType::Int32 => prim!(Int32Type),
-        DataType::Int64 => prim!(Int64Type),
-        DataType::UInt8 => prim!(UInt8Type),
-        DataType::UInt16 => prim!(UInt16Type),
-        DataType::UInt32 => prim!(UInt32Type),
-        DataType::UInt64 => prim!(UInt64Type),
-        DataType::Float16 => prim!(Float16Type),
-        DataType::Float32 => prim!(Float32Type),
-        DataType::Float64 => prim!(Float64Type),
-        _ => None,
-    }
 }
 
 #[cfg(test)]
