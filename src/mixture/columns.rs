@@ -164,8 +164,14 @@ pub(crate) fn gather_parts(
     picks: &[(usize, u64)],
     outs: &mut [(&str, usize, &mut [u8])],
 ) -> Result<bool> {
-    let mut positions: Vec<Vec<u64>> = vec![Vec::with_capacity(picks.len()); datasets.len()];
-    let mut slots: Vec<Vec<usize>> = vec![Vec::with_capacity(picks.len()); datasets.len()];
+    // Room for every row in each (`vec![v; n]` would clone `v` without its
+    // capacity).
+    let mut positions: Vec<Vec<u64>> = (0..datasets.len())
+        .map(|_| Vec::with_capacity(picks.len()))
+        .collect();
+    let mut slots: Vec<Vec<usize>> = (0..datasets.len())
+        .map(|_| Vec::with_capacity(picks.len()))
+        .collect();
     for (i, &(s, pos)) in picks.iter().enumerate() {
         positions[s].push(pos);
         slots[s].push(i);

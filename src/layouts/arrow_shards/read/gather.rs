@@ -111,7 +111,11 @@ impl ArrowShards {
                 owned.insert((s, j), shard.batch(j, &self.inner.lru)?);
             }
         }
-        let mut sources: Vec<Vec<&[u8]>> = vec![Vec::with_capacity(at.len()); outs.len()];
+        // Each with room for every row (`vec![v; n]` clones `v`, and a
+        // clone has no spare capacity).
+        let mut sources: Vec<Vec<&[u8]>> = (0..outs.len())
+            .map(|_| Vec::with_capacity(at.len()))
+            .collect();
         for &(s, j, r) in &at {
             if let Some(t) = tabled(s) {
                 for ((out, src), values) in outs.iter().zip(sources.iter_mut()).zip(t) {
