@@ -7,12 +7,14 @@ from __future__ import annotations
 
 import sys
 from collections.abc import Callable
-from typing import Any
+from typing import Any, Optional, Union
 
 # What `progress=` takes: None (a bar on a terminal when tqdm is there,
 # else nothing), False (nothing), True (a bar even off a terminal), or a
-# callable told `(done, total)` (total None when unknown).
-ProgressLike = bool | Callable[[int, int | None], Any] | None
+# callable told `(done, total)` (total None when unknown). Written with
+# `Union`: an alias is evaluated at import, and `X | Y` of types needs
+# Python 3.10 where the package supports 3.9.
+ProgressLike = Union[bool, Callable[[int, Optional[int]], Any], None]
 
 
 class Reporter:
