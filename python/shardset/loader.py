@@ -144,7 +144,6 @@ class Loader(_TorchIterable[Batch]):
                     self.seed, self.remainder, rank, world, wid, nw, threads, self.prefetch,
                     self.layout)
             self._key = key
-            self._bf16 = {n for n, e in self._pipe.elements() if e == "bfloat16"}
             if self._pending is not None:
                 self._resume(self._pipe, self._pending)
                 self._pending = None
@@ -160,15 +159,15 @@ class Loader(_TorchIterable[Batch]):
 
     # --------------------------------------------------------- iteration ---
     def __iter__(self) -> Iterator[Any]:
-        from .torch import to_torch
+        from .torch import to_shared
         pipe = self._pipeline()
         # Looked up once: at millions of rows a second a batch has a few
         # tens of microseconds of the loop.
-        bf16, step = self._bf16, self.map_batch
-        for arrays in pipe:
-            batch: Batch = to_torch(arrays)
-            for name in bf16:
-                batch[name] = batch[name].view(torch.bfloat16)
+        step, shared = self.map_batch, get_worker_info() is not None
+        batch: Batch
+        for batch in pipe:
+            if shared:
+                batch = to_shared(batch)
             yield step(batch) if step is not None else batch
 
     def __len__(self) -> int:

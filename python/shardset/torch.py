@@ -123,27 +123,32 @@ def to_torch(
 ) -> dict[str, torch.Tensor | list[Any]]:
     """A batch of columns (`Dataset.take_batch`) as tensors; lists stay
     lists. In this process: tensors over the arrays' memory (no copy). In a
-    DataLoader worker: every array copied once into one shared-memory block
-    that all the batch's tensors view, so the batch crosses to the main
-    process as one segment (not one per column, and not copied again when
-    it is sent)."""
-    arrays = [(k, v) for k, v in columns.items() if _is_array(v)]
-    if get_worker_info() is None or len(arrays) < 2:
-        return {k: torch.from_numpy(v) if _is_array(v) else v for k, v in columns.items()}
+    DataLoader worker: in one shared-memory block (`to_shared`)."""
+    batch = {k: torch.from_numpy(v) if _is_array(v) else v for k, v in columns.items()}
+    return to_shared(batch) if get_worker_info() is not None else batch
+
+
+def to_shared(batch: dict[str, Any]) -> dict[str, Any]:
+    """A worker's batch with every tensor copied once into one shared-memory
+    block that all of them view, so the batch crosses to the main process
+    as one segment (not one per column, and not copied again when it is
+    sent)."""
+    tensors = [(k, v) for k, v in batch.items() if isinstance(v, torch.Tensor)]
+    if len(tensors) < 2:
+        return batch
     spans, total = [], 0
-    for _, v in arrays:
+    for _, v in tensors:
         total = -(-total // 16) * 16  # every column 16-byte aligned
         spans.append(total)
         total += v.nbytes
     shared = torch.UntypedStorage._new_shared(total)  # type: ignore[no-untyped-call]
     block = torch.empty(0, dtype=torch.uint8).set_(shared)
-    out: dict[str, torch.Tensor] = {}
-    for (k, v), off in zip(arrays, spans):
-        src = torch.from_numpy(v)
-        t = block[off:off + v.nbytes].view(src.dtype).view(src.shape)
-        t.copy_(src)
+    out = dict(batch)
+    for (k, v), off in zip(tensors, spans):
+        t = block[off:off + v.nbytes].view(v.dtype).view(v.shape)
+        t.copy_(v)
         out[k] = t
-    return {k: out[k] if _is_array(v) else v for k, v in columns.items()}
+    return out
 
 
 def _dist() -> tuple[int, int]:

@@ -24,6 +24,7 @@ mod open;
 mod pipeline;
 mod remote;
 mod report;
+mod tensors;
 mod write;
 
 use error::{

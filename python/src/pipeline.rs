@@ -1,7 +1,7 @@
 //! The input pipeline (`shardset::pipeline::Pipeline`) for
 //! `shardset.torch.Loader`: batches are made by the library's threads with
-//! the GIL released, and each column leaves as a numpy array over the
-//! library's buffer (no copy), which torch then views (`from_numpy`).
+//! the GIL released, and each column leaves as a torch tensor over the
+//! library's buffer (no copy; `tensors`).
 
 use std::sync::{Arc, Mutex};
 
@@ -14,29 +14,10 @@ use shardset::pipeline::{
 };
 use shardset::{EpochPosition, LoaderOptions, LoaderState, MixtureState, Partition, Remainder};
 
-use crate::convert::ndarray_from;
 use crate::dataset::PyDataset;
 use crate::error::{BadInputError, OrPy, PyRes};
 use crate::mixture::PyMixture;
-
-/// numpy's type string of an element; bfloat16 travels as uint16 (numpy
-/// has no bfloat16) and torch views it as bfloat16.
-fn typestr(e: Element) -> &'static str {
-    match e {
-        Element::Bool => "|b1",
-        Element::Int8 => "|i1",
-        Element::Int16 => "<i2",
-        Element::Int32 => "<i4",
-        Element::Int64 => "<i8",
-        Element::UInt8 => "|u1",
-        Element::UInt16 | Element::BFloat16 => "<u2",
-        Element::UInt32 => "<u4",
-        Element::UInt64 => "<u8",
-        Element::Float16 => "<f2",
-        Element::Float32 => "<f4",
-        Element::Float64 => "<f8",
-    }
-}
+use crate::tensors::batch_to_torch;
 
 /// The library's pipeline options from the bindings' arguments (each
 /// checked by its setter).
@@ -84,17 +65,6 @@ impl PyPipeline {
     }
 }
 
-/// A batch as numpy arrays over its buffers, which go back to the
-/// pipeline's pool when freed.
-fn batch_to_py(py: Python<'_>, b: Batch, pool: Arc<BufferPool>) -> PyRes<Bound<'_, PyDict>> {
-    let d = PyDict::new(py);
-    for (name, c) in b.columns {
-        let a = ndarray_from(py, c.data, typestr(c.element), c.shape, Some(pool.clone()))?;
-        d.set_item(name, a)?;
-    }
-    Ok(d)
-}
-
 /// A pipeline's next batch for Python: StopIteration at the end.
 fn next_to_py(
     py: Python<'_>,
@@ -103,7 +73,7 @@ fn next_to_py(
 ) -> PyRes<Bound<'_, PyDict>> {
     match next {
         None => Err(PyStopIteration::new_err(())),
-        Some(b) => batch_to_py(py, b.py()?, pool),
+        Some(b) => batch_to_torch(py, b.py()?, &pool),
     }
 }
 
@@ -166,7 +136,7 @@ impl PyPipeline {
         slf
     }
 
-    /// The next batch (a dict of numpy arrays); StopIteration at the end of
+    /// The next batch (a dict of torch tensors); StopIteration at the end of
     /// the epoch, after which the pipeline stands at the next epoch.
     fn __next__<'py>(&self, py: Python<'py>) -> PyRes<Bound<'py, PyDict>> {
         let (next, pool) = py.detach(|| self.with(|p| (p.next_batch(), p.buffers())));
@@ -282,7 +252,7 @@ impl PyMixturePipeline {
         slf
     }
 
-    /// The next batch (a dict of numpy arrays); StopIteration once every
+    /// The next batch (a dict of torch tensors); StopIteration once every
     /// source has dropped out.
     fn __next__<'py>(&self, py: Python<'py>) -> PyRes<Bound<'py, PyDict>> {
         let (next, pool) = py.detach(|| self.with(|p| (p.next_batch(), p.buffers())));

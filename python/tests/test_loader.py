@@ -47,6 +47,26 @@ def test_batches_are_tensors_of_the_columns_types(cache):
     assert sorted(ids(batches)) == list(range(N))
 
 
+def test_a_batch_outlives_its_loader_and_its_buffers_are_used_again(cache):
+    # Each tensor owns the library's buffer (a DLPack capsule): it stays
+    # valid after the loader is gone, and a freed batch's buffer is written
+    # over by a later one (the pipeline's pool), not leaked.
+    loader = Loader(cache, batch_size=100, threads=1, prefetch=1, remainder="partial")
+    kept = next(iter(loader))
+    want = kept["x"].clone()
+    assert kept["x"].is_contiguous() and not kept["x"].requires_grad
+    addresses = set()
+    for b in loader:
+        addresses.add(b["x"].data_ptr())
+        del b
+    del loader
+    gc.collect()
+    assert torch.equal(kept["x"], want) and torch.equal(kept["y"], want.float() / 2)
+    assert kept["x"].data_ptr() not in addresses
+    # 9 batches through at most 1 thread + 1 prefetched + the one in hand.
+    assert len(addresses) <= 3, addresses
+
+
 def test_the_same_seed_gives_the_same_batches_at_any_thread_count(cache):
     runs = [ids(Loader(cache, batch_size=50, seed=4, threads=t)) for t in (1, 2, 4)]
     assert runs[0] == runs[1] == runs[2]

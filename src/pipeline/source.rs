@@ -76,9 +76,9 @@ impl Columns {
     ) -> Result<Vec<(String, BatchColumn)>> {
         match self {
             Columns::Rows(c) => {
-                if let Some(columns) =
-                    gather_columns(c, rows.len(), |outs| mix.gather_fixed(rows, outs))?
-                {
+                if let Some(columns) = gather_columns(c, rows.len(), keys.buffers, |outs| {
+                    mix.gather_fixed(rows, outs)
+                })? {
                     return Ok(columns);
                 }
                 let parts = mix.read_parts(rows)?;
@@ -107,7 +107,7 @@ impl Columns {
     ) -> Result<Vec<(String, BatchColumn)>> {
         match self {
             Columns::Rows(c) => {
-                let gathered = gather_columns(c, positions.len(), |outs| {
+                let gathered = gather_columns(c, positions.len(), keys.buffers, |outs| {
                     ds.gather_fixed(positions, None, outs)
                 })?;
                 if let Some(columns) = gathered {
