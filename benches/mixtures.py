@@ -3,20 +3,20 @@ rows in one cache, one run.
 
     SHARDSET_WHEEL=/path/to/shardset-*.whl python3 benches/mixtures.py
 
-It runs in the benchmarks' environment (~/.cache/shardset/bench-venv,
-bench-requirements.txt) with the shardset package of $SHARDSET_WHEEL, else a
-release wheel built from this checkout.
+It runs in loaders.py's environment (benches/loaders-requirements.txt:
+torch, for the Loader's tensors) with the shardset package of
+$SHARDSET_WHEEL, else a release wheel built from this checkout.
 
 Content (chosen before any run; all of it is reported): 1,000,000 scalar
 rows {id int64, x float32, label class id of 10}, written as one Arrow
 cache ("single") and as three Arrow caches of 400,000, 300,000 and 300,000
 rows (the mixture's sources), shards of 64 MiB.
 
-Reads: the input pipeline (`_shardset.Pipeline` over the single cache in a
-random order; `_shardset.MixturePipeline` over the mixture, weights 0.4,
-0.3, 0.3, each source in its own random order), batches of 256 rows of the
-three columns, the same 3,906 batches' worth of rows, consumed by Python
-(each batch's numpy arrays held, then dropped), at 1 and 2 threads, each in
+Reads: the input pipeline (`shardset.torch.Loader` over the single cache in
+a random order, and over the `shardset.Mixture`, weights 0.4, 0.3, 0.3,
+each source in its own random order), batches of 256 rows of the three
+columns, the same 3,906 batches' worth of rows, consumed by Python (each
+batch's tensors held, then dropped), at 1 and 2 threads, each in
 a fresh process from the open (cold: the page cache holds the files, the
 process holds nothing) and again in that process (warm). The mixture's
 extra work is the draws (a few random numbers a row) and one take per
@@ -38,8 +38,9 @@ sys.path.insert(0, HERE)
 import pyenv  # noqa: E402
 
 CHILD = os.environ.get("SHARDSET_MIX_CHILD")
-if not CHILD:
-    pyenv.reexec()
+if CHILD:
+    os.environ["SHARDSET_LOADERS_CHILD"] = "1"  # loaders.py: no re-exec in a child
+import loaders  # noqa: E402  (its environment, made and entered when missing)
 
 N = 1_000_000
 SIZES = [400_000, 300_000, 300_000]
@@ -67,15 +68,15 @@ def write(base):
 
 def child(base, what, threads):
     import shardset
-    from shardset import _shardset
+    from shardset.torch import Loader
     t0 = time.perf_counter()
     cols = ["id", "x", "label"]
     if what == "single":
         ds = shardset.open_cache(os.path.join(base, "single"))
 
         def make():
-            return _shardset.Pipeline(ds._ds, BATCH, [], cols, "random", 0, "drop_last",
-                                      0, 1, 0, 1, threads, 2, "CHW")
+            return Loader(ds, batch_size=BATCH, columns=cols, order="random", seed=0,
+                          remainder="drop_last", threads=threads, prefetch=2)
     else:
         # "mixture-batch": each batch from one source (one take a batch, no
         # mixing of columns), to tell the draws' cost from the takes'.
@@ -85,8 +86,7 @@ def child(base, what, threads):
                                draw="batch" if what == "mixture-batch" else "sample")
 
         def make():
-            return _shardset.MixturePipeline(mix._m, BATCH, [], cols, 0, 1, 0, 1, threads, 2,
-                                             "CHW")
+            return Loader(mix, columns=cols, threads=threads, prefetch=2)
     out = {}
     for run in ("cold", "warm"):
         if run == "warm":
@@ -106,7 +106,7 @@ def main():
         base, what, threads = CHILD.split(",")
         child(base, what, int(threads))
         return
-    pyenv.install_shardset(pyenv.VENV)
+    pyenv.install_shardset(loaders.VENV)
     base = tempfile.mkdtemp(prefix="shardset-mixbench-")
     results = []
     try:

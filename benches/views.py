@@ -5,9 +5,9 @@ same files as peers. One run.
 
     SHARDSET_WHEEL=/path/to/shardset-*.whl python3 benches/views.py
 
-It runs in the benchmarks' environment (~/.cache/shardset/bench-venv,
-bench-requirements.txt: pyarrow and pylance pinned) with the shardset
-package of $SHARDSET_WHEEL, else a release wheel built from this checkout.
+It runs in loaders.py's environment (benches/loaders-requirements.txt:
+pyarrow, pylance and torch pinned) with the shardset package of
+$SHARDSET_WHEEL, else a release wheel built from this checkout.
 
 Content (chosen before any run; all of it is reported): 1,000,000 rows
 {id int64, x float32, label class id of 10, text a 40-byte string}, as an
@@ -20,7 +20,7 @@ Rows, each in a fresh process (the page cache holds the files):
                          down to Lance's scanner)
   open + filter, kept    the same call again: the selection kept in
                          `_selections/` is read back
-  epoch                  the filtered view through `_shardset.Pipeline`
+  epoch                  the filtered view through `shardset.torch.Loader`
                          (random order, batches of 256 of id, x, label,
                          1 thread), after the open
   pylance                `lance.dataset(p).to_table(filter=..., columns=["id"])`
@@ -44,8 +44,9 @@ sys.path.insert(0, HERE)
 import pyenv  # noqa: E402
 
 CHILD = os.environ.get("SHARDSET_VIEWS_CHILD")
-if not CHILD:
-    pyenv.reexec()
+if CHILD:
+    os.environ["SHARDSET_LOADERS_CHILD"] = "1"  # loaders.py: no re-exec in a child
+import loaders  # noqa: E402  (its environment, made and entered when missing)
 
 N = 1_000_000
 FILTER = "label = 3 AND x >= 0"
@@ -88,13 +89,13 @@ def child(base, layout, what):
             n += t.filter(mask).num_rows
     else:
         import shardset
-        from shardset import _shardset
+        from shardset.torch import Loader
         ds = shardset.open_cache(path, filter=FILTER)
         n = len(ds)
         if what == "epoch":
             t0 = time.perf_counter()
-            p = _shardset.Pipeline(ds._ds, 256, [], ["id", "x", "label"], "random", 0,
-                                   "partial", 0, 1, 0, 1, 1, 2, "CHW")
+            p = Loader(ds, batch_size=256, columns=["id", "x", "label"], order="random", seed=0,
+                       remainder="partial", threads=1, prefetch=2)
             n = sum(len(b["id"]) for b in p)
     print(json.dumps({"rows": n, "seconds": time.perf_counter() - t0}))
 
@@ -110,7 +111,7 @@ def main():
     if CHILD:
         child(*CHILD.split(","))
         return
-    pyenv.install_shardset(pyenv.VENV)
+    pyenv.install_shardset(loaders.VENV)
     base = tempfile.mkdtemp(prefix="shardset-viewsbench-")
     write(base)
     table = []

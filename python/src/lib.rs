@@ -8,10 +8,14 @@
 //!
 //! One module per concern: `error` (the exceptions), `convert` (values
 //! both ways), `arrow` (record batches), `open` and `dataset` (reading),
-//! `write`, `edit`, `epoch` (the epoch model for `shardset.torch`), `mixture` (mixtures of datasets), `pipeline` (the input pipeline) and `remote` (distributed builds on object storage);
-//! this file registers them as the module `shardset._shardset`.
+//! `write`, `edit`, `epoch` (the epoch model for `shardset.torch`), `mixture` (mixtures of datasets), `pipeline` (the input pipeline), `tensors` (its batches as torch tensors) and `remote` (distributed builds on object storage);
+//! this file registers them as the module `shardset._shardset`, and sets
+//! the extension's allocator (mimalloc; Cargo.toml says why).
 
 use pyo3::prelude::*;
+
+#[global_allocator]
+static ALLOC: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
 mod arrow;
 mod convert;

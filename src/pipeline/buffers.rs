@@ -14,10 +14,18 @@ use std::sync::Mutex;
 
 use crate::util::fork_generation;
 
+/// The free buffers and their bytes (capacity), kept as a sum so a
+/// give does not walk them.
+#[derive(Debug, Default)]
+struct Free {
+    buffers: Vec<Vec<u8>>,
+    bytes: usize,
+}
+
 /// Buffers for the next batches.
 #[derive(Debug)]
 pub struct BufferPool {
-    free: Mutex<Vec<Vec<u8>>>,
+    free: Mutex<Free>,
     max_bytes: usize,
     generation: u64,
 }
@@ -26,7 +34,7 @@ impl BufferPool {
     /// A pool keeping at most `max_bytes` of free buffers.
     pub(crate) fn new(max_bytes: usize) -> BufferPool {
         BufferPool {
-            free: Mutex::new(Vec::new()),
+            free: Mutex::new(Free::default()),
             max_bytes,
             generation: fork_generation(),
         }
@@ -41,12 +49,15 @@ impl BufferPool {
     pub(crate) fn take(&self, len: usize) -> Vec<u8> {
         if self.ours() {
             let mut free = self.free.lock().unwrap_or_else(|p| p.into_inner());
+            // The latest given first: the likeliest still in the cache.
             let fit = free
+                .buffers
                 .iter()
-                .position(|b| b.len() == len)
-                .or_else(|| free.iter().position(|b| b.capacity() >= len));
+                .rposition(|b| b.len() == len)
+                .or_else(|| free.buffers.iter().rposition(|b| b.capacity() >= len));
             if let Some(i) = fit {
-                let mut b = free.swap_remove(i);
+                let mut b = free.buffers.swap_remove(i);
+                free.bytes -= b.capacity();
                 b.resize(len, 0);
                 return b;
             }
@@ -61,9 +72,9 @@ impl BufferPool {
             return;
         }
         let mut free = self.free.lock().unwrap_or_else(|p| p.into_inner());
-        let held: usize = free.iter().map(Vec::capacity).sum();
-        if held + buf.capacity() <= self.max_bytes {
-            free.push(buf);
+        if free.bytes + buf.capacity() <= self.max_bytes {
+            free.bytes += buf.capacity();
+            free.buffers.push(buf);
         }
     }
 
@@ -72,7 +83,6 @@ impl BufferPool {
         if !self.ours() {
             return 0;
         }
-        let free = self.free.lock().unwrap_or_else(|p| p.into_inner());
-        free.iter().map(Vec::capacity).sum()
+        self.free.lock().unwrap_or_else(|p| p.into_inner()).bytes
     }
 }
