@@ -159,7 +159,36 @@ fn stream_key(seed: u64, stream: u64) -> u64 {
 /// [`unit_f64`] of draw `index` in the stream of `key`.
 fn unit_at(key: u64, index: u64) -> f64 {
     let mut r = SplitMix64::new(key ^ index.wrapping_mul(0x9E37_79B9_7F4A_7C15));
-    (r.next_u64() >> 11) as f64 / (1u64 << 53) as f64
+    // Times 2^-53, which is exact: the same number as dividing by 2^53,
+    // without a division's latency.
+    (r.next_u64() >> 11) as f64 * (1.0 / (1u64 << 53) as f64)
+}
+
+/// [`choose`] with every source live, without a branch on `u`: each
+/// comparison the loop would make is made (the same subtractions in the
+/// same order, so the same numbers), and the first hit is kept. A random
+/// source is a branch the processor cannot predict, and it was most of a
+/// draw's time.
+fn choose_all_live(weights: &[f64], total: f64, u: f64) -> Option<usize> {
+    if total <= 0.0 {
+        return None;
+    }
+    let mut at = u * total;
+    let (mut first, mut last) = (usize::MAX, usize::MAX);
+    for (s, &w) in weights.iter().enumerate() {
+        // The same for every draw of a step: predicted.
+        if w <= 0.0 {
+            continue;
+        }
+        last = s;
+        first = first.min(if at < w { s } else { usize::MAX });
+        at -= w;
+    }
+    match (first, last) {
+        (usize::MAX, usize::MAX) => None,
+        (usize::MAX, l) => Some(l),
+        (f, _) => Some(f),
+    }
 }
 
 /// The source that `u` picks among the weights of the live sources
@@ -225,7 +254,7 @@ impl Draws {
                 DrawUnit::Sample => {
                     let u = unit_at(key, g);
                     match steady_total {
-                        Some(total) => choose(weights, total, u, |_| true),
+                        Some(total) => choose_all_live(weights, total, u),
                         None => self.pick(weights, &cursor.counts, u),
                     }
                 }
@@ -312,6 +341,41 @@ mod tests {
                 assert_eq!(a, b);
             }
         }
+    }
+
+    #[test]
+    fn the_branchless_choice_and_the_multiplication_change_no_draw() {
+        let mut r = SplitMix64::new(3);
+        let sets: [&[f64]; 5] = [
+            &[0.4, 0.3, 0.3],
+            &[0.1, 0.0, 0.2, 0.7],
+            &[0.0, 1.0],
+            &[1e-300, 1.0, 1e300],
+            &[0.1; 10],
+        ];
+        for _ in 0..200_000 {
+            let x = r.next_u64() >> 11;
+            assert_eq!(
+                (x as f64 * (1.0 / (1u64 << 53) as f64)).to_bits(),
+                (x as f64 / (1u64 << 53) as f64).to_bits()
+            );
+        }
+        for w in sets {
+            let total: f64 = w.iter().sum();
+            let edges = [0.0, 1.0 - f64::EPSILON / 2.0, 0.4, 0.7, 0.3];
+            for i in 0..100_000 {
+                let u = match edges.get(i) {
+                    Some(&e) => e,
+                    None => unit_at(11, i as u64),
+                };
+                assert_eq!(
+                    choose_all_live(w, total, u),
+                    choose(w, total, u, |_| true),
+                    "{w:?} {u}"
+                );
+            }
+        }
+        assert_eq!(choose_all_live(&[0.0, 0.0], 0.0, 0.5), None);
     }
 
     #[test]
