@@ -63,6 +63,19 @@ impl PyPipeline {
     fn with<T>(&self, f: impl FnOnce(&mut Pipeline) -> T) -> T {
         f(&mut self.0.lock().unwrap_or_else(|p| p.into_inner()))
     }
+
+    /// The next batch if it is made and no other thread holds the
+    /// pipeline: taken with the GIL held, since nothing waits. (Never
+    /// block on the pipeline's lock with the GIL: its holder may be
+    /// waiting for a batch with the GIL released, and needs it back.)
+    fn next_ready(&self) -> Option<(Option<shardset::Result<Batch>>, Arc<BufferPool>)> {
+        let mut p = match self.0.try_lock() {
+            Ok(p) => p,
+            Err(std::sync::TryLockError::Poisoned(p)) => p.into_inner(),
+            Err(std::sync::TryLockError::WouldBlock) => return None,
+        };
+        p.ready().then(|| (p.next_batch(), p.buffers()))
+    }
 }
 
 /// A pipeline's next batch for Python: StopIteration at the end.
@@ -139,7 +152,12 @@ impl PyPipeline {
     /// The next batch (a dict of torch tensors); StopIteration at the end of
     /// the epoch, after which the pipeline stands at the next epoch.
     fn __next__<'py>(&self, py: Python<'py>) -> PyRes<Bound<'py, PyDict>> {
-        let (next, pool) = py.detach(|| self.with(|p| (p.next_batch(), p.buffers())));
+        // A batch already made is taken without giving up the GIL (which
+        // costs a switch, and lets any other Python thread in first).
+        let (next, pool) = match self.next_ready() {
+            Some(got) => got,
+            None => py.detach(|| self.with(|p| (p.next_batch(), p.buffers()))),
+        };
         next_to_py(py, next, pool)
     }
 
@@ -207,6 +225,19 @@ impl PyMixturePipeline {
     fn with<T>(&self, f: impl FnOnce(&mut MixturePipeline) -> T) -> T {
         f(&mut self.0.lock().unwrap_or_else(|p| p.into_inner()))
     }
+
+    /// The next batch if it is made and no other thread holds the
+    /// pipeline: taken with the GIL held, since nothing waits. (Never
+    /// block on the pipeline's lock with the GIL: its holder may be
+    /// waiting for a batch with the GIL released, and needs it back.)
+    fn next_ready(&self) -> Option<(Option<shardset::Result<Batch>>, Arc<BufferPool>)> {
+        let mut p = match self.0.try_lock() {
+            Ok(p) => p,
+            Err(std::sync::TryLockError::Poisoned(p)) => p.into_inner(),
+            Err(std::sync::TryLockError::WouldBlock) => return None,
+        };
+        p.ready().then(|| (p.next_batch(), p.buffers()))
+    }
 }
 
 #[pymethods]
@@ -255,7 +286,12 @@ impl PyMixturePipeline {
     /// The next batch (a dict of torch tensors); StopIteration once every
     /// source has dropped out.
     fn __next__<'py>(&self, py: Python<'py>) -> PyRes<Bound<'py, PyDict>> {
-        let (next, pool) = py.detach(|| self.with(|p| (p.next_batch(), p.buffers())));
+        // A batch already made is taken without giving up the GIL (which
+        // costs a switch, and lets any other Python thread in first).
+        let (next, pool) = match self.next_ready() {
+            Some(got) => got,
+            None => py.detach(|| self.with(|p| (p.next_batch(), p.buffers()))),
+        };
         next_to_py(py, next, pool)
     }
 

@@ -57,14 +57,16 @@ def test_a_batch_outlives_its_loader_and_its_buffers_are_used_again(cache):
     assert kept["x"].is_contiguous() and not kept["x"].requires_grad
     addresses = set()
     for b in loader:
-        addresses.add(b["x"].data_ptr())
+        # x and label have the same size: their buffers swap between batches.
+        addresses |= {b["x"].data_ptr(), b["label"].data_ptr()}
         del b
     del loader
     gc.collect()
     assert torch.equal(kept["x"], want) and torch.equal(kept["y"], want.float() / 2)
     assert kept["x"].data_ptr() not in addresses
-    # 9 batches through at most 1 thread + 1 prefetched + the one in hand.
-    assert len(addresses) <= 3, addresses
+    # 9 batches (18 buffers) through at most 1 thread + 1 prefetched + the
+    # one in hand, each with 2 such buffers.
+    assert len(addresses) <= 6, addresses
 
 
 def test_the_same_seed_gives_the_same_batches_at_any_thread_count(cache):

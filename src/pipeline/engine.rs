@@ -204,19 +204,43 @@ impl Run {
         Ok(run)
     }
 
+    /// Hands out the batch `next_seq` and lets a thread claim one more.
+    fn hand(&mut self, b: Result<Batch>) -> Next {
+        self.next_seq += 1;
+        if let Some(t) = &self.tokens {
+            // Fails only when the threads are gone, which the next receive
+            // tells.
+            let _ = t.try_send(());
+        }
+        Next::Batch(b)
+    }
+
+    /// Whether the next batch in order is made (so [`Run::next`] will not
+    /// wait for it).
+    pub(crate) fn ready(&mut self) -> bool {
+        loop {
+            if self.pending.contains_key(&self.next_seq) {
+                return true;
+            }
+            match self.results.try_recv() {
+                Ok((seq, b)) => {
+                    self.pending.insert(seq, b);
+                }
+                // Empty, or the threads are gone: `next` tells which.
+                Err(_) => return false,
+            }
+        }
+    }
+
     /// The next batch in the epoch's order, waiting for it.
     pub(crate) fn next(&mut self) -> Next {
         loop {
             if let Some(b) = self.pending.remove(&self.next_seq) {
-                self.next_seq += 1;
-                if let Some(t) = &self.tokens {
-                    // A thread may claim one more batch. Fails only when the
-                    // threads are gone, which the next receive tells.
-                    let _ = t.try_send(());
-                }
-                return Next::Batch(b);
+                return self.hand(b);
             }
             match self.results.recv() {
+                // In order, as with one thread: no trip through `pending`.
+                Ok((seq, b)) if seq == self.next_seq => return self.hand(b),
                 Ok((seq, b)) => {
                     self.pending.insert(seq, b);
                 }

@@ -119,6 +119,11 @@ impl MixturePipeline {
         Ok(())
     }
 
+    /// As [`super::Pipeline::ready`].
+    pub fn ready(&mut self) -> bool {
+        self.run.as_mut().is_some_and(Run::ready)
+    }
+
     /// The next batch; None once every source has dropped out. After an
     /// error the state stays before the failed batch.
     pub fn next_batch(&mut self) -> Option<Result<Batch>> {

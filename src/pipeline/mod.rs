@@ -193,6 +193,13 @@ impl Pipeline {
         Ok(())
     }
 
+    /// Whether [`Pipeline::next_batch`] would return at once: the next
+    /// batch is made (false at the start of an epoch's run). A binding can
+    /// then skip giving up its interpreter lock for the call.
+    pub fn ready(&mut self) -> bool {
+        self.run.as_mut().is_some_and(Run::ready)
+    }
+
     /// The next batch of the epoch; `None` at its end, after which the
     /// pipeline stands at the start of the next epoch. After an error the
     /// state stays before the failed batch, and the next call tries it
