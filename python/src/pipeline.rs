@@ -63,19 +63,22 @@ impl PyPipeline {
     fn with<T>(&self, f: impl FnOnce(&mut Pipeline) -> T) -> T {
         f(&mut self.0.lock().unwrap_or_else(|p| p.into_inner()))
     }
+}
 
-    /// The next batch if it is made and no other thread holds the
-    /// pipeline: taken with the GIL held, since nothing waits. (Never
-    /// block on the pipeline's lock with the GIL: its holder may be
-    /// waiting for a batch with the GIL released, and needs it back.)
-    fn next_ready(&self) -> Option<(Option<shardset::Result<Batch>>, Arc<BufferPool>)> {
-        let mut p = match self.0.try_lock() {
-            Ok(p) => p,
-            Err(std::sync::TryLockError::Poisoned(p)) => p.into_inner(),
-            Err(std::sync::TryLockError::WouldBlock) => return None,
-        };
-        p.ready().then(|| (p.next_batch(), p.buffers()))
-    }
+/// A batch and the pool its buffers go back to.
+type Next = (Option<shardset::Result<Batch>>, Arc<BufferPool>);
+
+/// `take(pipeline)` if no other thread holds the pipeline: a batch already
+/// made is taken with the GIL held, since nothing waits. (Never block on
+/// the pipeline's lock with the GIL: its holder may be waiting for a batch
+/// with the GIL released, and needs it back.)
+fn next_ready<P>(pipeline: &Mutex<P>, take: impl FnOnce(&mut P) -> Option<Next>) -> Option<Next> {
+    let mut p = match pipeline.try_lock() {
+        Ok(p) => p,
+        Err(std::sync::TryLockError::Poisoned(p)) => p.into_inner(),
+        Err(std::sync::TryLockError::WouldBlock) => return None,
+    };
+    take(&mut p)
 }
 
 /// A pipeline's next batch for Python: StopIteration at the end.
@@ -154,7 +157,10 @@ impl PyPipeline {
     fn __next__<'py>(&self, py: Python<'py>) -> PyRes<Bound<'py, PyDict>> {
         // A batch already made is taken without giving up the GIL (which
         // costs a switch, and lets any other Python thread in first).
-        let (next, pool) = match self.next_ready() {
+        let ready = next_ready(&self.0, |p| {
+            p.ready().then(|| (p.next_batch(), p.buffers()))
+        });
+        let (next, pool) = match ready {
             Some(got) => got,
             None => py.detach(|| self.with(|p| (p.next_batch(), p.buffers()))),
         };
@@ -225,19 +231,6 @@ impl PyMixturePipeline {
     fn with<T>(&self, f: impl FnOnce(&mut MixturePipeline) -> T) -> T {
         f(&mut self.0.lock().unwrap_or_else(|p| p.into_inner()))
     }
-
-    /// The next batch if it is made and no other thread holds the
-    /// pipeline: taken with the GIL held, since nothing waits. (Never
-    /// block on the pipeline's lock with the GIL: its holder may be
-    /// waiting for a batch with the GIL released, and needs it back.)
-    fn next_ready(&self) -> Option<(Option<shardset::Result<Batch>>, Arc<BufferPool>)> {
-        let mut p = match self.0.try_lock() {
-            Ok(p) => p,
-            Err(std::sync::TryLockError::Poisoned(p)) => p.into_inner(),
-            Err(std::sync::TryLockError::WouldBlock) => return None,
-        };
-        p.ready().then(|| (p.next_batch(), p.buffers()))
-    }
 }
 
 #[pymethods]
@@ -288,7 +281,10 @@ impl PyMixturePipeline {
     fn __next__<'py>(&self, py: Python<'py>) -> PyRes<Bound<'py, PyDict>> {
         // A batch already made is taken without giving up the GIL (which
         // costs a switch, and lets any other Python thread in first).
-        let (next, pool) = match self.next_ready() {
+        let ready = next_ready(&self.0, |p| {
+            p.ready().then(|| (p.next_batch(), p.buffers()))
+        });
+        let (next, pool) = match ready {
             Some(got) => got,
             None => py.detach(|| self.with(|p| (p.next_batch(), p.buffers()))),
         };
