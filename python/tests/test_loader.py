@@ -8,6 +8,8 @@ import gc
 import json
 import os
 import pickle
+import subprocess
+import sys
 
 import pytest
 import torch
@@ -158,6 +160,40 @@ def test_a_loop_that_stops_early_leaves_no_thread(cache):
     del loader
     gc.collect()
     assert pipeline_threads() == 0
+
+
+STATE_WHILE_ITERATING = """
+import sys, threading
+from shardset.torch import Loader
+loader = Loader(sys.argv[1], batch_size=10, threads=1, prefetch=1, remainder="partial")
+done = threading.Event()
+states = []
+def checkpoint():
+    while not done.is_set():
+        states.append(loader.state_dict())
+t = threading.Thread(target=checkpoint)
+t.start()
+rows = 0
+for epoch in range(20):
+    rows += sum(len(b["x"]) for b in loader)
+done.set()
+t.join()
+print(rows, len(states))
+"""
+
+
+def test_a_state_dict_from_another_thread_while_iterating_does_not_hang(cache):
+    # A thread in __next__ waits for a batch holding the pipeline's lock
+    # with the GIL released, and lets the lock go before it takes the GIL
+    # back; a thread that asks for the state takes the lock with the GIL
+    # held. Were the lock kept until the GIL is back, the two would wait
+    # for each other for ever. In a process of its own, so a hang fails the
+    # test instead of the suite.
+    out = subprocess.run([sys.executable, "-c", STATE_WHILE_ITERATING, cache],
+                         capture_output=True, text=True, timeout=300)
+    assert out.returncode == 0, out.stderr
+    rows, states = map(int, out.stdout.split())
+    assert rows == 20 * N and states > 0
 
 
 def test_map_batch_runs_on_whole_batches(cache):
