@@ -71,6 +71,26 @@ def test_a_batch_outlives_its_loader_and_its_buffers_are_used_again(cache):
     assert len(addresses) <= 6, addresses
 
 
+def test_every_element_type_crosses_with_its_own_dtype(tmp_path):
+    # Each column is a DLPack tensor of the column's type: bool, half and
+    # unsigned types too (numpy's route had no bfloat16, DLPack has them all).
+    d = str(tmp_path / "c")
+    types = {"b": ("bool", torch.bool), "h": ("float16", torch.float16),
+             "u16": ("uint16", torch.uint16), "i8": ("int8", torch.int8),
+             "u64": ("uint64", torch.uint64), "f64": ("float64", torch.float64)}
+    shardset.write_cache(({"b": i % 2 == 0, "h": float(i), "u16": i, "i8": i - 50, "u64": i,
+                           "f64": i / 4} for i in range(100)),
+                         {k: Value(t) for k, (t, _) in types.items()}, d)
+    batch = next(iter(Loader(d, batch_size=10, threads=1, order="sequential")))
+    for k, (_, dtype) in types.items():
+        assert batch[k].dtype == dtype, k
+    assert batch["b"].tolist() == [i % 2 == 0 for i in range(10)]
+    assert batch["h"].tolist() == [float(i) for i in range(10)]
+    assert batch["u16"].tolist() == batch["u64"].tolist() == list(range(10))
+    assert batch["i8"].tolist() == [i - 50 for i in range(10)]
+    assert batch["f64"].tolist() == [i / 4 for i in range(10)]
+
+
 def test_the_same_seed_gives_the_same_batches_at_any_thread_count(cache):
     runs = [ids(Loader(cache, batch_size=50, seed=4, threads=t)) for t in (1, 2, 4)]
     assert runs[0] == runs[1] == runs[2]
