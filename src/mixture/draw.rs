@@ -164,20 +164,25 @@ fn unit_at(key: u64, index: u64) -> f64 {
     (r.next_u64() >> 11) as f64 * (1.0 / (1u64 << 53) as f64)
 }
 
-/// [`choose`] with every source live, without a branch on `u`: each
-/// comparison the loop would make is made (the same subtractions in the
-/// same order, so the same numbers), and the first hit is kept. A random
-/// source is a branch the processor cannot predict, and it was most of a
-/// draw's time.
-fn choose_all_live(weights: &[f64], total: f64, u: f64) -> Option<usize> {
+/// The source that `u` picks among the weights of the live sources
+/// (`total`: their sum, in source order), or None when they weigh nothing:
+/// the first whose weight is above what is left of `u * total` after the
+/// ones before it (or the last live one, should rounding leave none).
+///
+/// Without a branch on `u`: every comparison is made (the same
+/// subtractions in the same order as a loop that stops at the first hit,
+/// so the same numbers) and the first hit is kept. A random source is a
+/// branch the processor cannot predict, and it was most of a draw's time;
+/// the branches left (a weight of 0, a source that dropped out) are the
+/// same for every draw of a step.
+fn choose(weights: &[f64], total: f64, u: f64, live: impl Fn(usize) -> bool) -> Option<usize> {
     if total <= 0.0 {
         return None;
     }
     let mut at = u * total;
     let (mut first, mut last) = (usize::MAX, usize::MAX);
     for (s, &w) in weights.iter().enumerate() {
-        // The same for every draw of a step: predicted.
-        if w <= 0.0 {
+        if w <= 0.0 || !live(s) {
             continue;
         }
         last = s;
@@ -189,27 +194,6 @@ fn choose_all_live(weights: &[f64], total: f64, u: f64) -> Option<usize> {
         (usize::MAX, l) => Some(l),
         (f, _) => Some(f),
     }
-}
-
-/// The source that `u` picks among the weights of the live sources
-/// (`total`: their sum, in source order), or None when they weigh nothing.
-fn choose(weights: &[f64], total: f64, u: f64, live: impl Fn(usize) -> bool) -> Option<usize> {
-    if total <= 0.0 {
-        return None;
-    }
-    let mut at = u * total;
-    let mut last = None;
-    for (s, &w) in weights.iter().enumerate() {
-        if w <= 0.0 || !live(s) {
-            continue;
-        }
-        last = Some(s);
-        if at < w {
-            return Some(s);
-        }
-        at -= w;
-    }
-    last
 }
 
 impl Draws {
@@ -254,7 +238,7 @@ impl Draws {
                 DrawUnit::Sample => {
                     let u = unit_at(key, g);
                     match steady_total {
-                        Some(total) => choose_all_live(weights, total, u),
+                        Some(total) => choose(weights, total, u, |_| true),
                         None => self.pick(weights, &cursor.counts, u),
                     }
                 }
@@ -301,14 +285,43 @@ mod tests {
         }
     }
 
-    /// What a step drew before the steady case: every draw through `pick`,
-    /// its stream key made anew.
+    /// `choose` as it was written first: a loop that stops at the first
+    /// hit (the reference the branchless one is held to).
+    fn choose_first_hit(
+        weights: &[f64],
+        total: f64,
+        u: f64,
+        live: impl Fn(usize) -> bool,
+    ) -> Option<usize> {
+        if total <= 0.0 {
+            return None;
+        }
+        let mut at = u * total;
+        let mut last = None;
+        for (s, &w) in weights.iter().enumerate() {
+            if w <= 0.0 || !live(s) {
+                continue;
+            }
+            last = Some(s);
+            if at < w {
+                return Some(s);
+            }
+            at -= w;
+        }
+        last
+    }
+
+    /// What a step drew before the steady case and the branchless choice:
+    /// every draw through the first-hit loop over the live sources, its
+    /// stream key made anew.
     fn step_draw_by_draw(d: &Draws, schedule: &Schedule, c: &mut Cursor) -> Vec<(usize, u64)> {
         let weights = schedule.at(c.step);
         let mut out = Vec::new();
         for i in 0..d.batch_size {
             let g = c.step * d.batch_size + i;
-            let Some(s) = d.pick(weights, &c.counts, unit_f64(d.seed, 0, g)) else {
+            let (u, counts) = (unit_f64(d.seed, 0, g), &c.counts);
+            let total = d.live_total(weights, counts);
+            let Some(s) = choose_first_hit(weights, total, u, |s| d.live(s, counts)) else {
                 break;
             };
             out.push((s, c.counts[s]));
@@ -369,13 +382,20 @@ mod tests {
                     None => unit_at(11, i as u64),
                 };
                 assert_eq!(
-                    choose_all_live(w, total, u),
                     choose(w, total, u, |_| true),
+                    choose_first_hit(w, total, u, |_| true),
                     "{w:?} {u}"
+                );
+                // The first source dropped out: the others' total.
+                let rest: f64 = w[1..].iter().sum();
+                assert_eq!(
+                    choose(w, rest, u, |s| s > 0),
+                    choose_first_hit(w, rest, u, |s| s > 0),
+                    "{w:?} {u} without source 0"
                 );
             }
         }
-        assert_eq!(choose_all_live(&[0.0, 0.0], 0.0, 0.5), None);
+        assert_eq!(choose(&[0.0, 0.0], 0.0, 0.5, |_| true), None);
     }
 
     #[test]
