@@ -7,7 +7,7 @@
 //! the consumer. Dropping the run (the pipeline, or an epoch left early)
 //! stops the threads and joins them.
 
-use std::collections::BTreeMap;
+use std::collections::VecDeque;
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
@@ -139,7 +139,10 @@ struct Claims {
 pub(crate) struct Run {
     tokens: Option<Sender<()>>,
     results: Receiver<(u64, Result<Batch>)>,
-    pending: BTreeMap<u64, Result<Batch>>,
+    /// Batches made out of order: slot `i` is batch `next_seq + i` (at
+    /// most the batches in flight, so the ring stops allocating once it
+    /// has grown to that).
+    pending: VecDeque<Option<Result<Batch>>>,
     next_seq: u64,
     stop: Arc<AtomicBool>,
     threads: Vec<JoinHandle<()>>,
@@ -178,7 +181,7 @@ impl Run {
         let mut run = Run {
             tokens: Some(tokens),
             results,
-            pending: BTreeMap::new(),
+            pending: VecDeque::new(),
             next_seq: 0,
             stop: stop.clone(),
             threads: Vec::with_capacity(threads),
@@ -204,28 +207,24 @@ impl Run {
         Ok(run)
     }
 
-    /// Hands out the batch `next_seq` and lets a thread claim one more.
-    fn hand(&mut self, b: Result<Batch>) -> Next {
-        self.next_seq += 1;
-        if let Some(t) = &self.tokens {
-            // Fails only when the threads are gone, which the next receive
-            // tells.
-            let _ = t.try_send(());
+    /// Keeps batch `seq` until its turn.
+    fn keep(&mut self, seq: u64, b: Result<Batch>) {
+        let i = (seq - self.next_seq) as usize;
+        if self.pending.len() <= i {
+            self.pending.resize_with(i + 1, || None);
         }
-        Next::Batch(b)
+        self.pending[i] = Some(b);
     }
 
     /// Whether the next batch in order is made (so [`Run::next`] will not
     /// wait for it).
     pub(crate) fn ready(&mut self) -> bool {
         loop {
-            if self.pending.contains_key(&self.next_seq) {
+            if matches!(self.pending.front(), Some(Some(_))) {
                 return true;
             }
             match self.results.try_recv() {
-                Ok((seq, b)) => {
-                    self.pending.insert(seq, b);
-                }
+                Ok((seq, b)) => self.keep(seq, b),
                 // Empty, or the threads are gone: `next` tells which.
                 Err(_) => return false,
             }
@@ -235,16 +234,19 @@ impl Run {
     /// The next batch in the epoch's order, waiting for it.
     pub(crate) fn next(&mut self) -> Next {
         loop {
-            if let Some(b) = self.pending.remove(&self.next_seq) {
-                return self.hand(b);
+            if let Some(Some(b)) = self.pending.front_mut().map(Option::take) {
+                self.pending.pop_front();
+                self.next_seq += 1;
+                if let Some(t) = &self.tokens {
+                    // A thread may claim one more batch. Fails only when the
+                    // threads are gone, which the next receive tells.
+                    let _ = t.try_send(());
+                }
+                return Next::Batch(b);
             }
             match self.results.recv() {
-                // In order, as with one thread: no trip through `pending`.
-                Ok((seq, b)) if seq == self.next_seq => return self.hand(b),
-                Ok((seq, b)) => {
-                    self.pending.insert(seq, b);
-                }
-                Err(_) if self.pending.is_empty() => return Next::End,
+                Ok((seq, b)) => self.keep(seq, b),
+                Err(_) if self.pending.iter().all(Option::is_none) => return Next::End,
                 Err(_) => {
                     return Next::Batch(Err(Error::Panic {
                         what: "pipeline",
