@@ -30,6 +30,7 @@ use zune_jpeg::zune_core::options::DecoderOptions;
 use super::plan::{ImagePlan, Params, Placement};
 use super::rng::SampleRng;
 use super::run::{self, geometry_steps, Geo};
+use super::scratch;
 use crate::error::{Error, Result};
 use crate::features::image::{self as codec, Container};
 use crate::features::limits::DecodeLimits;
@@ -112,23 +113,36 @@ fn jpeg_scaled(bytes: &[u8], h: u32, w: u32, d: u32) -> std::result::Result<Imag
     .map_err(|e| e.to_string())
 }
 
-/// A JPEG at full size (zune-jpeg), grey kept as one channel.
+/// A JPEG at full size (zune-jpeg), grey kept as one channel, into one of
+/// the thread's reused buffers (give it back with [`scratch::give`]).
 fn jpeg_full(bytes: &[u8]) -> std::result::Result<ImageData, String> {
-    let mut dec = zune_jpeg::JpegDecoder::new(ZCursor::new(bytes));
-    dec.decode_headers().map_err(|e| e.to_string())?;
-    let grey = dec.input_colorspace() == Some(ColorSpace::Luma);
-    let out = if grey {
-        ColorSpace::Luma
-    } else {
-        ColorSpace::RGB
+    let options = |out| {
+        DecoderOptions::default()
+            .jpeg_set_out_colorspace(out)
+            .set_max_width(usize::from(u16::MAX))
+            .set_max_height(usize::from(u16::MAX))
     };
-    let options = DecoderOptions::default()
-        .jpeg_set_out_colorspace(out)
-        .set_max_width(usize::from(u16::MAX))
-        .set_max_height(usize::from(u16::MAX));
-    let mut dec = zune_jpeg::JpegDecoder::new_with_options(ZCursor::new(bytes), options);
-    let pixels = dec.decode().map_err(|e| e.to_string())?;
+    let open = |out| -> std::result::Result<_, String> {
+        let mut dec = zune_jpeg::JpegDecoder::new_with_options(ZCursor::new(bytes), options(out));
+        dec.decode_headers().map_err(|e| e.to_string())?;
+        Ok(dec)
+    };
+    // The headers are read once for a colour image; a grey one (rare) is
+    // opened again to be decoded as one channel.
+    let mut dec = open(ColorSpace::RGB)?;
+    let grey = dec.input_colorspace() == Some(ColorSpace::Luma);
+    if grey {
+        dec = open(ColorSpace::Luma)?;
+    }
+    let size = dec
+        .output_buffer_size()
+        .ok_or("JPEG without a frame header")?;
     let info = dec.info().ok_or("JPEG without a frame header")?;
+    let mut pixels = scratch::take(size);
+    if let Err(e) = dec.decode_into(&mut pixels) {
+        scratch::give(pixels);
+        return Err(e.to_string());
+    }
     let channels = if grey { 1 } else { 3 };
     ImageData::new(
         u32::from(info.height),
@@ -186,6 +200,8 @@ impl ImagePlan {
                 img.width, img.height
             )));
         }
-        run::run(self, &img, &params, place, out)
+        let done = run::run(self, &img, &params, place, out);
+        scratch::give(img.data);
+        done
     }
 }

