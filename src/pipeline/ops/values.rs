@@ -281,9 +281,9 @@ fn streams<const S: usize>(w: usize, stride: usize, out: &[u8]) -> bool {
     cfg!(target_arch = "x86_64")
         && S == 4
         && 3 * stride * S >= STREAM_BYTES
-        && out.as_ptr() as usize % 16 == 0
-        && (w * S) % 16 == 0
-        && (stride * S) % 16 == 0
+        && (out.as_ptr() as usize).is_multiple_of(16)
+        && (w * S).is_multiple_of(16)
+        && (stride * S).is_multiple_of(16)
 }
 
 /// One source row into its three planes of 4-byte elements (the row
@@ -317,7 +317,7 @@ fn plane_rows_streamed(
 /// Stores 16 bytes at `dst` (16-byte aligned) bypassing the caches.
 #[inline(always)]
 fn store16(dst: &mut [u8], v: &[u32; 4]) {
-    assert!(dst.len() == 16 && dst.as_ptr() as usize % 16 == 0);
+    assert!(dst.len() == 16 && (dst.as_ptr() as usize).is_multiple_of(16));
     #[cfg(target_arch = "x86_64")]
     // SAFETY: `dst` is 16 writable bytes at a 16-byte aligned address
     // (checked above); `v` is 16 readable bytes. SSE2 is part of x86_64.
