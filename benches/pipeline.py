@@ -426,6 +426,22 @@ def limit(workload):
         "PIL JPEG decode + the torchvision v2 transforms alone, 1 core"
 
 
+def limit_ours(workload):
+    """Samples/s of one core doing our decode + the same ops alone: the
+    Loader's ops applied image by image (`shardset.ops.ImageOps`, the same
+    code the Loader's threads run), no reading, batching or hand-over."""
+    import torch
+    from shardset import ops
+    torch.set_num_threads(1)
+    blobs = loaders.columns("images")["image"][:2000]
+    one = ops.ImageOps(shardset_ops(workload))
+    start = time.perf_counter()
+    for k, b in enumerate(blobs):
+        one(b, seed=SEED, epoch=0, position=k)
+    return len(blobs) / (time.perf_counter() - start), \
+        "our decode + the same ops alone (shardset.ops.ImageOps), 1 core"
+
+
 # ------------------------------------------------------------- driver ---
 
 def write_data(lib, workload):
@@ -442,6 +458,7 @@ def main():
     ap.add_argument("--run", nargs=3, metavar=("LIB", "WORKLOAD", "PAR"))
     ap.add_argument("--write", nargs=2, metavar=("LIB", "WORKLOAD"))
     ap.add_argument("--limit", default=None)
+    ap.add_argument("--limit-ours", default=None)
     ap.add_argument("--json", default=None, help="also write the results here")
     ap.add_argument("--limit-s", type=int, default=240,
                     help="stop an epoch after this many seconds and report its rate so far")
@@ -457,6 +474,9 @@ def main():
         return
     if a.limit:
         print(json.dumps(limit(a.limit)))
+        return
+    if a.limit_ours:
+        print(json.dumps(limit_ours(a.limit_ours)))
         return
     only = a.only.split(",")
     libs = a.libs.split(",") if a.libs else None
@@ -521,17 +541,25 @@ def main():
                   f"once={r['once']}", file=sys.stderr)
         else:
             print(f"{w:6} {name(r):26} {r['failed']}", file=sys.stderr)
-    lims = {}
+    lims, ours_lims = {}, {}
     for w in only:
         p = child("reference", ["--limit", w])
         if p.returncode == 0:
             lims[w] = json.loads(p.stdout.strip().splitlines()[-1])
         else:
             print(f"limit {w} FAILED:\n{p.stderr[-3000:]}", file=sys.stderr)
+        if w == "scalar" or (libs and "shardset" not in libs):
+            continue
+        p = child("shardset", ["--limit-ours", w])
+        if p.returncode == 0:
+            ours_lims[w] = json.loads(p.stdout.strip().splitlines()[-1])
+        else:
+            print(f"our limit {w} FAILED:\n{p.stderr[-3000:]}", file=sys.stderr)
     if a.json:
         with open(a.json, "w") as f:
-            json.dump({"results": results, "limits": lims}, f, indent=1)
-    text = table(results, lims)
+            json.dump({"results": results, "limits": lims, "our_limits": ours_lims}, f,
+                      indent=1)
+    text = table(results, lims, ours_lims)
     print(text)
     if SMOKE or a.no_page or a.only != ap.get_default("only") or a.libs:
         print("(the page is filled by a full run only)", file=sys.stderr)
@@ -554,16 +582,14 @@ def cores(r):
     return min(CORES, max(1, r["par"]))
 
 
-def limits_of(results, lims):
+def limits_of(lims, ours_lims):
     """{workload: (ours per core, what, peers' per core, what)}."""
     out = {}
     for w, (rate, what) in lims.items():
-        ours = next((r for r in results if r["workload"] == w and r["lib"] == "shardset"
-                     and r["par"] == 1 and "rate" in r), None)
         if w == "scalar":
             out[w] = (rate, what, rate, what)
-        elif ours:
-            out[w] = (ours["rate"], "our Loader at threads=1 (read + decode + ops)", rate, what)
+        elif w in ours_lims:
+            out[w] = (*ours_lims[w], rate, what)
         else:
             out[w] = (None, "", rate, what)
     return out
@@ -586,8 +612,8 @@ def once_cell(r):
     return f"NO ({r['dups']} twice, {r['missing']} missing)"
 
 
-def table(results, lims):
-    lim = limits_of(results, lims)
+def table(results, lims, ours_lims):
+    lim = limits_of(lims, ours_lims)
     out = ["| workload | library | parallelism | shuffle | first batch (s) | samples/s | "
            "CPU µs/sample | peak RSS (MiB) | every id once | × best peer | × limit (2 cores) |",
            "|---|---|---|---|---|---|---|---|---|---|---|"]
@@ -618,8 +644,7 @@ def table(results, lims):
         out.append(f"- limit, {w}, peers: {peers_l:,.0f} samples/s per core ({peers_what}); "
                    f"{CORES} cores: {CORES * peers_l:,.0f}/s.")
         if ours:
-            out.append(f"- limit, {w}, ours: {ours:,.0f} samples/s per core ({ours_what}; "
-                       "no measure of the ops alone yet); "
+            out.append(f"- limit, {w}, ours: {ours:,.0f} samples/s per core ({ours_what}); "
                        f"{CORES} cores: {CORES * ours:,.0f}/s; one thread of ours against "
                        f"one core of PIL + torchvision: {ours / peers_l:.2f}x.")
     for w in ("train", "eval", "scalar"):

@@ -241,6 +241,14 @@ class EpochBatches:
     def rank_done(nexts: Sequence[int]) -> int: ...
 
 @final
+class ImageOps:
+    """An image column's ops, checked; applied to one encoded image as the pipeline does."""
+
+    def __new__(cls, ops: str, column: str = "image") -> ImageOps: ...
+    def apply(self, encoded: bytes, seed: int = 0, epoch: int = 0, position: int = 0,
+              layout: str = "CHW") -> torch.Tensor: ...
+
+@final
 class Pipeline:
     """Batches of finished tensors from a dataset, made on the library's threads."""
 

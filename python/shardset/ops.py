@@ -11,12 +11,22 @@ Their parameters mean what torchvision.transforms.v2's do. Each op is a
 plain dict (`{"op": name, ...}`), so a list of them pickles and prints as
 what it is; the library checks every parameter when the loader is made and
 names the column, the op and the parameter it refuses.
+
+`ImageOps(ops)` applies a list to one encoded image, exactly as the loader
+does to the sample at a position of an epoch: to look at what a transform
+makes, or to time the per-image work alone.
 """
 
 from __future__ import annotations
 
+import json
 from collections.abc import Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+from . import _shardset
+
+if TYPE_CHECKING:
+    import torch
 
 IMAGENET_MEAN = (0.485, 0.456, 0.406)
 IMAGENET_STD = (0.229, 0.224, 0.225)
@@ -72,5 +82,29 @@ def Normalize(mean: Sequence[float], std: Sequence[float]) -> Op:
     return Op(op="normalize", mean=[float(m) for m in mean], std=[float(s) for s in std])
 
 
-__all__ = ["Op", "Resize", "CenterCrop", "RandomResizedCrop", "RandomHorizontalFlip", "ToDtype",
+class ImageOps:
+    """A list of ops for one image column, checked now (a bad parameter is
+    a `BadInputError` naming it), applied to encoded images (JPEG, PNG,
+    WebP, ...) one at a time:
+
+        train = ImageOps([RandomResizedCrop(224), RandomHorizontalFlip()])
+        x = train(jpeg_bytes, seed=0, epoch=0, position=7)  # torch.Tensor [3, 224, 224]
+
+    `position` is the sample's place in the epoch's order: with the
+    loader's seed and epoch, the result is that sample's tensor in the
+    loader's batch, bit for bit."""
+
+    def __init__(self, ops: Sequence[Op], column: str = "image") -> None:
+        self.ops = [Op(o) for o in ops]
+        self._native = _shardset.ImageOps(json.dumps(self.ops), column)
+
+    def __call__(self, encoded: bytes, *, seed: int = 0, epoch: int = 0, position: int = 0,
+                 layout: str = "CHW") -> torch.Tensor:
+        return self._native.apply(encoded, seed, epoch, position, layout)
+
+    def __repr__(self) -> str:
+        return f"ImageOps({self.ops!r})"
+
+
+__all__ = ["Op", "ImageOps", "Resize", "CenterCrop", "RandomResizedCrop", "RandomHorizontalFlip", "ToDtype",
            "Normalize", "IMAGENET_MEAN", "IMAGENET_STD"]

@@ -8,7 +8,7 @@
 //!
 //! One module per concern: `error` (the exceptions), `convert` (values
 //! both ways), `arrow` (record batches), `open` and `dataset` (reading),
-//! `write`, `edit`, `epoch` (the epoch model for `shardset.torch`), `mixture` (mixtures of datasets), `pipeline` (the input pipeline), `tensors` (its batches as torch tensors) and `remote` (distributed builds on object storage);
+//! `write`, `edit`, `epoch` (the epoch model for `shardset.torch`), `mixture` (mixtures of datasets), `pipeline` (the input pipeline), `ops` (its image ops on one image), `tensors` (its batches as torch tensors) and `remote` (distributed builds on object storage);
 //! this file registers them as the module `shardset._shardset`, and sets
 //! the extension's allocator (mimalloc; Cargo.toml says why).
 
@@ -25,6 +25,7 @@ mod epoch;
 mod error;
 mod mixture;
 mod open;
+mod ops;
 mod pipeline;
 mod remote;
 mod report;
@@ -49,6 +50,7 @@ fn _shardset(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<convert::HostBuffer>()?;
     m.add_class::<edit::PyStaging>()?;
     m.add_class::<epoch::PyEpochBatches>()?;
+    m.add_class::<ops::PyImageOps>()?;
     m.add_class::<pipeline::PyPipeline>()?;
     m.add_class::<pipeline::PyMixturePipeline>()?;
     m.add_class::<mixture::PyMixture>()?;

@@ -110,13 +110,25 @@ pub(crate) fn batch_to_torch<'py>(
     b: Batch,
     pool: &Arc<BufferPool>,
 ) -> PyRes<Bound<'py, PyDict>> {
+    let d = PyDict::new(py);
+    for (name, c) in b.columns {
+        let t = tensor(py, c.data, c.element, &c.shape, pool)?;
+        d.set_item(PyString::intern(py, &name), t)?;
+    }
+    Ok(d)
+}
+
+/// A torch tensor over `data` (C order, `shape`; no copy), which goes back
+/// to `pool` when torch frees the tensor.
+pub(crate) fn tensor<'py>(
+    py: Python<'py>,
+    data: Vec<u8>,
+    element: Element,
+    shape: &[usize],
+    pool: &Arc<BufferPool>,
+) -> PyRes<Bound<'py, PyAny>> {
     // Looked up once: a batch makes a tensor per column.
     static FROM_DLPACK: PyOnceLock<Py<PyAny>> = PyOnceLock::new();
     let from_dlpack = FROM_DLPACK.import(py, "torch.utils.dlpack", "from_dlpack")?;
-    let d = PyDict::new(py);
-    for (name, c) in b.columns {
-        let cap = capsule(py, c.data, c.element, &c.shape, pool.clone())?;
-        d.set_item(PyString::intern(py, &name), from_dlpack.call1((cap,))?)?;
-    }
-    Ok(d)
+    from_dlpack.call1((capsule(py, data, element, shape, pool.clone())?,))
 }

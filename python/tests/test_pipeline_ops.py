@@ -190,3 +190,62 @@ def test_memory_returns_when_a_loop_stops_early(images):
     # add about 96 MiB a loop.
     assert min(seen[5:]) <= max(seen[:5]) + 24, seen
     assert max(seen) - min(seen) <= 5 * 24, seen
+
+
+def encoded(pixels, fmt):
+    from PIL import Image as PILImage
+    import io
+    buf = io.BytesIO()
+    PILImage.fromarray(pixels.permute(1, 2, 0).numpy()).save(buf, format=fmt, quality=90)
+    return buf.getvalue()
+
+
+def test_image_ops_make_the_loaders_tensors_bit_for_bit(images, tmp_path):
+    """`ops.ImageOps` on one image is the loader's tensor of that sample:
+    same seed, epoch and position. PNG (the fixture) and JPEG at a size
+    whose float32 planes take the streamed write."""
+    path, pics = images
+    train = [ops.RandomResizedCrop(16), ops.RandomHorizontalFlip(), ops.ToDtype("float32"),
+             ops.Normalize(ops.IMAGENET_MEAN, ops.IMAGENET_STD)]
+    big = [ops.RandomResizedCrop(224), ops.RandomHorizontalFlip(), ops.ToDtype("float32"),
+           ops.Normalize(ops.IMAGENET_MEAN, ops.IMAGENET_STD)]
+    rng = np.random.default_rng(1)
+    photos = [torch.from_numpy(np.clip(rng.normal(128, 60, (3, 256, 256)), 0, 255)
+                               .astype(np.uint8)) for _ in range(6)]
+    jpegs = [encoded(p, "JPEG") for p in photos]
+    jpeg_cache = tmp_path / "jpeg"
+    shardset.write_cache(({"image": j, "id": i}
+                          for i, j in enumerate(jpegs)),
+                         Features({"image": Image(), "id": Value("int64")}), jpeg_cache)
+    for cache, blobs, op_list in ((path, [encoded(p, "PNG") for p in pics], train),
+                                  (str(jpeg_cache), jpegs, big)):
+        loader = Loader(cache, batch_size=4, order="sequential", seed=5, threads=2,
+                        remainder="partial", ops={"image": op_list})
+        loader.set_epoch(1)
+        one = ops.ImageOps(op_list)
+        seen = 0
+        for b in loader:
+            for i, sample in enumerate(b["id"].tolist()):
+                want = b["image"][i]
+                got = one(blobs[sample], seed=5, epoch=1, position=seen)
+                assert got.dtype == want.dtype and got.shape == want.shape
+                assert torch.equal(got, want), (cache, sample)
+                seen += 1
+        assert seen == len(blobs)
+        # Another position draws other params.
+        assert not torch.equal(one(blobs[0], seed=5, epoch=1, position=0),
+                               one(blobs[0], seed=5, epoch=1, position=1))
+    hwc = ops.ImageOps([ops.CenterCrop(8)])(jpegs[0], layout="HWC")
+    assert hwc.shape == (8, 8, 3) and hwc.dtype == torch.uint8
+
+
+def test_image_ops_refuse_bad_ops_and_bad_input_by_name():
+    with pytest.raises(shardset.BadInputError, match="ratio"):
+        ops.ImageOps([ops.RandomResizedCrop(8, ratio=(2.0, 1.0))], column="photo")
+    with pytest.raises(shardset.BadInputError, match="photo"):
+        ops.ImageOps([{"op": "rotate"}], column="photo")
+    one = ops.ImageOps([ops.CenterCrop(8)])
+    with pytest.raises(shardset.ShardsetError, match="image"):
+        one(b"not an image")
+    with pytest.raises(shardset.BadInputError, match="CTHW"):
+        one(encoded(torch.zeros(3, 8, 8, dtype=torch.uint8), "PNG"), layout="CTHW")

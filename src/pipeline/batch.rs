@@ -82,6 +82,19 @@ pub struct BatchColumn {
     pub shape: Vec<usize>,
 }
 
+impl From<super::ops::OutDtype> for Element {
+    /// The batch element of an image column's output dtype.
+    fn from(d: super::ops::OutDtype) -> Element {
+        use super::ops::OutDtype;
+        match d {
+            OutDtype::Uint8 => Element::UInt8,
+            OutDtype::Float32 => Element::Float32,
+            OutDtype::Float16 => Element::Float16,
+            OutDtype::Bfloat16 => Element::BFloat16,
+        }
+    }
+}
+
 /// Where a pipeline stands once a batch is consumed.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum BatchState {

@@ -32,7 +32,7 @@ pub struct BufferPool {
 
 impl BufferPool {
     /// A pool keeping at most `max_bytes` of free buffers.
-    pub(crate) fn new(max_bytes: usize) -> BufferPool {
+    pub fn new(max_bytes: usize) -> BufferPool {
         BufferPool {
             free: Mutex::new(Free::default()),
             max_bytes,
@@ -46,7 +46,7 @@ impl BufferPool {
 
     /// A buffer of `len` bytes: a given-back one (its old bytes, which the
     /// caller overwrites) or a new zeroed one.
-    pub(crate) fn take(&self, len: usize) -> Vec<u8> {
+    pub fn take(&self, len: usize) -> Vec<u8> {
         if self.ours() {
             let mut free = self.free.lock().unwrap_or_else(|p| p.into_inner());
             // The latest given first: the likeliest still in the cache.

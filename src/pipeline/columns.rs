@@ -342,10 +342,5 @@ fn binary(a: &dyn Array, i: usize) -> Option<&[u8]> {
 
 /// The element type of an image column's output.
 pub(crate) fn out_element(d: OutDtype) -> Element {
-    match d {
-        OutDtype::Uint8 => Element::UInt8,
-        OutDtype::Float32 => Element::Float32,
-        OutDtype::Float16 => Element::Float16,
-        OutDtype::Bfloat16 => Element::BFloat16,
-    }
+    Element::from(d)
 }

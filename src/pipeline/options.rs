@@ -109,13 +109,7 @@ impl PipelineOptions {
                 "the ops of column '{column}': {what}; see shardset.ops for the ops and their parameters"
             ))
         };
-        let list: Vec<serde_json::Value> =
-            serde_json::from_str(json).map_err(|e| bad(format!("not a list of ops ({e})")))?;
-        let ops = list
-            .into_iter()
-            .enumerate()
-            .map(|(i, v)| serde_json::from_value::<Op>(v).map_err(|e| bad(format!("op {i}: {e}"))))
-            .collect::<Result<Vec<_>>>()?;
+        let ops = Op::list_from_json(json).map_err(bad)?;
         Ok(self.with_ops(column, ops))
     }
 

@@ -112,6 +112,17 @@ pub enum Op {
 }
 
 impl Op {
+    /// A list of ops from JSON (`[{"op": "resize", "size": 256}, ...]`, as
+    /// `shardset.ops` writes them); the error names the op it could not read.
+    pub fn list_from_json(json: &str) -> std::result::Result<Vec<Op>, String> {
+        let list: Vec<serde_json::Value> =
+            serde_json::from_str(json).map_err(|e| format!("not a list of ops ({e})"))?;
+        list.into_iter()
+            .enumerate()
+            .map(|(i, v)| serde_json::from_value::<Op>(v).map_err(|e| format!("op {i}: {e}")))
+            .collect()
+    }
+
     /// The op's name as serde spells it.
     pub fn name(&self) -> &'static str {
         match self {
