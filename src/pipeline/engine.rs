@@ -138,6 +138,10 @@ struct Claims {
 /// One epoch's (or the rest of one epoch's) threads and the batches they made.
 pub(crate) struct Run {
     tokens: Option<Sender<()>>,
+    /// Tokens owed to the threads for batches taken, given back
+    /// `give_every` at a time, or all before the consumer waits.
+    owed: usize,
+    give_every: usize,
     results: Receiver<(u64, Result<Batch>)>,
     /// Batches made out of order: slot `i` is batch `next_seq + i` (at
     /// most the batches in flight, so the ring stops allocating once it
@@ -180,6 +184,8 @@ impl Run {
         let stop = Arc::new(AtomicBool::new(false));
         let mut run = Run {
             tokens: Some(tokens),
+            owed: 0,
+            give_every: in_flight.div_ceil(2),
             results,
             pending: VecDeque::new(),
             next_seq: 0,
@@ -237,13 +243,14 @@ impl Run {
             if let Some(Some(b)) = self.pending.front_mut().map(Option::take) {
                 self.pending.pop_front();
                 self.next_seq += 1;
-                if let Some(t) = &self.tokens {
-                    // A thread may claim one more batch. Fails only when the
-                    // threads are gone, which the next receive tells.
-                    let _ = t.try_send(());
+                self.owed += 1;
+                if self.owed >= self.give_every {
+                    self.give_tokens();
                 }
                 return Next::Batch(b);
             }
+            // About to wait: every thread may work meanwhile.
+            self.give_tokens();
             match self.results.recv() {
                 Ok((seq, b)) => self.keep(seq, b),
                 Err(_) if self.pending.iter().all(Option::is_none) => return Next::End,
@@ -256,6 +263,20 @@ impl Run {
                         ),
                     }))
                 }
+            }
+        }
+    }
+
+    /// Lets the threads claim a batch for each one taken since the last
+    /// time. Batched: when the consumer is the slower side, a thread waits
+    /// for a token, and each token given to a waiting thread is a wake-up
+    /// (a system call) on the consumer's thread, the one the loop waits for.
+    fn give_tokens(&mut self) {
+        if let Some(t) = &self.tokens {
+            for _ in 0..std::mem::take(&mut self.owed) {
+                // Fails only when the threads are gone, which the next
+                // receive tells.
+                let _ = t.try_send(());
             }
         }
     }
