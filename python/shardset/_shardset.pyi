@@ -26,6 +26,7 @@ __all__ = [
     "HostBuffer",
     "Staging",
     "EpochBatches",
+    "ImageOps",
     "Pipeline",
     "Mixture",
     "MixtureBatches",
