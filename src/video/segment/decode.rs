@@ -308,11 +308,18 @@ fn decode_with(
     // frames).
     let mut n = 0usize;
     let mut handed = 0usize;
-    let to_hand = if timed {
-        (0..upto).filter(|&i| pick(i)).count()
-    } else {
-        0
-    };
+    // The picked frames the packets present below `upto`: counted over the
+    // packets, so a huge `upto` (a direct caller's) costs nothing.
+    let to_hand = packet_frames.map_or(0, |(pf, _)| {
+        let mut present: Vec<usize> = pf
+            .iter()
+            .filter_map(|&t| usize::try_from(t).ok())
+            .filter(|&i| wanted(i))
+            .collect();
+        present.sort_unstable();
+        present.dedup();
+        present.len()
+    });
     let mut take =
         |dec: &mut ff::decoder::Video, n: &mut usize, handed: &mut usize| -> Result<(), String> {
             while dec.receive_frame(frame).is_ok() {
@@ -531,6 +538,22 @@ mod tests {
                     "{codec:?} {w}x{h} frame {i}, every packet"
                 );
             }
+            // A huge `upto` hands out the same frames and returns (the
+            // frames to wait for are counted over the packets).
+            let mut wide = Vec::new();
+            decode_segment_picked(
+                &SegmentRead {
+                    packet_frames: Some(&seg.packet_frames),
+                    pick: &|i| i % 5 == 0,
+                    upto: usize::MAX,
+                    ..every
+                },
+                |i, rgb| wide.push((i, rgb.to_vec())),
+            )
+            .unwrap();
+            wide.sort();
+            assert_eq!(wide.iter().map(|(i, _)| *i).collect::<Vec<_>>(), [0, 5, 10]);
+            assert!(wide.iter().all(|(i, f)| *f == want[*i].1));
             // The error of a picked frame's callee ends the decode.
             let e = decode_segment_frames(
                 &SegmentRead {
