@@ -207,6 +207,46 @@ fn the_next_epoch_follows_the_end_and_differs() {
     assert_eq!(again, e0);
 }
 
+#[test]
+fn every_run_ends_with_every_row_once_while_tokens_go_back_in_halves() {
+    // The consumer keeps up to half the window's tokens before it gives
+    // them back (all of them before it waits, so the threads work
+    // meanwhile). Fewer than all of them are ever kept, so a thread can
+    // always go on; this holds it over odd batch counts, windows of 2 to
+    // 7, and consumers faster and slower than the threads: each run ends,
+    // with every row once, within the deadline.
+    let (_t, ds) = scalars(301);
+    let (done_tx, done_rx) = std::sync::mpsc::channel();
+    let worker = std::thread::spawn(move || {
+        for (threads, prefetch) in [(1, 1), (1, 2), (1, 4), (2, 3), (3, 4)] {
+            for slow in [false, true] {
+                let opts = PipelineOptions::default()
+                    .with_loader(loader(10, 3, Partition::single()))
+                    .try_with_threads(threads)
+                    .unwrap()
+                    .try_with_prefetch(prefetch)
+                    .unwrap();
+                let mut p = Pipeline::new(ds.clone(), opts).unwrap();
+                for _ in 0..2 {
+                    let mut seen = Vec::new();
+                    for b in p.by_ref() {
+                        seen.extend(xs(&b.unwrap()));
+                        if slow {
+                            std::thread::sleep(std::time::Duration::from_micros(300));
+                        }
+                    }
+                    seen.sort_unstable();
+                    assert_eq!(seen, (0..301).collect::<Vec<i32>>(), "{threads} {prefetch}");
+                }
+            }
+        }
+        done_tx.send(()).unwrap();
+    });
+    let finished = done_rx.recv_timeout(std::time::Duration::from_secs(120));
+    assert!(finished.is_ok(), "a pipeline run did not end within 120 s");
+    worker.join().unwrap();
+}
+
 fn pipeline_threads() -> usize {
     std::fs::read_dir("/proc/self/task")
         .unwrap()
