@@ -12,7 +12,7 @@ use std::borrow::Cow;
 use arrow_array::{Array, ArrayRef, RecordBatch};
 
 use super::batch::{BatchColumn, Element};
-use super::ops::{ImagePlan, OutDtype, Placement, SampleRng};
+use super::ops::{ImagePlan, Placement, SampleRng};
 use super::options::{Layout, PipelineOptions};
 use crate::error::{Error, Result};
 use crate::features::{Feature, Features};
@@ -156,7 +156,7 @@ impl ColumnPlan {
     pub(crate) fn element(&self) -> Element {
         match &self.kind {
             Kind::Scalar(e) | Kind::Array(e, _) => *e,
-            Kind::Image(p) => out_element(p.out_dtype()),
+            Kind::Image(p) => Element::from(p.out_dtype()),
         }
     }
 
@@ -267,7 +267,7 @@ impl ColumnPlan {
                     let mut rng = SampleRng::new(keys.seed, keys.epoch, keys.keys[i]);
                     plan.run_encoded(cell, keys.limits, &mut rng, place, out)?;
                 }
-                let element = out_element(plan.out_dtype());
+                let element = Element::from(plan.out_dtype());
                 let shape = match keys.layout {
                     Layout::Hwc => vec![n, h, w, 3],
                     _ => vec![n, 3, h, w],
@@ -338,9 +338,4 @@ fn binary(a: &dyn Array, i: usize) -> Option<&[u8]> {
         return Some(b.value(i));
     }
     a.as_fixed_size_binary_opt().map(|b| b.value(i))
-}
-
-/// The element type of an image column's output.
-pub(crate) fn out_element(d: OutDtype) -> Element {
-    Element::from(d)
 }

@@ -6,7 +6,7 @@
 //! places (`video_idx`, `start_frame`, `sample_idx`) as int64 columns.
 
 use super::batch::{BatchColumn, Element};
-use super::columns::{out_element, SampleKeys};
+use super::columns::SampleKeys;
 use super::ops::{ImagePlan, Placement, SampleRng};
 use super::options::{Layout, PipelineOptions};
 use crate::error::{Error, Result};
@@ -34,7 +34,7 @@ impl WindowColumns {
             .iter()
             .map(|n| {
                 let e = match (&self.plan, n.as_str()) {
-                    (Some(p), VIDEO) => out_element(p.out_dtype()),
+                    (Some(p), VIDEO) => Element::from(p.out_dtype()),
                     _ => Element::Int64,
                 };
                 (n.as_str(), e)
@@ -192,7 +192,7 @@ fn frames_column(
     };
     Ok(BatchColumn {
         data,
-        element: out_element(plan.out_dtype()),
+        element: Element::from(plan.out_dtype()),
         shape,
     })
 }
