@@ -65,28 +65,55 @@ impl PyPipeline {
     }
 }
 
-/// A batch and the pool its buffers go back to.
-type Next = (Option<shardset::Result<Batch>>, Arc<BufferPool>);
-
-/// `take(pipeline)` if no other thread holds the pipeline: a batch already
-/// made is taken with the GIL held, since nothing waits. (Never block on
-/// the pipeline's lock with the GIL: its holder may be waiting for a batch
-/// with the GIL released, and needs it back.)
-fn next_ready<P>(pipeline: &Mutex<P>, take: impl FnOnce(&mut P) -> Option<Next>) -> Option<Next> {
-    let mut p = match pipeline.try_lock() {
-        Ok(p) => p,
-        Err(std::sync::TryLockError::Poisoned(p)) => p.into_inner(),
-        Err(std::sync::TryLockError::WouldBlock) => return None,
-    };
-    take(&mut p)
+/// What `__next__` needs of the two pipelines.
+trait NextBatch: Send {
+    fn ready(&mut self) -> bool;
+    fn next_batch(&mut self) -> Option<shardset::Result<Batch>>;
+    fn buffers(&self) -> Arc<BufferPool>;
 }
 
-/// A pipeline's next batch for Python: StopIteration at the end.
-fn next_to_py(
-    py: Python<'_>,
-    next: Option<shardset::Result<Batch>>,
-    pool: Arc<BufferPool>,
-) -> PyRes<Bound<'_, PyDict>> {
+impl NextBatch for Pipeline {
+    fn ready(&mut self) -> bool {
+        Pipeline::ready(self)
+    }
+    fn next_batch(&mut self) -> Option<shardset::Result<Batch>> {
+        Pipeline::next_batch(self)
+    }
+    fn buffers(&self) -> Arc<BufferPool> {
+        Pipeline::buffers(self)
+    }
+}
+
+impl NextBatch for MixturePipeline {
+    fn ready(&mut self) -> bool {
+        MixturePipeline::ready(self)
+    }
+    fn next_batch(&mut self) -> Option<shardset::Result<Batch>> {
+        MixturePipeline::next_batch(self)
+    }
+    fn buffers(&self) -> Arc<BufferPool> {
+        MixturePipeline::buffers(self)
+    }
+}
+
+/// A pipeline's next batch for Python: StopIteration at the end. A batch
+/// already made is taken with the GIL held, if no other thread holds the
+/// pipeline (giving up the GIL costs a switch, and lets any other Python
+/// thread in first); otherwise the call waits with the GIL released. It
+/// never blocks on the pipeline's lock with the GIL: the lock's holder may
+/// be waiting for a batch with the GIL released, and needs it back.
+fn next_py<'py, P: NextBatch>(py: Python<'py>, pipeline: &Mutex<P>) -> PyRes<Bound<'py, PyDict>> {
+    let take = |p: &mut P| (p.next_batch(), p.buffers());
+    let held = match pipeline.try_lock() {
+        Ok(p) => Some(p),
+        Err(std::sync::TryLockError::Poisoned(p)) => Some(p.into_inner()),
+        Err(std::sync::TryLockError::WouldBlock) => None,
+    };
+    let ready = held.and_then(|mut p| p.ready().then(|| take(&mut p)));
+    let (next, pool) = match ready {
+        Some(got) => got,
+        None => py.detach(|| take(&mut pipeline.lock().unwrap_or_else(|p| p.into_inner()))),
+    };
     match next {
         None => Err(PyStopIteration::new_err(())),
         Some(b) => batch_to_torch(py, b.py()?, &pool),
@@ -155,16 +182,7 @@ impl PyPipeline {
     /// The next batch (a dict of torch tensors); StopIteration at the end of
     /// the epoch, after which the pipeline stands at the next epoch.
     fn __next__<'py>(&self, py: Python<'py>) -> PyRes<Bound<'py, PyDict>> {
-        // A batch already made is taken without giving up the GIL (which
-        // costs a switch, and lets any other Python thread in first).
-        let ready = next_ready(&self.0, |p| {
-            p.ready().then(|| (p.next_batch(), p.buffers()))
-        });
-        let (next, pool) = match ready {
-            Some(got) => got,
-            None => py.detach(|| self.with(|p| (p.next_batch(), p.buffers()))),
-        };
-        next_to_py(py, next, pool)
+        next_py(py, &self.0)
     }
 
     /// The output columns.
@@ -279,16 +297,7 @@ impl PyMixturePipeline {
     /// The next batch (a dict of torch tensors); StopIteration once every
     /// source has dropped out.
     fn __next__<'py>(&self, py: Python<'py>) -> PyRes<Bound<'py, PyDict>> {
-        // A batch already made is taken without giving up the GIL (which
-        // costs a switch, and lets any other Python thread in first).
-        let ready = next_ready(&self.0, |p| {
-            p.ready().then(|| (p.next_batch(), p.buffers()))
-        });
-        let (next, pool) = match ready {
-            Some(got) => got,
-            None => py.detach(|| self.with(|p| (p.next_batch(), p.buffers()))),
-        };
-        next_to_py(py, next, pool)
+        next_py(py, &self.0)
     }
 
     /// The output columns.
