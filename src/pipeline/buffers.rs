@@ -9,6 +9,19 @@
 //! The pool keeps at most the bytes the pipeline may have in flight, and
 //! is left alone in a forked child (a lock a parent thread held at the
 //! fork would be held there for ever): buffers given back there are freed.
+//!
+//! A new big buffer is asked of the kernel in small pages
+//! (`MADV_NOHUGEPAGE`). The allocator (mimalloc in the Python package)
+//! marks its memory for transparent huge pages, and a huge page must be a
+//! free, zeroed 2 MiB block: on a virtual machine that hands free memory
+//! back to its host, such blocks are the ones the host took back, and each
+//! first touch waits for the host. Measured on the 2-core machine of
+//! `docs/benchmarks/pipeline.md`, one epoch of the train workload spent
+//! 14% of its CPU zeroing the first 700 MB of batch buffers that way
+//! (0.47 GB/s), against about 3 GB/s in small pages. A buffer is written
+//! once per batch front to back, where huge pages save little; on a
+//! machine where they fault in fast, small pages cost a few tenths of a
+//! second once per pool.
 
 use std::sync::Mutex;
 
@@ -20,6 +33,35 @@ use crate::util::fork_generation;
 struct Free {
     buffers: Vec<Vec<u8>>,
     bytes: usize,
+}
+
+/// Buffers from this size on are asked for in small pages.
+const SMALL_PAGES_FROM: usize = 4 << 20;
+
+/// A new zeroed buffer of `len` bytes; a big one in small pages.
+fn fresh(len: usize) -> Vec<u8> {
+    let buf = vec![0u8; len];
+    #[cfg(target_os = "linux")]
+    if len >= SMALL_PAGES_FROM {
+        // The pages wholly inside the buffer: madvise takes whole pages.
+        const PAGE: usize = 4096;
+        let start = buf.as_ptr() as usize;
+        let first = start.next_multiple_of(PAGE);
+        let end = (start + len) & !(PAGE - 1);
+        if end > first {
+            // SAFETY: [first, end) lies inside `buf`'s allocation, which
+            // lives on; the advice changes how its pages are backed, never
+            // their contents. A refusal (an old kernel) changes nothing.
+            unsafe {
+                libc::madvise(
+                    first as *mut libc::c_void,
+                    end - first,
+                    libc::MADV_NOHUGEPAGE,
+                );
+            }
+        }
+    }
+    buf
 }
 
 /// Buffers for the next batches.
@@ -62,7 +104,7 @@ impl BufferPool {
                 return b;
             }
         }
-        vec![0u8; len]
+        fresh(len)
     }
 
     /// Gives a consumed batch's buffer back for the next batches (dropped
@@ -84,5 +126,59 @@ impl BufferPool {
             return 0;
         }
         self.free.lock().unwrap_or_else(|p| p.into_inner()).bytes
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The VmFlags of the mapping holding `addr`, from /proc/self/smaps.
+    #[cfg(target_os = "linux")]
+    fn vm_flags(addr: usize) -> String {
+        let smaps = std::fs::read_to_string("/proc/self/smaps").unwrap();
+        let mut inside = false;
+        for line in smaps.lines() {
+            if let Some(flags) = line.strip_prefix("VmFlags:") {
+                if inside {
+                    return flags.trim().to_string();
+                }
+                continue;
+            }
+            // A mapping's first line: "start-end perms ...".
+            let range = line.split(' ').next().unwrap_or("");
+            if let Some((a, b)) = range.split_once('-') {
+                if let (Ok(a), Ok(b)) = (usize::from_str_radix(a, 16), usize::from_str_radix(b, 16))
+                {
+                    inside = (a..b).contains(&addr);
+                }
+            }
+        }
+        panic!("no mapping holds {addr:#x}");
+    }
+
+    #[test]
+    fn a_big_new_buffer_is_zeroed_in_small_pages_and_comes_back_written() {
+        let pool = BufferPool::new(64 << 20);
+        let len = 24 << 20;
+        let mut b = pool.take(len);
+        assert_eq!(b.len(), len);
+        assert!(b.iter().all(|&x| x == 0));
+        #[cfg(target_os = "linux")]
+        {
+            let mid = b.as_ptr() as usize + len / 2;
+            let flags = vm_flags(mid);
+            assert!(flags.split(' ').any(|f| f == "nh"), "VmFlags {flags}");
+        }
+        b[len - 1] = 7;
+        let at = b.as_ptr();
+        pool.give(b);
+        assert_eq!(pool.held_bytes(), len);
+        let again = pool.take(len);
+        assert_eq!((again.as_ptr(), again[len - 1]), (at, 7));
+        assert_eq!(pool.held_bytes(), 0);
+        // A small one is left as the allocator gives it.
+        let small = pool.take(SMALL_PAGES_FROM - 1);
+        assert!(small.iter().all(|&x| x == 0));
     }
 }
