@@ -438,8 +438,9 @@ pub struct MixtureBatches {
     rank: u64,
     world: u64,
     stride: u64,
-    /// Each source's current epoch (and its order), by source: looked up
-    /// for every row a step draws.
+    /// Each source's current epoch order and the draw count it starts at,
+    /// by source: looked up for every row a step draws (a range check
+    /// there, where a division per row cost about as much as the draw).
     orders: Vec<Option<(u64, Vec<u64>)>>,
     schedule: Schedule,
     ended: bool,
@@ -452,18 +453,17 @@ impl MixtureBatches {
     }
 
     fn position(&mut self, s: usize, k: u64) -> u64 {
+        if let Some((start, order)) = &self.orders[s] {
+            if let Some(i) = k.checked_sub(*start).filter(|&i| i < order.len() as u64) {
+                return order[i as usize];
+            }
+        }
         let n = self.mix.draws.rows[s];
         let epoch = k / n;
-        let slot = &mut self.orders[s];
-        let order = match slot {
-            Some((e, o)) if *e == epoch => o,
-            _ => {
-                &mut slot
-                    .insert((epoch, self.mix.samplers[s].epoch_order(epoch)))
-                    .1
-            }
-        };
-        order[(k % n) as usize]
+        let order = self.mix.samplers[s].epoch_order(epoch);
+        let at = order[(k % n) as usize];
+        self.orders[s] = Some((epoch * n, order));
+        at
     }
 }
 
