@@ -369,17 +369,7 @@ def run_one(lib, workload, par):
     first = next(it)
     t1 = time.perf_counter()
     seen = np.zeros(n_ids, dtype=np.int32)
-
-    def consume(b):
-        ids = np.asarray(b["id"]).reshape(-1).astype(np.int64)
-        np.add.at(seen, ids, 1)
-        if workload != "scalar":
-            img = b["image"]
-            assert tuple(img.shape[1:]) == (3, CROP, CROP) and img.dtype == torch.float32, \
-                (tuple(img.shape), img.dtype)
-            assert len(b["label"]) == len(ids)
-        return len(ids)
-
+    consume = consumer(workload, seen)
     rows_first = consume(first)
     total = rows_first
     progress = os.environ.get("SHARDSET_PIPELINE_PROGRESS")
@@ -409,6 +399,44 @@ def run_one(lib, workload, par):
             "rows": total, "cpu_per": cpu / total, "once": bool((seen == 1).all()),
             "dups": int((seen > 1).sum()), "missing": int((seen == 0).sum()),
             "peak_mib": tree.peak / 2**20}
+
+
+def consumer(workload, seen):
+    """The loop's work on a batch, the same for every library: count each
+    id (every id once is checked from `seen`), check the image's shape."""
+    import torch
+
+    def consume(b):
+        ids = np.asarray(b["id"]).reshape(-1).astype(np.int64)
+        np.add.at(seen, ids, 1)
+        if workload != "scalar":
+            img = b["image"]
+            assert tuple(img.shape[1:]) == (3, CROP, CROP) and img.dtype == torch.float32, \
+                (tuple(img.shape), img.dtype)
+            assert len(b["label"]) == len(ids)
+        return len(ids)
+    return consume
+
+
+def consumer_ceiling():
+    """Rows/s of the scalar loop's consumer alone, on one epoch of batches
+    made beforehand (Arrow's take of shuffled rows, as tensors): every loop
+    runs its consumer on its own thread, so no library's loop passes it."""
+    import pyarrow as pa
+    import torch
+    cols = loaders.columns("scalar")
+    t = pa.table({k: cols[k] for k in ("id", "x", "y", "label")})
+    order = np.random.default_rng(3).permutation(len(t))
+    batches = []
+    for k in range(0, len(t), BATCH):
+        b = t.take(order[k:k + BATCH])
+        batches.append({n: torch.from_numpy(b.column(n).to_numpy()) for n in b.column_names})
+    consume = consumer("scalar", np.zeros(len(t), dtype=np.int32))
+    start = time.perf_counter()
+    for b in batches:
+        consume(b)
+    return len(t) / (time.perf_counter() - start), \
+        "the loop's consumer alone on batches held in memory, 1 core"
 
 
 def limit(workload):
@@ -459,6 +487,7 @@ def main():
     ap.add_argument("--write", nargs=2, metavar=("LIB", "WORKLOAD"))
     ap.add_argument("--limit", default=None)
     ap.add_argument("--limit-ours", default=None)
+    ap.add_argument("--consumer-ceiling", action="store_true")
     ap.add_argument("--json", default=None, help="also write the results here")
     ap.add_argument("--limit-s", type=int, default=240,
                     help="stop an epoch after this many seconds and report its rate so far")
@@ -477,6 +506,9 @@ def main():
         return
     if a.limit_ours:
         print(json.dumps(limit_ours(a.limit_ours)))
+        return
+    if a.consumer_ceiling:
+        print(json.dumps(consumer_ceiling()))
         return
     only = a.only.split(",")
     libs = a.libs.split(",") if a.libs else None
@@ -548,7 +580,14 @@ def main():
             lims[w] = json.loads(p.stdout.strip().splitlines()[-1])
         else:
             print(f"limit {w} FAILED:\n{p.stderr[-3000:]}", file=sys.stderr)
-        if w == "scalar" or (libs and "shardset" not in libs):
+        if w == "scalar":
+            p = child("reference", ["--consumer-ceiling"])
+            if p.returncode == 0:
+                ours_lims["scalar-consumer"] = json.loads(p.stdout.strip().splitlines()[-1])
+            else:
+                print(f"consumer ceiling FAILED:\n{p.stderr[-3000:]}", file=sys.stderr)
+            continue
+        if libs and "shardset" not in libs:
             continue
         p = child("shardset", ["--limit-ours", w])
         if p.returncode == 0:
@@ -640,6 +679,10 @@ def table(results, lims, ours_lims):
         if w == "scalar":
             out.append(f"- limit, scalar: {peers_l:,.0f} samples/s per core ({peers_what}); "
                        f"{CORES} cores: {CORES * peers_l:,.0f}/s (for every row).")
+            if "scalar-consumer" in ours_lims:
+                c, what = ours_lims["scalar-consumer"]
+                out.append(f"- ceiling, scalar: {c:,.0f} samples/s ({what}): every loop "
+                           "runs its consumer on one thread, so none passes it.")
             continue
         out.append(f"- limit, {w}, peers: {peers_l:,.0f} samples/s per core ({peers_what}); "
                    f"{CORES} cores: {CORES * peers_l:,.0f}/s.")
@@ -658,6 +701,10 @@ def table(results, lims, ours_lims):
             out.append(f"- {w}: ours at its best ({par_cell(o)}, {o['rate']:,.0f}/s) / the best "
                        f"peer's best configuration ({p['lib']} {par_cell(p)}, "
                        f"{p['rate']:,.0f}/s): {o['rate'] / p['rate']:.2f}x.")
+            if w == "scalar" and "scalar-consumer" in ours_lims:
+                c = ours_lims["scalar-consumer"][0]
+                out.append(f"- scalar: the consumer's ceiling is {c / p['rate']:.2f}x the best "
+                           f"peer's best configuration; ours reaches {o['rate'] / c:.2f} of it.")
     return "\n".join(out)
 
 

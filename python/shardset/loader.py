@@ -159,16 +159,29 @@ class Loader(_TorchIterable[Batch]):
 
     # --------------------------------------------------------- iteration ---
     def __iter__(self) -> Iterator[Any]:
-        from .torch import to_shared
         pipe = self._pipeline()
-        # Looked up once: at millions of rows a second a batch has a few
-        # tens of microseconds of the loop.
         step, shared = self.map_batch, get_worker_info() is not None
+        if step is None and not shared:
+            # The native iterator itself: no Python frame a batch (at millions
+            # of rows a second a batch has a few tens of microseconds), and a
+            # batch the loop drops goes back to the pool at once, where a
+            # generator would keep it until the next.
+            return pipe
+        return self._stepped(pipe, step, shared)
+
+    @staticmethod
+    def _stepped(pipe: Iterator[Batch], step: Callable[[Batch], Any] | None,
+                 shared: bool) -> Iterator[Any]:
+        from .torch import to_shared
         batch: Batch
         for batch in pipe:
             if shared:
                 batch = to_shared(batch)
-            yield step(batch) if step is not None else batch
+            # No local holds the batch while the generator waits at the
+            # yield: one the loop drops is freed at once.
+            box = [batch]
+            del batch
+            yield step(box.pop()) if step is not None else box.pop()
 
     def __len__(self) -> int:
         pipe = self._pipeline()

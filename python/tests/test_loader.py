@@ -5,6 +5,7 @@ world size, StatefulDataLoader); no thread left when a loop stops early;
 bad requests refused by name before the first batch."""
 
 import gc
+import weakref
 import json
 import os
 import pickle
@@ -69,6 +70,23 @@ def test_a_batch_outlives_its_loader_and_its_buffers_are_used_again(cache):
     # 9 batches (18 buffers) through at most 1 thread + 1 prefetched + the
     # one in hand, each with 2 such buffers.
     assert len(addresses) <= 6, addresses
+
+
+def test_the_loader_keeps_no_batch_it_handed_over(cache):
+    # A batch the loop drops is freed at once, so its buffers go back to the
+    # pool before the next batch is made (a generator between the loop and
+    # the pipeline kept the last batch until the next one). With map_batch
+    # the batch goes through the user's step and is likewise not kept.
+    for step in (None, lambda b: b):
+        loader = Loader(cache, batch_size=100, threads=1, prefetch=1, map_batch=step)
+        it = iter(loader)
+        b = next(it)
+        if step is None:
+            assert it is loader._pipeline()
+        gone = weakref.ref(b["x"])
+        del b
+        assert gone() is None
+        next(it)
 
 
 def test_every_element_type_crosses_with_its_own_dtype(tmp_path):
