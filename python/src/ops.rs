@@ -8,7 +8,7 @@ use std::sync::Arc;
 use pyo3::prelude::*;
 
 use shardset::features::limits::DecodeLimits;
-use shardset::pipeline::ops::{ImagePlan, Op, Placement, SampleRng};
+use shardset::pipeline::ops::{ImagePlan, Op, SampleRng};
 use shardset::pipeline::{BufferPool, Element, Layout};
 
 use crate::error::{BadInputError, OrPy, PyRes};
@@ -59,17 +59,7 @@ impl PyImageOps {
         position: u64,
         layout: &str,
     ) -> PyRes<Bound<'py, PyAny>> {
-        let (h, w) = self.plan.out_size();
-        let (h, w) = (h as usize, w as usize);
-        let (place, shape) = match layout.parse::<Layout>().py()? {
-            Layout::Hwc => (Placement::Hwc, [h, w, 3]),
-            Layout::Chw => (Placement::Planes { stride: h * w }, [3, h, w]),
-            Layout::Cthw => {
-                return Err(BadInputError::new_err(
-                    "layout 'CTHW' is for video windows; an image is 'CHW' or 'HWC'",
-                ))
-            }
-        };
+        let (place, shape) = self.plan.placement(layout.parse::<Layout>().py()?).py()?;
         let data = py
             .detach(|| {
                 let mut out = self.pool.take(self.plan.out_bytes());

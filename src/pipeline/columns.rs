@@ -12,7 +12,7 @@ use std::borrow::Cow;
 use arrow_array::{Array, ArrayRef, RecordBatch};
 
 use super::batch::{BatchColumn, Element};
-use super::ops::{ImagePlan, Placement, SampleRng};
+use super::ops::{ImagePlan, SampleRng};
 use super::options::{Layout, PipelineOptions};
 use crate::error::{Error, Result};
 use crate::features::{Feature, Features};
@@ -119,12 +119,9 @@ pub(crate) fn plan_columns(features: &Features, opts: &PipelineOptions) -> Resul
                              the columns"
                         ))
                     })?;
-                if opts.layout() == Layout::Cthw {
-                    return Err(Error::InvalidArgument(format!(
-                        "layout CTHW is for video windows; image column '{name}' takes CHW or HWC"
-                    )));
-                }
-                Kind::Image(Box::new(ImagePlan::new(&name, ops)?))
+                let plan = ImagePlan::new(&name, ops)?;
+                plan.placement(opts.layout())?;
+                Kind::Image(Box::new(plan))
             }
             _ => unreachable!("not_a_tensor covers the other features"),
         };
@@ -253,14 +250,9 @@ impl ColumnPlan {
                 })
             }
             Kind::Image(plan) => {
-                let (h, w) = plan.out_size();
-                let (h, w) = (h as usize, w as usize);
+                let (place, one) = plan.placement(keys.layout)?;
                 let each = plan.out_bytes();
                 let mut data = keys.buffers.take(n * each);
-                let place = match keys.layout {
-                    Layout::Hwc => Placement::Hwc,
-                    _ => Placement::Planes { stride: h * w },
-                };
                 for (i, out) in data.chunks_exact_mut(each).enumerate() {
                     let cell =
                         binary(a.as_ref(), i).ok_or_else(|| self.err("cells are not binary"))?;
@@ -268,14 +260,10 @@ impl ColumnPlan {
                     plan.run_encoded(cell, keys.limits, &mut rng, place, out)?;
                 }
                 let element = Element::from(plan.out_dtype());
-                let shape = match keys.layout {
-                    Layout::Hwc => vec![n, h, w, 3],
-                    _ => vec![n, 3, h, w],
-                };
                 Ok(BatchColumn {
                     data,
                     element,
-                    shape,
+                    shape: [&[n][..], &one[..]].concat(),
                 })
             }
         }

@@ -5,7 +5,7 @@
 
 use std::collections::HashSet;
 
-use shardset::pipeline::{Batch, Element, Pipeline, PipelineOptions};
+use shardset::pipeline::{Batch, Element, Layout, Pipeline, PipelineOptions};
 use shardset::{
     open_cache, Dataset, LoaderOptions, LoaderState, Order, Partition, Remainder, WithinShard,
 };
@@ -284,6 +284,21 @@ fn bad_requests_are_refused_before_the_first_batch() {
         e.to_string().contains("'nope'") && e.to_string().contains("x, label"),
         "{e}"
     );
+    // CTHW is for video windows: an image column is refused by name, and
+    // HWC puts the channels last.
+    let (_t, images) = jpegs(4);
+    let l = loader(2, 1, Partition::single());
+    let e = Pipeline::new(images.clone(), train_ops(1, l).with_layout(Layout::Cthw)).unwrap_err();
+    assert!(
+        e.to_string().contains("'image'") && e.to_string().contains("CTHW"),
+        "{e}"
+    );
+    let hwc = Pipeline::new(images, train_ops(1, l).with_layout(Layout::Hwc))
+        .unwrap()
+        .next()
+        .unwrap()
+        .unwrap();
+    assert_eq!(hwc.column("image").unwrap().shape, vec![2, 24, 24, 3]);
 }
 
 /// JPEG images of several sizes (smooth gradients and a pattern) with ids.

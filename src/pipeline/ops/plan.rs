@@ -9,6 +9,7 @@ use super::rng::SampleRng;
 use super::spec::{Op, OutDtype, ResizeTo};
 use super::values::Lut;
 use crate::error::{Error, Result};
+use crate::pipeline::options::Layout;
 
 /// The validated ops of one image column.
 #[derive(Debug, Clone)]
@@ -241,6 +242,25 @@ impl ImagePlan {
     /// expanded and alpha dropped, as PIL's `convert("RGB")`).
     pub fn out_size(&self) -> (u32, u32) {
         self.out_size
+    }
+
+    /// Where each image goes in a buffer of `layout`, and its shape there
+    /// (`[3, h, w]` or `[h, w, 3]`): the one reading of a layout for images,
+    /// for batches and for single images alike.
+    ///
+    /// # Errors
+    /// [`Error::InvalidArgument`] naming the column for `CTHW`, which is for
+    /// video windows.
+    pub fn placement(&self, layout: Layout) -> Result<(Placement, [usize; 3])> {
+        let (h, w) = (self.out_size.0 as usize, self.out_size.1 as usize);
+        match layout {
+            Layout::Hwc => Ok((Placement::Hwc, [h, w, 3])),
+            Layout::Chw => Ok((Placement::Planes { stride: h * w }, [3, h, w])),
+            Layout::Cthw => Err(Error::InvalidArgument(format!(
+                "layout CTHW is for video windows; image column '{}' takes CHW or HWC",
+                self.column
+            ))),
+        }
     }
 
     /// The output's element type: uint8 unless a ToDtype says otherwise

@@ -288,3 +288,24 @@ fn png_and_params_of_another_size() {
         .unwrap_err();
     assert!(matches!(err, Error::InvalidArgument(_)), "{err}");
 }
+
+#[test]
+fn a_layout_places_an_image_once_for_batches_and_single_images() {
+    use crate::pipeline::options::Layout;
+    let p = plan(&[Op::Resize {
+        size: ResizeTo::Exact([6, 10]),
+    }]);
+    assert_eq!(
+        p.placement(Layout::Hwc).unwrap(),
+        (Placement::Hwc, [6, 10, 3])
+    );
+    assert_eq!(
+        p.placement(Layout::Chw).unwrap(),
+        (Placement::Planes { stride: 60 }, [3, 6, 10])
+    );
+    let e = p.placement(Layout::Cthw).unwrap_err();
+    assert!(
+        matches!(&e, Error::InvalidArgument(m) if m.contains("'img'") && m.contains("CTHW")),
+        "{e}"
+    );
+}
