@@ -180,5 +180,10 @@ mod tests {
         // A small one is left as the allocator gives it.
         let small = pool.take(SMALL_PAGES_FROM - 1);
         assert!(small.iter().all(|&x| x == 0));
+        #[cfg(target_os = "linux")]
+        {
+            let flags = vm_flags(small.as_ptr() as usize + small.len() / 2);
+            assert!(!flags.split(' ').any(|f| f == "nh"), "VmFlags {flags}");
+        }
     }
 }
