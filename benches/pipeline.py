@@ -422,20 +422,13 @@ def consumer_ceiling():
     """Rows/s of the scalar loop's consumer alone, on one epoch of batches
     made beforehand (Arrow's take of shuffled rows, as tensors): every loop
     runs its consumer on its own thread, so no library's loop passes it."""
-    import pyarrow as pa
-    import torch
-    cols = loaders.columns("scalar")
-    t = pa.table({k: cols[k] for k in ("id", "x", "y", "label")})
-    order = np.random.default_rng(3).permutation(len(t))
-    batches = []
-    for k in range(0, len(t), BATCH):
-        b = t.take(order[k:k + BATCH])
-        batches.append({n: torch.from_numpy(b.column(n).to_numpy()) for n in b.column_names})
-    consume = consumer("scalar", np.zeros(len(t), dtype=np.int32))
+    n, made = loaders.scalar_batches()
+    batches = list(made)
+    consume = consumer("scalar", np.zeros(n, dtype=np.int32))
     start = time.perf_counter()
     for b in batches:
         consume(b)
-    return len(t) / (time.perf_counter() - start), \
+    return n / (time.perf_counter() - start), \
         "the loop's consumer alone on batches held in memory, 1 core"
 
 
