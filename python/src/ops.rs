@@ -11,7 +11,7 @@ use shardset::features::limits::DecodeLimits;
 use shardset::pipeline::ops::{ImagePlan, Op, SampleRng};
 use shardset::pipeline::{BufferPool, Element, Layout};
 
-use crate::error::{BadInputError, OrPy, PyRes};
+use crate::error::{OrPy, PyRes};
 use crate::tensors::tensor;
 
 /// A checked plan of ops for one image column, and the buffers of the
@@ -31,11 +31,7 @@ impl PyImageOps {
     #[new]
     #[pyo3(signature = (ops, column = "image"))]
     fn new(ops: &str, column: &str) -> PyRes<Self> {
-        let ops = Op::list_from_json(ops).map_err(|e| {
-            BadInputError::new_err(format!(
-                "the ops of column '{column}': {e}; see shardset.ops for the ops and their parameters"
-            ))
-        })?;
+        let ops = Op::list_from_json(column, ops).py()?;
         let plan = ImagePlan::new(column, &ops).py()?;
         let pool = Arc::new(BufferPool::new(KEPT_OUTPUTS * plan.out_bytes()));
         Ok(PyImageOps {

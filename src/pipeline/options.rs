@@ -104,12 +104,7 @@ impl PipelineOptions {
     /// [`Error::InvalidArgument`] naming the column and the op's position
     /// when the JSON is not a list of known ops with known parameters.
     pub fn try_with_ops_json(self, column: &str, json: &str) -> Result<Self> {
-        let bad = |what: String| {
-            Error::InvalidArgument(format!(
-                "the ops of column '{column}': {what}; see shardset.ops for the ops and their parameters"
-            ))
-        };
-        let ops = Op::list_from_json(json).map_err(bad)?;
+        let ops = Op::list_from_json(column, json)?;
         Ok(self.with_ops(column, ops))
     }
 

@@ -112,14 +112,23 @@ pub enum Op {
 }
 
 impl Op {
-    /// A list of ops from JSON (`[{"op": "resize", "size": 256}, ...]`, as
-    /// `shardset.ops` writes them); the error names the op it could not read.
-    pub fn list_from_json(json: &str) -> std::result::Result<Vec<Op>, String> {
+    /// The ops of image column `column` from JSON (`[{"op": "resize",
+    /// "size": 256}, ...]`, as `shardset.ops` writes them).
+    ///
+    /// # Errors
+    /// [`Error::InvalidArgument`](crate::Error::InvalidArgument) naming the
+    /// column and the op it could not read.
+    pub fn list_from_json(column: &str, json: &str) -> crate::Result<Vec<Op>> {
+        let bad = |what: String| {
+            crate::Error::InvalidArgument(format!(
+                "the ops of column '{column}': {what}; see shardset.ops for the ops and their parameters"
+            ))
+        };
         let list: Vec<serde_json::Value> =
-            serde_json::from_str(json).map_err(|e| format!("not a list of ops ({e})"))?;
+            serde_json::from_str(json).map_err(|e| bad(format!("not a list of ops ({e})")))?;
         list.into_iter()
             .enumerate()
-            .map(|(i, v)| serde_json::from_value::<Op>(v).map_err(|e| format!("op {i}: {e}")))
+            .map(|(i, v)| serde_json::from_value::<Op>(v).map_err(|e| bad(format!("op {i}: {e}"))))
             .collect()
     }
 
