@@ -230,3 +230,131 @@ fn lance_compression_levels_are_recorded_and_change_bytes_not_rows() {
         "{e}"
     );
 }
+
+/// A Lance cache whose pages state a decompressed size their bytes cannot
+/// expand to: a typed error naming the cache, before anything of that size is
+/// allocated, and the cache unchanged. Lance writes a value over 32 KiB as a
+/// zstd frame of its own behind an 8-byte stated size, whatever the codec
+/// asked for; Lance 14.0.2 reserved what that size said and aborted the
+/// process when memory could not hold it (1 TiB here). shardset builds it with
+/// the bounds of `third_party/lance-encoding`; LZ4's own bound is tested on
+/// its compressor below.
+#[test]
+fn a_lance_page_stating_more_than_its_bytes_expand_to_is_a_typed_error() {
+    use shardset::{Compression, Dtype, Example, Feature, Features};
+    const VALUE: usize = 40_961;
+    let features = Features::new().with("blob", Feature::value(Dtype::Binary));
+    let rows = || {
+        let mut rng = shardset::SplitMix64::new(11);
+        (0..6).map(move |_| {
+            let blob: Vec<u8> = (0..VALUE).map(|_| b'a' + rng.below(4) as u8).collect();
+            Example::new().with("blob", blob)
+        })
+    };
+    let tmp = tempfile::tempdir().unwrap();
+    let clean = tmp.path().join("clean");
+    let opts = LanceWriteOptions::default()
+        .with_data_storage_version(shardset::LanceStorageVersion::V2_1)
+        .try_with_codec(shardset::Codec::try_new(Compression::Zstd, None).unwrap())
+        .unwrap();
+    write_lance_cache(rows(), &features, &clean, &opts).unwrap();
+    // The stated size, then the frame's magic number.
+    let mut pattern = (VALUE as u64).to_le_bytes().to_vec();
+    pattern.extend_from_slice(&[0x28, 0xb5, 0x2f, 0xfd]);
+    for claim in [1 << 40, u64::MAX, u32::MAX as u64 + 1] {
+        let dir = tmp.path().join(format!("claims-{claim}"));
+        copy_dir(&clean, &dir);
+        let mut found = 0;
+        for e in std::fs::read_dir(dir.join("data")).unwrap() {
+            let path = e.unwrap().path();
+            let mut bytes = std::fs::read(&path).unwrap();
+            let mut at = 0;
+            while let Some(i) = bytes[at..]
+                .windows(pattern.len())
+                .position(|w| w == pattern.as_slice())
+            {
+                let i = at + i;
+                bytes[i..i + 8].copy_from_slice(&claim.to_le_bytes());
+                found += 1;
+                at = i + pattern.len();
+            }
+            std::fs::write(&path, bytes).unwrap();
+        }
+        assert_eq!(found, 6, "every value is a frame of its own");
+        let before = snapshot(&dir);
+        let c = open_cache(&dir).unwrap();
+        for i in 0..6 {
+            let e = c.backend.get(i).unwrap_err();
+            assert!(matches!(e, Error::CorruptShard { .. }), "{claim}: {e:?}");
+            let text = e.to_string();
+            assert!(text.contains(dir.to_str().unwrap()), "{claim}: {text}");
+            assert!(
+                text.contains("more than the") && text.contains("they can expand to"),
+                "{claim}: {text}"
+            );
+        }
+        drop(c);
+        assert_eq!(snapshot(&dir), before, "{claim}: reading changed nothing");
+    }
+    // The clean copy reads.
+    let c = open_cache(&clean).unwrap();
+    for i in 0..6 {
+        let row = c.backend.get(i).unwrap();
+        match row.get("blob") {
+            Some(shardset::Value::Bytes(b)) => assert_eq!(b.len(), VALUE),
+            other => panic!("{other:?}"),
+        }
+    }
+}
+
+/// The bounds themselves, on the compressors Lance decodes pages with: a
+/// stated size beyond what the bytes expand to (LZ4: 255 a byte; zstd: 32 Ki
+/// a byte; either: 2 GiB a buffer) is refused, and buffers within them,
+/// however compressible, decode as before.
+#[test]
+fn lance_decompression_is_bounded_by_the_compressed_bytes() {
+    use lance_encoding::encodings::physical::block::{
+        CompressionConfig, CompressionScheme, GeneralBufferCompressor,
+        MAX_DECOMPRESSED_BUFFER_BYTES,
+    };
+    assert_eq!(MAX_DECOMPRESSED_BUFFER_BYTES, i32::MAX as usize);
+    let zeros = vec![0u8; 8 << 20];
+    let mut rng = shardset::SplitMix64::new(5);
+    let noise: Vec<u8> = (0..100_000).map(|_| rng.below(256) as u8).collect();
+    for scheme in [CompressionScheme::Lz4, CompressionScheme::Zstd] {
+        let c = GeneralBufferCompressor::get_compressor(CompressionConfig::new(scheme, None))
+            .unwrap();
+        // Within the bounds: the most compressible input and an incompressible one.
+        for input in [&zeros, &noise] {
+            let mut packed = Vec::new();
+            c.compress(input, &mut packed).unwrap();
+            let mut out = vec![7u8];
+            c.decompress(&packed, &mut out).unwrap();
+            assert!(out[0] == 7 && &out[1..] == input.as_slice(), "{scheme:?}");
+            let mut exact = Vec::new();
+            c.decompress_exact(&packed, &mut exact, input.len()).unwrap();
+            assert!(exact == *input, "{scheme:?}");
+        }
+        // A stated size past the bound: refused, the output left as it was.
+        let mut packed = Vec::new();
+        c.compress(&noise, &mut packed).unwrap();
+        let width = if scheme == CompressionScheme::Lz4 { 4 } else { 8 };
+        let payload = packed.len() - width;
+        let expansion = if scheme == CompressionScheme::Lz4 { 255 } else { 32 * 1024 };
+        let past = (payload * expansion + expansion + 1).min(MAX_DECOMPRESSED_BUFFER_BYTES + 1);
+        for stated in [past, u32::MAX as usize, 1 << 40] {
+            if scheme == CompressionScheme::Lz4 && stated > u32::MAX as usize {
+                continue;
+            }
+            let mut bad = packed.clone();
+            bad[..width].copy_from_slice(&(stated as u64).to_le_bytes()[..width]);
+            let mut out = vec![1u8, 2];
+            let e = c.decompress(&bad, &mut out).unwrap_err().to_string();
+            assert!(e.contains("they can expand to"), "{scheme:?} {stated}: {e}");
+            assert_eq!(out, [1, 2]);
+            let e = c.decompress_exact(&bad, &mut out, stated).unwrap_err().to_string();
+            assert!(e.contains("they can expand to"), "{scheme:?} {stated}: {e}");
+            assert_eq!(out, [1, 2]);
+        }
+    }
+}
