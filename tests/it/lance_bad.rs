@@ -322,8 +322,8 @@ fn lance_decompression_is_bounded_by_the_compressed_bytes() {
     let mut rng = shardset::SplitMix64::new(5);
     let noise: Vec<u8> = (0..100_000).map(|_| rng.below(256) as u8).collect();
     for scheme in [CompressionScheme::Lz4, CompressionScheme::Zstd] {
-        let c = GeneralBufferCompressor::get_compressor(CompressionConfig::new(scheme, None))
-            .unwrap();
+        let c =
+            GeneralBufferCompressor::get_compressor(CompressionConfig::new(scheme, None)).unwrap();
         // Within the bounds: the most compressible input and an incompressible one.
         for input in [&zeros, &noise] {
             let mut packed = Vec::new();
@@ -332,15 +332,24 @@ fn lance_decompression_is_bounded_by_the_compressed_bytes() {
             c.decompress(&packed, &mut out).unwrap();
             assert!(out[0] == 7 && &out[1..] == input.as_slice(), "{scheme:?}");
             let mut exact = Vec::new();
-            c.decompress_exact(&packed, &mut exact, input.len()).unwrap();
+            c.decompress_exact(&packed, &mut exact, input.len())
+                .unwrap();
             assert!(exact == *input, "{scheme:?}");
         }
         // A stated size past the bound: refused, the output left as it was.
         let mut packed = Vec::new();
         c.compress(&noise, &mut packed).unwrap();
-        let width = if scheme == CompressionScheme::Lz4 { 4 } else { 8 };
+        let width = if scheme == CompressionScheme::Lz4 {
+            4
+        } else {
+            8
+        };
         let payload = packed.len() - width;
-        let expansion = if scheme == CompressionScheme::Lz4 { 255 } else { 32 * 1024 };
+        let expansion = if scheme == CompressionScheme::Lz4 {
+            255
+        } else {
+            32 * 1024
+        };
         let past = (payload * expansion + expansion + 1).min(MAX_DECOMPRESSED_BUFFER_BYTES + 1);
         for stated in [past, u32::MAX as usize, 1 << 40] {
             if scheme == CompressionScheme::Lz4 && stated > u32::MAX as usize {
@@ -352,7 +361,10 @@ fn lance_decompression_is_bounded_by_the_compressed_bytes() {
             let e = c.decompress(&bad, &mut out).unwrap_err().to_string();
             assert!(e.contains("they can expand to"), "{scheme:?} {stated}: {e}");
             assert_eq!(out, [1, 2]);
-            let e = c.decompress_exact(&bad, &mut out, stated).unwrap_err().to_string();
+            let e = c
+                .decompress_exact(&bad, &mut out, stated)
+                .unwrap_err()
+                .to_string();
             assert!(e.contains("they can expand to"), "{scheme:?} {stated}: {e}");
             assert_eq!(out, [1, 2]);
         }

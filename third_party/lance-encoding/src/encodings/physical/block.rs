@@ -73,7 +73,12 @@ fn decompressed_bound(compressed: usize, expansion: usize) -> usize {
 /// (zero-filled, for LZ4: up to 4 GiB) or aborted the process when the
 /// reservation failed (zstd).
 #[cfg(any(feature = "lz4", feature = "zstd"))]
-fn check_stated_size(codec: &str, stated: usize, compressed: usize, expansion: usize) -> Result<()> {
+fn check_stated_size(
+    codec: &str,
+    stated: usize,
+    compressed: usize,
+    expansion: usize,
+) -> Result<()> {
     let bound = decompressed_bound(compressed, expansion);
     if stated > bound {
         return Err(Error::invalid_input(format!(
@@ -474,12 +479,7 @@ mod zstd {
             };
             // shardset patch: the expected size comes from the page's metadata,
             // so it is checked against the frame's length as a prefix is.
-            check_stated_size(
-                "Zstd",
-                expected_bytes,
-                compressed.len(),
-                ZSTD_MAX_EXPANSION,
-            )?;
+            check_stated_size("Zstd", expected_bytes, compressed.len(), ZSTD_MAX_EXPANSION)?;
             let start = output_buf.len();
             // Reports a length overflow as well as an allocation failure.
             output_buf
