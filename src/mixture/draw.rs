@@ -156,12 +156,11 @@ fn stream_key(seed: u64, stream: u64) -> u64 {
     SplitMix64::new(seed ^ 0xA076_1D64_78BD_642F ^ stream.rotate_left(32)).next_u64()
 }
 
-/// [`unit_f64`] of draw `index` in the stream of `key`.
+/// [`unit_f64`] of draw `index` in the stream of `key`. Times 2^-53, which
+/// is exact: the same number as dividing by 2^53, without a division's
+/// latency.
 fn unit_at(key: u64, index: u64) -> f64 {
-    let mut r = SplitMix64::new(key ^ index.wrapping_mul(0x9E37_79B9_7F4A_7C15));
-    // Times 2^-53, which is exact: the same number as dividing by 2^53,
-    // without a division's latency.
-    (r.next_u64() >> 11) as f64 * (1.0 / (1u64 << 53) as f64)
+    unit_of(bits_at(key, index))
 }
 
 /// The source that `u` picks among the weights of the live sources
@@ -193,6 +192,89 @@ fn choose(weights: &[f64], total: f64, u: f64, live: impl Fn(usize) -> bool) -> 
         (usize::MAX, usize::MAX) => None,
         (usize::MAX, l) => Some(l),
         (f, _) => Some(f),
+    }
+}
+
+/// 2^53: the number of distinct uniform draws ([`unit_at`] uses 53 bits).
+const DRAWS: u64 = 1 << 53;
+
+/// [`unit_at`]'s number in [0, 1) from its 53 random bits.
+fn unit_of(x: u64) -> f64 {
+    x as f64 * (1.0 / DRAWS as f64)
+}
+
+/// The 53 random bits of draw `index` in the stream of `key` ([`unit_at`]
+/// is these times 2^-53).
+fn bits_at(key: u64, index: u64) -> u64 {
+    SplitMix64::new(key ^ index.wrapping_mul(0x9E37_79B9_7F4A_7C15)).next_u64() >> 11
+}
+
+/// [`choose`] over every source, all live, as integer thresholds on the
+/// draw's 53 bits: the same source for every draw, with a comparison a
+/// source instead of a multiplication and a subtraction.
+///
+/// `choose(weights, total, x·2^-53)` never decreases as `x` grows (the
+/// product and the subtractions are monotone, and the fallback is the last
+/// source), so each source it can pick holds one run of draws. `starts[k]`
+/// is the first draw of `picks[k + 1]`'s run; `picks[0]` starts at 0. Each
+/// start is found from the weights' estimate and made exact against
+/// `choose` itself.
+#[derive(Debug, Clone, PartialEq)]
+struct Thresholds {
+    picks: Vec<usize>,
+    starts: Vec<u64>,
+}
+
+impl Thresholds {
+    fn new(weights: &[f64], total: f64) -> Option<Thresholds> {
+        let pick = |x: u64| choose(weights, total, unit_of(x), |_| true);
+        let first = pick(0)?;
+        let mut picks = vec![first];
+        let mut starts = Vec::new();
+        let mut below = 0.0;
+        for (s, &w) in weights.iter().enumerate() {
+            if s > first && w > 0.0 {
+                // The first draw whose pick is `s` or later: between a draw
+                // that picks an earlier source and one that picks `s` or
+                // later, searched from the estimate outwards, then halved.
+                let guess = ((below / total) * DRAWS as f64).clamp(0.0, (DRAWS - 1) as f64) as u64;
+                let (mut lo, mut hi) = (guess, guess);
+                let mut reach = 1u64;
+                while lo > 0 && pick(lo).is_some_and(|p| p >= s) {
+                    lo = lo.saturating_sub(reach);
+                    reach *= 2;
+                }
+                reach = 1;
+                while hi < DRAWS && pick(hi).is_some_and(|p| p < s) {
+                    hi = (hi + reach).min(DRAWS);
+                    reach *= 2;
+                }
+                // pick(lo) < s (pick(0) is `first`), and pick(hi) >= s or
+                // hi == 2^53 (no draw picks `s` or later).
+                while hi - lo > 1 {
+                    let mid = lo + (hi - lo) / 2;
+                    if pick(mid).is_some_and(|p| p >= s) {
+                        hi = mid;
+                    } else {
+                        lo = mid;
+                    }
+                }
+                picks.push(s);
+                starts.push(hi);
+            }
+            below += w;
+        }
+        Some(Thresholds { picks, starts })
+    }
+
+    /// The source of the draw with these 53 bits.
+    fn pick(&self, x: u64) -> usize {
+        let run = self
+            .starts
+            .iter()
+            .map(|&t| usize::from(x >= t))
+            .sum::<usize>();
+        self.picks[run]
     }
 }
 
@@ -230,18 +312,26 @@ impl Draws {
             self.ends[s] == SourceEnd::Cycle
                 || cursor.counts[s].saturating_add(self.batch_size) <= self.rows[s]
         });
-        let steady_total = steady.then(|| self.live_total(weights, &cursor.counts));
         let key = stream_key(self.seed, 0);
+        if steady && self.unit == DrawUnit::Sample {
+            let total = self.live_total(weights, &cursor.counts);
+            let Some(t) = Thresholds::new(weights, total) else {
+                cursor.step += 1;
+                return out;
+            };
+            let first = cursor.step * self.batch_size;
+            for g in first..first + self.batch_size {
+                let s = t.pick(bits_at(key, g));
+                out.push((s, cursor.counts[s]));
+                cursor.counts[s] += 1;
+            }
+            cursor.step += 1;
+            return out;
+        }
         for i in 0..self.batch_size {
             let g = cursor.step * self.batch_size + i;
             let s = match self.unit {
-                DrawUnit::Sample => {
-                    let u = unit_at(key, g);
-                    match steady_total {
-                        Some(total) => choose(weights, total, u, |_| true),
-                        None => self.pick(weights, &cursor.counts, u),
-                    }
-                }
+                DrawUnit::Sample => self.pick(weights, &cursor.counts, unit_at(key, g)),
                 DrawUnit::Batch => match batch_source {
                     Some(s) if self.live(s, &cursor.counts) => Some(s),
                     _ => {
@@ -339,19 +429,25 @@ mod tests {
             vec![SourceEnd::Cycle; 3],
             vec![SourceEnd::Exhaust, SourceEnd::Cycle, SourceEnd::Exhaust],
         ] {
-            let d = draws(DrawUnit::Sample, ends, vec![100, 700, 300]);
-            let sched = Schedule::new(vec![0.2, 0.5, 0.3]);
-            let mut a = Cursor {
-                step: 0,
-                counts: vec![0; 3],
-            };
-            let mut b = a.clone();
-            for _ in 0..40 {
-                assert_eq!(
-                    d.step(&sched, &mut a),
-                    step_draw_by_draw(&d, &sched, &mut b)
-                );
-                assert_eq!(a, b);
+            for weights in [
+                vec![0.2, 0.5, 0.3],
+                vec![1e-300, 1.0, 1e300],
+                vec![0.0, 3.0, 1e-17],
+            ] {
+                let d = draws(DrawUnit::Sample, ends.clone(), vec![100, 700, 300]);
+                let sched = Schedule::new(weights);
+                let mut a = Cursor {
+                    step: 0,
+                    counts: vec![0; 3],
+                };
+                let mut b = a.clone();
+                for _ in 0..40 {
+                    assert_eq!(
+                        d.step(&sched, &mut a),
+                        step_draw_by_draw(&d, &sched, &mut b)
+                    );
+                    assert_eq!(a, b);
+                }
             }
         }
     }
@@ -396,6 +492,38 @@ mod tests {
             }
         }
         assert_eq!(choose(&[0.0, 0.0], 0.0, 0.5, |_| true), None);
+    }
+
+    #[test]
+    fn thresholds_pick_what_choose_picks_at_every_edge() {
+        let sets: [&[f64]; 8] = [
+            &[0.4, 0.3, 0.3],
+            &[0.1, 0.0, 0.2, 0.7],
+            &[0.0, 1.0],
+            &[1e-300, 1.0, 1e300],
+            &[0.1; 10],
+            &[1.0],
+            &[3.0, 1e-17, 1.0],
+            &[1.0, 1.0, 0.0],
+        ];
+        let mut r = SplitMix64::new(9);
+        for w in sets {
+            let total: f64 = w.iter().sum();
+            let t = Thresholds::new(w, total).unwrap();
+            let by_choose = |x: u64| choose(w, total, unit_of(x), |_| true).unwrap();
+            // Both sides of every run's first draw, and the ends.
+            let mut xs = vec![0, 1, DRAWS - 2, DRAWS - 1];
+            for &b in &t.starts {
+                xs.extend((b.saturating_sub(3)..b.saturating_add(3)).filter(|&x| x < DRAWS));
+            }
+            for _ in 0..100_000 {
+                xs.push(r.next_u64() >> 11);
+            }
+            for x in xs {
+                assert_eq!(t.pick(x), by_choose(x), "{w:?} at {x}");
+            }
+        }
+        assert_eq!(Thresholds::new(&[0.0, 0.0], 0.0), None);
     }
 
     #[test]
