@@ -452,16 +452,23 @@ mod tests {
         }
     }
 
+    /// Weights at the edges of the choice: zeros among them, 1e-300 beside
+    /// 1e300, ten equal ones, one source.
+    const WEIGHT_SETS: [&[f64]; 8] = [
+        &[0.4, 0.3, 0.3],
+        &[0.1, 0.0, 0.2, 0.7],
+        &[0.0, 1.0],
+        &[1e-300, 1.0, 1e300],
+        &[0.1; 10],
+        &[1.0],
+        &[3.0, 1e-17, 1.0],
+        &[1.0, 1.0, 0.0],
+    ];
+
     #[test]
     fn the_branchless_choice_and_the_multiplication_change_no_draw() {
         let mut r = SplitMix64::new(3);
-        let sets: [&[f64]; 5] = [
-            &[0.4, 0.3, 0.3],
-            &[0.1, 0.0, 0.2, 0.7],
-            &[0.0, 1.0],
-            &[1e-300, 1.0, 1e300],
-            &[0.1; 10],
-        ];
+        let sets = &WEIGHT_SETS[..5];
         for _ in 0..200_000 {
             let x = r.next_u64() >> 11;
             assert_eq!(
@@ -496,18 +503,8 @@ mod tests {
 
     #[test]
     fn thresholds_pick_what_choose_picks_at_every_edge() {
-        let sets: [&[f64]; 8] = [
-            &[0.4, 0.3, 0.3],
-            &[0.1, 0.0, 0.2, 0.7],
-            &[0.0, 1.0],
-            &[1e-300, 1.0, 1e300],
-            &[0.1; 10],
-            &[1.0],
-            &[3.0, 1e-17, 1.0],
-            &[1.0, 1.0, 0.0],
-        ];
         let mut r = SplitMix64::new(9);
-        for w in sets {
+        for w in WEIGHT_SETS {
             let total: f64 = w.iter().sum();
             let t = Thresholds::new(w, total).unwrap();
             let by_choose = |x: u64| choose(w, total, unit_of(x), |_| true).unwrap();
