@@ -138,15 +138,18 @@ pub(crate) fn copy_values(
         )));
     }
     fn run<const W: usize>(dst: &mut [u8], src: &[&[u8]], slots: Option<&[usize]>) {
+        // The buffer as values of W bytes: a slot is then one index
+        // (checked once), not a range of bytes to check.
+        let (values, _) = dst.as_chunks_mut::<W>();
         match slots {
             None => {
-                for (d, s) in dst.chunks_exact_mut(W).zip(src) {
+                for (d, s) in values.iter_mut().zip(src) {
                     d.copy_from_slice(&s[..W]);
                 }
             }
             Some(slots) => {
                 for (&k, s) in slots.iter().zip(src) {
-                    dst[k * W..(k + 1) * W].copy_from_slice(&s[..W]);
+                    values[k].copy_from_slice(&s[..W]);
                 }
             }
         }

@@ -187,7 +187,10 @@ pub(crate) fn gather_parts(
             };
             own.push((column.as_str(), *width, &mut **data));
         }
-        if !datasets[s].gather_fixed(pos, Some(&slots[s]), &mut own)? {
+        // A source that gave every row of the step (a batch drawn from one
+        // source) fills the buffers in order: no slots to place them by.
+        let placed = (pos.len() < picks.len()).then_some(&slots[s][..]);
+        if !datasets[s].gather_fixed(pos, placed, &mut own)? {
             return Ok(false);
         }
     }
