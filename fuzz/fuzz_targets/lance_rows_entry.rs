@@ -32,18 +32,24 @@ use shardset::{
 use super::{edited, files_under};
 
 /// Whether a panic at `file` (its location) is inside one of Lance's own
-/// crates (`.../lance-encoding-14.0.2/src/...`): shardset catches those at
-/// its Lance boundary and returns `Error::CorruptShard` ("a damaged file
-/// made Lance panic"). A panic anywhere else is a bug, and so is one that
-/// escapes.
+/// crates (`.../lance-file-14.0.2/src/...` from the registry, or the
+/// patched copy shardset builds with, `.../third_party/lance-encoding/src/...`):
+/// shardset catches those at its Lance boundary and returns
+/// `Error::CorruptShard` ("a damaged file made Lance panic"). A panic
+/// anywhere else is a bug, and so is one that escapes.
 pub fn panic_in_lance(file: &str) -> bool {
-    Path::new(file).components().any(|c| {
-        let c = c.as_os_str().to_string_lossy();
-        c.rsplit_once('-').is_some_and(|(name, version)| {
+    let parts: Vec<String> = Path::new(file)
+        .components()
+        .map(|c| c.as_os_str().to_string_lossy().into_owned())
+        .collect();
+    parts.iter().enumerate().any(|(i, c)| {
+        let registry = c.rsplit_once('-').is_some_and(|(name, version)| {
             name.starts_with("lance")
                 && !version.is_empty()
                 && version.chars().all(|ch| ch.is_ascii_digit() || ch == '.')
-        })
+        });
+        let patched = i > 0 && parts[i - 1] == "third_party" && c.starts_with("lance");
+        registry || patched
     })
 }
 

@@ -331,6 +331,27 @@ fn replay_target(
 /// input under `fuzz/regressions/open_lance_rows/` (once a crash) read or
 /// fail with a typed error, never a panic.
 #[cfg(feature = "lance")]
+/// Lance's panics are told apart by the crate their file is in: a registry
+/// crate's versioned directory, or the patched copy under `third_party/`.
+#[test]
+fn lance_panics_are_told_by_the_crate_they_are_in() {
+    for lance in [
+        "/root/.cargo/registry/src/index.crates.io-1949cf8c6b5b557f/lance-file-14.0.2/src/reader.rs",
+        "/work/main/third_party/lance-encoding/src/encodings/logical/primitive/chunk_index.rs",
+        "third_party/lance-encoding/src/buffer.rs",
+    ] {
+        assert!(entry::panic_in_lance(lance), "{lance}");
+    }
+    for ours in [
+        "src/layouts/lance_rows/read.rs",
+        "/work/main/src/lance/mod.rs",
+        "/work/main/third_party/README.md",
+        "/root/.cargo/registry/src/index.crates.io-1949cf8c6b5b557f/arrow-ipc-58.4.1/src/reader.rs",
+    ] {
+        assert!(!entry::panic_in_lance(ours), "{ours}");
+    }
+}
+
 #[test]
 fn lance_rows_inputs_replay_without_a_crash() {
     let seeds = entry::open_lance_rows_seeds();
