@@ -295,7 +295,10 @@ impl Dataset {
         slots: Option<&[usize]>,
         outs: &mut [(&str, usize, &mut [u8])],
     ) -> Result<bool> {
-        let schema = self.backend.schema();
+        // Borrowed, not `schema()`'s clone: the pipeline's threads call this
+        // for every batch, and a shared reference count makes the cores
+        // trade its cache line.
+        let schema = &self.backend.core().schema;
         let mut fixed = Vec::with_capacity(outs.len());
         for (name, width, data) in outs.iter_mut() {
             let Ok(column) = schema.index_of(name) else {

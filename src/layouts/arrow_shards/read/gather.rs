@@ -8,12 +8,10 @@
 //! the processor has many of them in flight at once, where a loop that also
 //! searches for the next row's batch has one or two. A shard whose batches
 //! it keeps has a table per number column of each batch's value buffer
-//! (24 bytes a batch), so finding a row's values reads that table, not
+//! (24 bytes a batch, read without a lock), so finding a row's values reads that table, not
 //! the Arrow arrays of a thousand batches scattered over the heap.
 
 use std::collections::hash_map::{Entry, HashMap};
-use std::sync::Arc;
-
 use arrow_array::RecordBatch;
 use arrow_buffer::Buffer;
 
@@ -31,10 +29,17 @@ impl ShardData {
     /// every record batch, made once; None when the shard does not keep its
     /// batches (compressed or remote, and not loaded into memory) or a batch
     /// has nulls or other values there.
-    fn fixed_table(&self, column: usize, width: usize) -> Result<Option<Arc<Vec<Buffer>>>> {
-        let mut tables = self.fixed.lock().unwrap_or_else(|p| p.into_inner());
-        if let Some((_, t)) = tables.iter().find(|(k, _)| *k == (column, width)) {
-            return Ok(t.clone());
+    fn fixed_table(&self, column: usize, width: usize) -> Result<Option<&[Buffer]>> {
+        let (Some(slot), Some(field)) = (self.fixed.get(column), self.schema.fields().get(column))
+        else {
+            return Ok(None);
+        };
+        // A table is of the column's own width; other widths are no table.
+        if field.data_type().primitive_width() != Some(width) {
+            return Ok(None);
+        }
+        if let Some(t) = slot.get() {
+            return Ok(t.as_deref());
         }
         let mut values = Vec::with_capacity(self.blocks.len());
         for j in 0..self.blocks.len() {
@@ -49,14 +54,13 @@ impl ShardData {
             {
                 Some(b) => values.push(b),
                 None => {
-                    tables.push(((column, width), None));
+                    let _ = slot.set(None);
                     return Ok(None);
                 }
             }
         }
-        let t = Some(Arc::new(values));
-        tables.push(((column, width), t.clone()));
-        Ok(t)
+        let _ = slot.set(Some(values));
+        Ok(slot.get().and_then(Option::as_deref))
     }
 }
 
@@ -82,7 +86,7 @@ impl ArrowShards {
         }
         // Each shard's tables of the columns, where it keeps its batches
         // (and rows need no check against their checksums).
-        let mut tables: HashMap<usize, Option<Vec<Arc<Vec<Buffer>>>>, Fx> = HashMap::default();
+        let mut tables: HashMap<usize, Option<Vec<&[Buffer]>>, Fx> = HashMap::default();
         if !self.verify_on_read() {
             for &(s, _, _) in &at {
                 if let Entry::Vacant(e) = tables.entry(s) {

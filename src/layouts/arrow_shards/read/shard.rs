@@ -62,10 +62,10 @@ impl ShardBytes {
     }
 }
 
-/// A shard's table of one number column (filled by the gather): (column,
-/// width) and each record batch's value buffer, or None when a batch has
-/// nulls or other values.
-pub(super) type FixedTable = ((usize, usize), Option<Arc<Vec<Buffer>>>);
+/// A shard's table of one number column (filled by the gather): each
+/// record batch's value buffer, or None when a batch has nulls or other
+/// values.
+pub(super) type FixedTable = OnceLock<Option<Vec<Buffer>>>;
 
 pub(super) struct ShardData {
     path: PathBuf,
@@ -87,10 +87,12 @@ pub(super) struct ShardData {
     pub(super) refs: OnceLock<Vec<CellRef>>,
     /// True when the shard's batches are compressed (decoding allocates).
     pub(super) compressed: bool,
-    /// Tables of a number column's values in every record batch, by
-    /// (column, width), made on a gather's first use (None: a batch has
-    /// nulls or other values).
-    pub(super) fixed: Mutex<Vec<FixedTable>>,
+    /// Tables of a number column's values in every record batch, one a
+    /// column of the schema, made on a gather's first use (None: a batch
+    /// has nulls or other values). Read without a lock: the gather's
+    /// threads share them, and a lock or a reference count taken per batch
+    /// makes the cores trade its cache line.
+    pub(super) fixed: Vec<FixedTable>,
     /// This shard's position in the cache (the LRU's key).
     index: usize,
     pub(super) schema: Schema,
@@ -198,7 +200,7 @@ impl ShardData {
             row_sums: OnceLock::new(),
             refs: OnceLock::new(),
             compressed,
-            fixed: Mutex::new(Vec::new()),
+            fixed: expected.fields().iter().map(|_| OnceLock::new()).collect(),
             index,
             schema: footer.schema,
         })
