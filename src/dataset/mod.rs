@@ -314,6 +314,33 @@ impl Dataset {
             .gather_fixed(&self.physical_positions(positions), slots, &mut fixed)
     }
 
+    /// Where the values of fixed-width columns `columns` ((column name,
+    /// bytes a value)) of the rows at view positions (already normalised,
+    /// `< len`) are: row `i`'s at `dst[c][slots[i]]`
+    /// ([`Backend::locate_fixed`]). False when the backend cannot, or a
+    /// column is not the backend's.
+    ///
+    /// # Errors
+    /// As [`Backend::take`].
+    pub(crate) fn locate_fixed<'a>(
+        &'a self,
+        positions: &[u64],
+        columns: &[(&str, usize)],
+        slots: Option<&[usize]>,
+        dst: &mut [Vec<&'a [u8]>],
+    ) -> Result<bool> {
+        let schema = &self.backend.core().schema;
+        let mut fixed = Vec::with_capacity(columns.len());
+        for &(name, width) in columns {
+            let Ok(column) = schema.index_of(name) else {
+                return Ok(false);
+            };
+            fixed.push((column, width));
+        }
+        self.backend
+            .locate_fixed(&self.physical_positions(positions), &fixed, slots, dst)
+    }
+
     /// Raw Arrow cells of the rows at view positions (already normalised,
     /// `< len`), all columns of the cache.
     pub(crate) fn take_positions_arrow(&self, positions: &[u64]) -> Result<RecordBatch> {

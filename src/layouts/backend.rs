@@ -206,6 +206,30 @@ pub trait Backend: Send + Sync + std::fmt::Debug {
         Ok(false)
     }
 
+    /// Where the values of fixed-width columns `columns` ((column, bytes a
+    /// value)) of rows `indices` are, without copying them: row
+    /// `indices[i]`'s value of column `c` is put at `dst[c][slots[i]]`
+    /// (slot `i` without `slots`), a slice of the memory this backend
+    /// keeps. A reader of several backends (a mixture) locates every
+    /// backend's rows into one table in its own order, then copies once
+    /// ([`super::gather::copy_values`]). Returns false, having written any
+    /// part of `dst`, where the backend keeps no such memory (then
+    /// [`Backend::gather_fixed`]).
+    ///
+    /// # Errors
+    /// As [`Backend::take`]; [`Error::InvalidArgument`] for a slot past
+    /// `dst`.
+    fn locate_fixed<'a>(
+        &'a self,
+        indices: &[i64],
+        columns: &[(usize, usize)],
+        slots: Option<&[usize]>,
+        dst: &mut [Vec<&'a [u8]>],
+    ) -> Result<bool> {
+        let _ = (indices, columns, slots, dst);
+        Ok(false)
+    }
+
     /// `len` rows from `start` (clamped at the end), across shard boundaries.
     ///
     /// # Errors

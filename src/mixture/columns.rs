@@ -164,18 +164,7 @@ pub(crate) fn gather_parts(
     picks: &[(usize, u64)],
     outs: &mut [(&str, usize, &mut [u8])],
 ) -> Result<bool> {
-    // Room for every row in each (`vec![v; n]` would clone `v` without its
-    // capacity).
-    let mut positions: Vec<Vec<u64>> = (0..datasets.len())
-        .map(|_| Vec::with_capacity(picks.len()))
-        .collect();
-    let mut slots: Vec<Vec<usize>> = (0..datasets.len())
-        .map(|_| Vec::with_capacity(picks.len()))
-        .collect();
-    for (i, &(s, pos)) in picks.iter().enumerate() {
-        positions[s].push(pos);
-        slots[s].push(i);
-    }
+    let (positions, slots) = split_by_source(datasets.len(), picks);
     for (s, pos) in positions.iter().enumerate() {
         if pos.is_empty() {
             continue;
@@ -195,6 +184,69 @@ pub(crate) fn gather_parts(
         }
     }
     Ok(true)
+}
+
+/// One step's fixed-width output columns copied into `outs` ((output
+/// name, bytes a value, buffer)) in draw order, located first in every
+/// source and then copied in one pass a column: the copy is the random
+/// reads, and one loop over the step in order keeps as many of them in
+/// flight as a single cache's gather does (a copy a source, each row to
+/// its slot, measured 46% slower). False when a source keeps no such
+/// memory ([`gather_parts`] then).
+///
+/// # Errors
+/// Read errors.
+pub(crate) fn locate_then_copy(
+    datasets: &[Dataset],
+    plans: &[SourceColumns],
+    picks: &[(usize, u64)],
+    outs: &mut [(&str, usize, &mut [u8])],
+) -> Result<bool> {
+    let (positions, slots) = split_by_source(datasets.len(), picks);
+    let mut dst: Vec<Vec<&[u8]>> = outs.iter().map(|_| vec![&[][..]; picks.len()]).collect();
+    for (s, pos) in positions.iter().enumerate() {
+        if pos.is_empty() {
+            continue;
+        }
+        let mut columns = Vec::with_capacity(outs.len());
+        for (name, width, _) in outs.iter() {
+            let Some((_, column)) = plans[s].reads.iter().find(|(o, _)| o == name) else {
+                return Ok(false);
+            };
+            columns.push((column.as_str(), *width));
+        }
+        let placed = (pos.len() < picks.len()).then_some(&slots[s][..]);
+        if !datasets[s].locate_fixed(pos, &columns, placed, &mut dst)? {
+            return Ok(false);
+        }
+    }
+    for ((_, width, data), src) in outs.iter_mut().zip(&dst) {
+        let mut out = crate::layouts::gather::FixedOut {
+            column: 0,
+            width: *width,
+            data,
+        };
+        crate::layouts::gather::copy_values(&mut out, src, None)?;
+    }
+    Ok(true)
+}
+
+/// Each source's view positions of a step, and the step's slots they go
+/// to, in draw order.
+fn split_by_source(sources: usize, picks: &[(usize, u64)]) -> (Vec<Vec<u64>>, Vec<Vec<usize>>) {
+    // Room for every row in each (`vec![v; n]` would clone `v` without its
+    // capacity).
+    let mut positions: Vec<Vec<u64>> = (0..sources)
+        .map(|_| Vec::with_capacity(picks.len()))
+        .collect();
+    let mut slots: Vec<Vec<usize>> = (0..sources)
+        .map(|_| Vec::with_capacity(picks.len()))
+        .collect();
+    for (i, &(s, pos)) in picks.iter().enumerate() {
+        positions[s].push(pos);
+        slots[s].push(i);
+    }
+    (positions, slots)
 }
 
 /// One step's rows in draw order, as one batch.

@@ -524,8 +524,9 @@ impl Mixture {
 
     /// Copies the values of fixed-width output columns `outs` ((name,
     /// bytes a value, buffer)) of one step's rows into the buffers, in
-    /// draw order, one gather a source; false when a source cannot (then
-    /// [`Mixture::read_parts`]).
+    /// draw order: located in every source and copied once where the
+    /// sources keep their values in memory, else one gather a source;
+    /// false when a source cannot (then [`Mixture::read_parts`]).
     ///
     /// # Errors
     /// Read errors.
@@ -534,6 +535,9 @@ impl Mixture {
         rows: &[(usize, u64)],
         outs: &mut [(&str, usize, &mut [u8])],
     ) -> Result<bool> {
+        if columns::locate_then_copy(&self.datasets, &self.plans, rows, outs)? {
+            return Ok(true);
+        }
         columns::gather_parts(&self.datasets, &self.plans, rows, outs)
     }
 }

@@ -270,12 +270,77 @@ fn pipeline_batches_of_views_hold_the_rows_a_take_gives() {
 }
 
 #[test]
+fn located_values_are_the_takes_and_only_where_the_batches_are_kept() {
+    let tmp = tempfile::tempdir().unwrap();
+    let plain = tmp.path().join("plain");
+    write(&plain, 437, 0, Compression::None);
+    let ds = Dataset::new(open_cache(&plain).unwrap());
+    let schema = ds.backend().schema();
+    let columns: Vec<(usize, usize)> = COLUMNS
+        .iter()
+        .map(|(n, w)| (schema.index_of(n).unwrap(), *w))
+        .collect();
+    let idx = scattered(ds.len() as i64);
+    // Row i to slot (i * 5) % n: every slot once, out of order.
+    let slots: Vec<usize> = (0..idx.len()).map(|i| (i * 5) % idx.len()).collect();
+    let mut dst: Vec<Vec<&[u8]>> = COLUMNS.iter().map(|_| vec![&[][..]; idx.len()]).collect();
+    assert!(ds
+        .backend()
+        .locate_fixed(&idx, &columns, Some(&slots), &mut dst)
+        .unwrap());
+    let taken = ds.backend().take(&idx).unwrap();
+    for ((name, w), located) in COLUMNS.iter().zip(&dst) {
+        let want = bytes_of(&taken, name);
+        for (i, &k) in slots.iter().enumerate() {
+            assert_eq!(
+                located[k],
+                &want[i * w..(i + 1) * w],
+                "column {name}, row {i}"
+            );
+        }
+    }
+    let mut short: Vec<Vec<&[u8]>> = COLUMNS.iter().map(|_| vec![&[][..]; 3]).collect();
+    let e = ds
+        .backend()
+        .locate_fixed(&idx, &columns, None, &mut short)
+        .unwrap_err();
+    assert!(matches!(e, Error::InvalidArgument(_)), "{e:?}");
+
+    // Batches through the LRU, or rows to check: nothing kept to point at.
+    let zstd = tmp.path().join("zstd");
+    write(&zstd, 437, 0, Compression::Zstd);
+    let ds = Dataset::new(open_cache(&zstd).unwrap());
+    let mut dst: Vec<Vec<&[u8]>> = COLUMNS.iter().map(|_| vec![&[][..]; idx.len()]).collect();
+    assert!(!ds
+        .backend()
+        .locate_fixed(&idx, &columns, None, &mut dst)
+        .unwrap());
+    let checked = Dataset::new(
+        open_cache_with(&plain, &OpenOptions::default().with_verify_on_read(true)).unwrap(),
+    );
+    let mut dst: Vec<Vec<&[u8]>> = COLUMNS.iter().map(|_| vec![&[][..]; idx.len()]).collect();
+    assert!(!checked
+        .backend()
+        .locate_fixed(&idx, &columns, None, &mut dst)
+        .unwrap());
+}
+
+#[test]
 fn a_mixture_gathers_each_sources_rows_into_draw_order() {
+    // Sources that keep their batches are located and copied once; a
+    // compressed one makes the mixture gather source by source.
+    for compressed in [Compression::None, Compression::Zstd] {
+        mixture_in_draw_order(compressed);
+    }
+}
+
+fn mixture_in_draw_order(second: Compression) {
     let tmp = tempfile::tempdir().unwrap();
     let mut sources = Vec::new();
     for (k, n) in [(0, 90), (1, 250), (2, 40)] {
         let dir = tmp.path().join(format!("s{k}"));
-        write(&dir, n, k * 10_000, Compression::None);
+        let c = if k == 1 { second } else { Compression::None };
+        write(&dir, n, k * 10_000, c);
         let ds = Dataset::new(open_cache(&dir).unwrap());
         sources.push(MixtureSource::new(format!("s{k}"), ds, 1.0 + k as f64));
     }

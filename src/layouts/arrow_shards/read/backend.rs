@@ -97,6 +97,16 @@ impl Backend for ArrowShards {
         self.gather_fixed_into(indices, slots, outs)
     }
 
+    fn locate_fixed<'a>(
+        &'a self,
+        indices: &[i64],
+        columns: &[(usize, usize)],
+        slots: Option<&[usize]>,
+        dst: &mut [Vec<&'a [u8]>],
+    ) -> Result<bool> {
+        self.locate_fixed_in(indices, columns, slots, dst)
+    }
+
     fn slice(&self, start: u64, len: u64) -> Result<RecordBatch> {
         if self.has_dedup() && start < self.len() {
             // Rows by index, so each deduped cell is put back.

@@ -11,11 +11,11 @@
 //! (24 bytes a batch, read without a lock), so finding a row's values reads that table, not
 //! the Arrow arrays of a thousand batches scattered over the heap.
 
-use std::collections::hash_map::{Entry, HashMap};
 use arrow_array::RecordBatch;
 use arrow_buffer::Buffer;
+use std::collections::hash_map::{Entry, HashMap};
 
-use crate::error::Result;
+use crate::error::{Error, Result};
 use crate::layouts::backend::{normalize_index, Backend};
 use crate::layouts::gather::{check_slots, copy_values, fixed_buffer, fixed_bytes, FixedOut};
 
@@ -148,6 +148,61 @@ impl ArrowShards {
         }
         for (out, src) in outs.iter_mut().zip(&sources) {
             copy_values(out, src, slots)?;
+        }
+        Ok(true)
+    }
+
+    /// [`Backend::locate_fixed`] for this layout: only where every shard
+    /// read keeps its batches and needs no check against its checksums.
+    pub(super) fn locate_fixed_in<'a>(
+        &'a self,
+        indices: &[i64],
+        columns: &[(usize, usize)],
+        slots: Option<&[usize]>,
+        dst: &mut [Vec<&'a [u8]>],
+    ) -> Result<bool> {
+        if self.has_dedup() || self.verify_on_read() {
+            return Ok(false);
+        }
+        check_slots(indices.len(), slots)?;
+        if dst.len() != columns.len() {
+            return Err(Error::InvalidArgument(format!(
+                "{} columns to locate were given {} outputs",
+                columns.len(),
+                dst.len()
+            )));
+        }
+        let n = self.len();
+        // Each shard's tables of the columns; the last shard's kept at hand
+        // (a source of one shard looks nothing up after its first row).
+        let mut tables: HashMap<usize, Vec<&'a [Buffer]>, Fx> = HashMap::default();
+        for (i, &ix) in indices.iter().enumerate() {
+            let (s, local) = self.locate(normalize_index(ix, n)?);
+            let shard = self.shard(s)?;
+            let (j, r) = shard.locate(local);
+            let t = match tables.entry(s) {
+                Entry::Occupied(e) => e.into_mut(),
+                Entry::Vacant(e) => {
+                    let mut all = Vec::with_capacity(columns.len());
+                    for &(column, width) in columns {
+                        match shard.fixed_table(column, width)? {
+                            Some(t) => all.push(t),
+                            None => return Ok(false),
+                        }
+                    }
+                    e.insert(all)
+                }
+            };
+            let k = slots.map_or(i, |sl| sl[i]);
+            for ((out, &(_, w)), values) in dst.iter_mut().zip(columns).zip(t.iter()) {
+                let Some(d) = out.get_mut(k) else {
+                    return Err(Error::InvalidArgument(format!(
+                        "slot {k} of a gather past its {} outputs",
+                        out.len()
+                    )));
+                };
+                *d = &values[j].as_slice()[r * w..(r + 1) * w];
+            }
         }
         Ok(true)
     }
