@@ -5,11 +5,15 @@
 //!
 //! Two passes: the first finds every row's values, the second only
 //! copies. Random rows are cache misses; in a loop that does nothing else,
-//! the processor has many of them in flight at once, where a loop that also
-//! searches for the next row's batch has one or two. A shard whose batches
-//! it keeps has a table per number column of each batch's value buffer
-//! (24 bytes a batch, read without a lock), so finding a row's values reads that table, not
-//! the Arrow arrays of a thousand batches scattered over the heap.
+//! the processor has many of them in flight at once, where a loop that
+//! also searches for the next row's batch has one or two. A shard whose
+//! batches it keeps has a table per number column of each batch's value
+//! buffer (24 bytes a batch, read without a lock), so finding a row's
+//! values reads that table, not the Arrow arrays of a thousand batches
+//! scattered over the heap. Where every shard read keeps its batches, the
+//! first pass is [`ArrowShards::locate_fixed_in`], which a mixture also
+//! runs on each of its sources before one copy of the whole step;
+//! otherwise rows of the LRU's batches are found beside them.
 
 use arrow_array::RecordBatch;
 use arrow_buffer::Buffer;
@@ -76,6 +80,19 @@ impl ArrowShards {
             return Ok(false);
         }
         check_slots(indices.len(), slots)?;
+        // Rows in order from shards that keep their batches: located in
+        // one pass, then copied.
+        if slots.is_none() && !self.verify_on_read() {
+            let columns: Vec<(usize, usize)> = outs.iter().map(|o| (o.column, o.width)).collect();
+            let mut dst: Vec<Vec<&[u8]>> =
+                outs.iter().map(|_| vec![&[][..]; indices.len()]).collect();
+            if self.locate_fixed_in(indices, &columns, None, &mut dst)? {
+                for (out, src) in outs.iter_mut().zip(&dst) {
+                    copy_values(out, src, None)?;
+                }
+                return Ok(true);
+            }
+        }
         // Where each row is: (shard, record batch, row in it).
         let n = self.len();
         let mut at = Vec::with_capacity(indices.len());
