@@ -19,6 +19,16 @@ pub(crate) struct SourceColumns {
     pub(crate) reads: Vec<(String, String)>,
 }
 
+impl SourceColumns {
+    /// The source's column read as output column `output`.
+    fn read_of(&self, output: &str) -> Option<&str> {
+        self.reads
+            .iter()
+            .find(|(o, _)| o == output)
+            .map(|(_, c)| c.as_str())
+    }
+}
+
 /// The mixture's features and each source's column plan.
 ///
 /// `mappings[s]`: the source's own (output name, its column) pairs, or None
@@ -164,26 +174,16 @@ pub(crate) fn gather_parts(
     picks: &[(usize, u64)],
     outs: &mut [(&str, usize, &mut [u8])],
 ) -> Result<bool> {
-    let (positions, slots) = split_by_source(datasets.len(), picks);
-    for (s, pos) in positions.iter().enumerate() {
-        if pos.is_empty() {
-            continue;
-        }
+    each_source(datasets.len(), picks, |s, pos, placed| {
         let mut own = Vec::with_capacity(outs.len());
         for (name, width, data) in outs.iter_mut() {
-            let Some((_, column)) = plans[s].reads.iter().find(|(o, _)| o == name) else {
+            let Some(column) = plans[s].read_of(name) else {
                 return Ok(false);
             };
-            own.push((column.as_str(), *width, &mut **data));
+            own.push((column, *width, &mut **data));
         }
-        // A source that gave every row of the step (a batch drawn from one
-        // source) fills the buffers in order: no slots to place them by.
-        let placed = (pos.len() < picks.len()).then_some(&slots[s][..]);
-        if !datasets[s].gather_fixed(pos, placed, &mut own)? {
-            return Ok(false);
-        }
-    }
-    Ok(true)
+        datasets[s].gather_fixed(pos, placed, &mut own)
+    })
 }
 
 /// One step's fixed-width output columns copied into `outs` ((output
@@ -203,23 +203,19 @@ pub(crate) fn locate_then_copy(
     picks: &[(usize, u64)],
     outs: &mut [(&str, usize, &mut [u8])],
 ) -> Result<bool> {
-    let (positions, slots) = split_by_source(datasets.len(), picks);
     let mut dst: Vec<Vec<&[u8]>> = outs.iter().map(|_| vec![&[][..]; picks.len()]).collect();
-    for (s, pos) in positions.iter().enumerate() {
-        if pos.is_empty() {
-            continue;
-        }
-        let mut columns = Vec::with_capacity(outs.len());
-        for (name, width, _) in outs.iter() {
-            let Some((_, column)) = plans[s].reads.iter().find(|(o, _)| o == name) else {
-                return Ok(false);
-            };
-            columns.push((column.as_str(), *width));
-        }
-        let placed = (pos.len() < picks.len()).then_some(&slots[s][..]);
-        if !datasets[s].locate_fixed(pos, &columns, placed, &mut dst)? {
+    let located = each_source(datasets.len(), picks, |s, pos, placed| {
+        let Some(columns) = outs
+            .iter()
+            .map(|(name, width, _)| plans[s].read_of(name).map(|c| (c, *width)))
+            .collect::<Option<Vec<_>>>()
+        else {
             return Ok(false);
-        }
+        };
+        datasets[s].locate_fixed(pos, &columns, placed, &mut dst)
+    })?;
+    if !located {
+        return Ok(false);
     }
     for ((_, width, data), src) in outs.iter_mut().zip(&dst) {
         let mut out = crate::layouts::gather::FixedOut {
@@ -228,6 +224,28 @@ pub(crate) fn locate_then_copy(
             data,
         };
         crate::layouts::gather::copy_values(&mut out, src, None)?;
+    }
+    Ok(true)
+}
+
+/// Calls `f(source, its view positions, the step's slots they go to)` for
+/// each source that gave the step rows, until `f` says false. A source
+/// that gave every row (a batch drawn from one source) has no slots: its
+/// rows fill the step in order.
+fn each_source(
+    sources: usize,
+    picks: &[(usize, u64)],
+    mut f: impl FnMut(usize, &[u64], Option<&[usize]>) -> Result<bool>,
+) -> Result<bool> {
+    let (positions, slots) = split_by_source(sources, picks);
+    for (s, pos) in positions.iter().enumerate() {
+        if pos.is_empty() {
+            continue;
+        }
+        let placed = (pos.len() < picks.len()).then_some(&slots[s][..]);
+        if !f(s, pos, placed)? {
+            return Ok(false);
+        }
     }
     Ok(true)
 }
