@@ -190,8 +190,7 @@ impl ArrowShards {
             )));
         }
         let n = self.len();
-        // Each shard's tables of the columns; the last shard's kept at hand
-        // (a source of one shard looks nothing up after its first row).
+        // Each shard's tables of the columns, found at its first row.
         let mut tables: HashMap<usize, Vec<&'a [Buffer]>, Fx> = HashMap::default();
         for (i, &ix) in indices.iter().enumerate() {
             let (s, local) = self.locate(normalize_index(ix, n)?);
