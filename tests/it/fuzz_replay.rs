@@ -326,13 +326,9 @@ fn replay_target(
     }
 }
 
-/// The `open_lance_rows` target's seeds (every mode, changing nothing)
-/// read whole and verify clean; 300 seeded mutations of them and every
-/// input under `fuzz/regressions/open_lance_rows/` (once a crash) read or
-/// fail with a typed error, never a panic.
-#[cfg(feature = "lance")]
 /// Lance's panics are told apart by the crate their file is in: a registry
 /// crate's versioned directory, or the patched copy under `third_party/`.
+#[cfg(feature = "lance")]
 #[test]
 fn lance_panics_are_told_by_the_crate_they_are_in() {
     for lance in [
@@ -352,6 +348,11 @@ fn lance_panics_are_told_by_the_crate_they_are_in() {
     }
 }
 
+/// The `open_lance_rows` target's seeds (every mode, changing nothing)
+/// read whole and verify clean; 300 seeded mutations of them and every
+/// input under `fuzz/regressions/open_lance_rows/` (once a crash) read or
+/// fail with a typed error, never a panic.
+#[cfg(feature = "lance")]
 #[test]
 fn lance_rows_inputs_replay_without_a_crash() {
     let seeds = entry::open_lance_rows_seeds();
