@@ -129,19 +129,15 @@ pub(crate) fn take_parts(
     plans: &[SourceColumns],
     picks: &[(usize, u64)],
 ) -> Result<MixedParts> {
-    let mut per_source: Vec<Vec<i64>> = vec![Vec::new(); datasets.len()];
-    let mut at = Vec::with_capacity(picks.len());
-    for &(s, pos) in picks {
-        at.push((s, per_source[s].len()));
-        per_source[s].push(pos as i64);
-    }
-    let mut slot = vec![0; datasets.len()];
+    let (positions, slots) = split_by_source(datasets.len(), picks);
+    let mut index = vec![(0, 0); picks.len()];
     let mut parts = Vec::new();
-    for (s, rows) in per_source.iter().enumerate() {
-        if rows.is_empty() {
+    for (s, pos) in positions.iter().enumerate() {
+        if pos.is_empty() {
             continue;
         }
-        let b = datasets[s].take_arrow(rows)?;
+        let rows: Vec<i64> = pos.iter().map(|&p| p as i64).collect();
+        let b = datasets[s].take_arrow(&rows)?;
         let cols = plans[s]
             .reads
             .iter()
@@ -152,13 +148,14 @@ pub(crate) fn take_parts(
             })
             .collect::<Result<Vec<_>>>()?;
         let opts = arrow_array::RecordBatchOptions::new().with_row_count(Some(rows.len()));
-        slot[s] = parts.len();
+        for (r, &i) in slots[s].iter().enumerate() {
+            index[i] = (parts.len(), r);
+        }
         parts.push(
             RecordBatch::try_new_with_options(schema.clone(), cols, &opts)
                 .map_err(|e| Error::InvalidArgument(format!("mixing the sources' columns: {e}")))?,
         );
     }
-    let index = at.iter().map(|&(s, r)| (slot[s], r)).collect();
     Ok(MixedParts { parts, index })
 }
 
