@@ -86,7 +86,7 @@ pub use layouts::{LanceReadOptions, LanceRows};
 pub use layouts::{LanceVideoFrames, Window, WindowBatch};
 pub use mixture::{
     DrawUnit, Mixture, MixtureBatch, MixtureBatches, MixtureOptions, MixtureSource, MixtureState,
-    SourceEnd, SourceProgress,
+    SourceEnd, SourceProgress, StepRows,
 };
 pub use sampler::{
     EpochBatches, EpochPosition, Loader, LoaderOptions, LoaderState, Order, Partition, Remainder,

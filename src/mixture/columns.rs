@@ -11,6 +11,8 @@ use crate::dataset::Dataset;
 use crate::error::{Error, Result};
 use crate::features::Features;
 
+use super::step::StepRows;
+
 /// How one source's columns become the mixture's: for each output column,
 /// the source column it reads.
 #[derive(Debug, Clone)]
@@ -117,8 +119,7 @@ pub struct MixedParts {
     pub index: Vec<(usize, usize)>,
 }
 
-/// One step's rows: `picks[i]` = (source, view position in that source),
-/// read with one `take` per source.
+/// One step's rows, read with one `take` per source.
 ///
 /// # Errors
 /// Read errors, and Arrow errors (a cache whose cells do not match its
@@ -127,15 +128,11 @@ pub(crate) fn take_parts(
     schema: &Arc<Schema>,
     datasets: &[Dataset],
     plans: &[SourceColumns],
-    picks: &[(usize, u64)],
+    picks: &StepRows,
 ) -> Result<MixedParts> {
-    let (positions, slots) = split_by_source(datasets.len(), picks);
     let mut index = vec![(0, 0); picks.len()];
     let mut parts = Vec::new();
-    for (s, pos) in positions.iter().enumerate() {
-        if pos.is_empty() {
-            continue;
-        }
+    for (s, pos, slots) in picks.by_source() {
         let rows: Vec<i64> = pos.iter().map(|&p| p as i64).collect();
         let b = datasets[s].take_arrow(&rows)?;
         let cols = plans[s]
@@ -148,8 +145,16 @@ pub(crate) fn take_parts(
             })
             .collect::<Result<Vec<_>>>()?;
         let opts = arrow_array::RecordBatchOptions::new().with_row_count(Some(rows.len()));
-        for (r, &i) in slots[s].iter().enumerate() {
-            index[i] = (parts.len(), r);
+        match slots {
+            Some(slots) => {
+                for (r, &i) in slots.iter().enumerate() {
+                    index[i] = (parts.len(), r);
+                }
+            }
+            None => index
+                .iter_mut()
+                .enumerate()
+                .for_each(|(r, x)| *x = (parts.len(), r)),
         }
         parts.push(
             RecordBatch::try_new_with_options(schema.clone(), cols, &opts)
@@ -168,10 +173,10 @@ pub(crate) fn take_parts(
 pub(crate) fn gather_parts(
     datasets: &[Dataset],
     plans: &[SourceColumns],
-    picks: &[(usize, u64)],
+    picks: &StepRows,
     outs: &mut [(&str, usize, &mut [u8])],
 ) -> Result<bool> {
-    each_source(datasets.len(), picks, |s, pos, placed| {
+    for (s, pos, placed) in picks.by_source() {
         let mut own = Vec::with_capacity(outs.len());
         for (name, width, data) in outs.iter_mut() {
             let Some(column) = plans[s].read_of(name) else {
@@ -179,8 +184,11 @@ pub(crate) fn gather_parts(
             };
             own.push((column, *width, &mut **data));
         }
-        datasets[s].gather_fixed(pos, placed, &mut own)
-    })
+        if !datasets[s].gather_fixed(pos, placed, &mut own)? {
+            return Ok(false);
+        }
+    }
+    Ok(true)
 }
 
 /// One step's fixed-width output columns copied into `outs` ((output
@@ -197,11 +205,11 @@ pub(crate) fn gather_parts(
 pub(crate) fn locate_then_copy(
     datasets: &[Dataset],
     plans: &[SourceColumns],
-    picks: &[(usize, u64)],
+    picks: &StepRows,
     outs: &mut [(&str, usize, &mut [u8])],
 ) -> Result<bool> {
     let mut dst: Vec<Vec<&[u8]>> = outs.iter().map(|_| vec![&[][..]; picks.len()]).collect();
-    let located = each_source(datasets.len(), picks, |s, pos, placed| {
+    for (s, pos, placed) in picks.by_source() {
         let Some(columns) = outs
             .iter()
             .map(|(name, width, _)| plans[s].read_of(name).map(|c| (c, *width)))
@@ -209,10 +217,9 @@ pub(crate) fn locate_then_copy(
         else {
             return Ok(false);
         };
-        datasets[s].locate_fixed(pos, &columns, placed, &mut dst)
-    })?;
-    if !located {
-        return Ok(false);
+        if !datasets[s].locate_fixed(pos, &columns, placed, &mut dst)? {
+            return Ok(false);
+        }
     }
     for ((_, width, data), src) in outs.iter_mut().zip(&dst) {
         let mut out = crate::layouts::gather::FixedOut {
@@ -225,46 +232,6 @@ pub(crate) fn locate_then_copy(
     Ok(true)
 }
 
-/// Calls `f(source, its view positions, the step's slots they go to)` for
-/// each source that gave the step rows, until `f` says false. A source
-/// that gave every row (a batch drawn from one source) has no slots: its
-/// rows fill the step in order.
-fn each_source(
-    sources: usize,
-    picks: &[(usize, u64)],
-    mut f: impl FnMut(usize, &[u64], Option<&[usize]>) -> Result<bool>,
-) -> Result<bool> {
-    let (positions, slots) = split_by_source(sources, picks);
-    for (s, pos) in positions.iter().enumerate() {
-        if pos.is_empty() {
-            continue;
-        }
-        let placed = (pos.len() < picks.len()).then_some(&slots[s][..]);
-        if !f(s, pos, placed)? {
-            return Ok(false);
-        }
-    }
-    Ok(true)
-}
-
-/// Each source's view positions of a step, and the step's slots they go
-/// to, in draw order.
-fn split_by_source(sources: usize, picks: &[(usize, u64)]) -> (Vec<Vec<u64>>, Vec<Vec<usize>>) {
-    // Room for every row in each (`vec![v; n]` would clone `v` without its
-    // capacity).
-    let mut positions: Vec<Vec<u64>> = (0..sources)
-        .map(|_| Vec::with_capacity(picks.len()))
-        .collect();
-    let mut slots: Vec<Vec<usize>> = (0..sources)
-        .map(|_| Vec::with_capacity(picks.len()))
-        .collect();
-    for (i, &(s, pos)) in picks.iter().enumerate() {
-        positions[s].push(pos);
-        slots[s].push(i);
-    }
-    (positions, slots)
-}
-
 /// One step's rows in draw order, as one batch.
 ///
 /// # Errors
@@ -273,7 +240,7 @@ pub(crate) fn assemble(
     schema: &Arc<Schema>,
     datasets: &[Dataset],
     plans: &[SourceColumns],
-    picks: &[(usize, u64)],
+    picks: &StepRows,
 ) -> Result<RecordBatch> {
     let MixedParts { parts, index } = take_parts(schema, datasets, plans, picks)?;
     let columns = (0..schema.fields().len())

@@ -148,6 +148,12 @@ pub(crate) struct Draws {
     pub(crate) unit: DrawUnit,
 }
 
+/// The thresholds of the last steady step's weights, kept for the next
+/// (they are searched for, a few dozen choices; a weight schedule changes
+/// them rarely).
+#[derive(Debug, Clone, Default)]
+pub(crate) struct DrawMemo(Option<(Vec<f64>, Option<Thresholds>)>);
+
 /// A uniform number in [0, 1) for draw `index` of `stream` under `seed`.
 fn unit_f64(seed: u64, stream: u64, index: u64) -> f64 {
     unit_at(stream_key(seed, stream), index)
@@ -212,6 +218,21 @@ fn bits_at(key: u64, index: u64) -> u64 {
     SplitMix64::new(key ^ index.wrapping_mul(0x9E37_79B9_7F4A_7C15)).next_u64() >> 11
 }
 
+/// Adds each source's rows in `sources` to its count: a pass a source
+/// (compares the compiler makes vector instructions of) for a few sources,
+/// one pass for many.
+fn count_sources(sources: &[u32], counts: &mut [u64]) {
+    if counts.len() <= 16 {
+        for (s, c) in counts.iter_mut().enumerate() {
+            *c += sources.iter().filter(|&&x| x == s as u32).count() as u64;
+        }
+    } else {
+        for &s in sources {
+            counts[s as usize] += 1;
+        }
+    }
+}
+
 impl Draws {
     fn live(&self, s: usize, counts: &[u64]) -> bool {
         self.ends[s] == SourceEnd::Cycle || counts[s] < self.rows[s]
@@ -233,12 +254,21 @@ impl Draws {
             .sum()
     }
 
-    /// The samples of step `cursor.step`, as (source, the source's row
-    /// count before it), and the cursor moved past it. Short when the
-    /// sources run out during the step; empty when they had already.
-    pub(crate) fn step(&self, schedule: &Schedule, cursor: &mut Cursor) -> Vec<(usize, u64)> {
+    /// The source of each sample of step `cursor.step`, into `sources`
+    /// (cleared first), and the cursor moved past it. A source's rows in
+    /// the step are the next of its count, in draw order: the `k`-th row
+    /// of source `s` is its row `counts[s] + k` (the count before the
+    /// step). Short when the sources run out during the step; empty when
+    /// they had already.
+    pub(crate) fn step(
+        &self,
+        schedule: &Schedule,
+        cursor: &mut Cursor,
+        memo: &mut DrawMemo,
+        sources: &mut Vec<u32>,
+    ) {
         let weights = schedule.at(cursor.step);
-        let mut out = Vec::with_capacity(self.batch_size as usize);
+        sources.clear();
         let mut batch_source = None;
         // No source can run out during this step: the live sources and
         // their total weight are the step's, not each draw's.
@@ -248,19 +278,22 @@ impl Draws {
         });
         let key = stream_key(self.seed, 0);
         if steady && self.unit == DrawUnit::Sample {
-            let total = self.live_total(weights, &cursor.counts);
-            let Some(t) = Thresholds::new(weights, total) else {
-                cursor.step += 1;
-                return out;
-            };
-            let first = cursor.step * self.batch_size;
-            for g in first..first + self.batch_size {
-                let s = t.pick(bits_at(key, g));
-                out.push((s, cursor.counts[s]));
-                cursor.counts[s] += 1;
+            // Every source is live: the thresholds are the weights'.
+            if memo.0.as_ref().is_none_or(|(w, _)| w[..] != weights[..]) {
+                let total = self.live_total(weights, &cursor.counts);
+                memo.0 = Some((weights.to_vec(), Thresholds::new(weights, total)));
             }
+            let Some((_, Some(t))) = &memo.0 else {
+                cursor.step += 1;
+                return;
+            };
+            // The draws first, each on its own (no count read between
+            // them), then each source's count in one pass.
+            let first = cursor.step * self.batch_size;
+            t.pick_run(key, first, self.batch_size, sources);
+            count_sources(sources, &mut cursor.counts);
             cursor.step += 1;
-            return out;
+            return;
         }
         for i in 0..self.batch_size {
             let g = cursor.step * self.batch_size + i;
@@ -280,265 +313,20 @@ impl Draws {
                 },
             };
             let Some(s) = s else { break };
-            out.push((s, cursor.counts[s]));
+            sources.push(s as u32);
             cursor.counts[s] += 1;
         }
         cursor.step += 1;
-        out
     }
 
     /// Moves `cursor` to `step` (not before it), drawing the steps between.
     pub(crate) fn advance_to(&self, schedule: &Schedule, cursor: &mut Cursor, step: u64) {
+        let (mut memo, mut sources) = (DrawMemo::default(), Vec::new());
         while cursor.step < step {
-            self.step(schedule, cursor);
+            self.step(schedule, cursor, &mut memo, &mut sources);
         }
     }
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn draws(unit: DrawUnit, ends: Vec<SourceEnd>, rows: Vec<u64>) -> Draws {
-        Draws {
-            rows,
-            ends,
-            seed: 7,
-            batch_size: 64,
-            unit,
-        }
-    }
-
-    /// `choose` as it was written first: a loop that stops at the first
-    /// hit (the reference the branchless one is held to).
-    fn choose_first_hit(
-        weights: &[f64],
-        total: f64,
-        u: f64,
-        live: impl Fn(usize) -> bool,
-    ) -> Option<usize> {
-        if total <= 0.0 {
-            return None;
-        }
-        let mut at = u * total;
-        let mut last = None;
-        for (s, &w) in weights.iter().enumerate() {
-            if w <= 0.0 || !live(s) {
-                continue;
-            }
-            last = Some(s);
-            if at < w {
-                return Some(s);
-            }
-            at -= w;
-        }
-        last
-    }
-
-    /// What a step drew before the steady case and the branchless choice:
-    /// every draw through the first-hit loop over the live sources, its
-    /// stream key made anew.
-    fn step_draw_by_draw(d: &Draws, schedule: &Schedule, c: &mut Cursor) -> Vec<(usize, u64)> {
-        let weights = schedule.at(c.step);
-        let mut out = Vec::new();
-        for i in 0..d.batch_size {
-            let g = c.step * d.batch_size + i;
-            let (u, counts) = (unit_f64(d.seed, 0, g), &c.counts);
-            let total = d.live_total(weights, counts);
-            let Some(s) = choose_first_hit(weights, total, u, |s| d.live(s, counts)) else {
-                break;
-            };
-            out.push((s, c.counts[s]));
-            c.counts[s] += 1;
-        }
-        c.step += 1;
-        out
-    }
-
-    #[test]
-    fn steady_steps_draw_what_draw_by_draw_picks_gave() {
-        // Cycling sources (steady throughout) and exhausting ones (steady
-        // until a step could run one out, then draw by draw).
-        for ends in [
-            vec![SourceEnd::Cycle; 3],
-            vec![SourceEnd::Exhaust, SourceEnd::Cycle, SourceEnd::Exhaust],
-        ] {
-            for weights in [
-                vec![0.2, 0.5, 0.3],
-                vec![1e-300, 1.0, 1e300],
-                vec![0.0, 3.0, 1e-17],
-            ] {
-                let d = draws(DrawUnit::Sample, ends.clone(), vec![100, 700, 300]);
-                let sched = Schedule::new(weights);
-                let mut a = Cursor {
-                    step: 0,
-                    counts: vec![0; 3],
-                };
-                let mut b = a.clone();
-                for _ in 0..40 {
-                    assert_eq!(
-                        d.step(&sched, &mut a),
-                        step_draw_by_draw(&d, &sched, &mut b)
-                    );
-                    assert_eq!(a, b);
-                }
-            }
-        }
-    }
-
-    /// Weights at the edges of the choice: zeros among them, 1e-300 beside
-    /// 1e300, ten equal ones, one source.
-    const WEIGHT_SETS: [&[f64]; 8] = [
-        &[0.4, 0.3, 0.3],
-        &[0.1, 0.0, 0.2, 0.7],
-        &[0.0, 1.0],
-        &[1e-300, 1.0, 1e300],
-        &[0.1; 10],
-        &[1.0],
-        &[3.0, 1e-17, 1.0],
-        &[1.0, 1.0, 0.0],
-    ];
-
-    #[test]
-    fn the_branchless_choice_and_the_multiplication_change_no_draw() {
-        let mut r = SplitMix64::new(3);
-        let sets = &WEIGHT_SETS[..5];
-        for _ in 0..200_000 {
-            let x = r.next_u64() >> 11;
-            assert_eq!(
-                (x as f64 * (1.0 / (1u64 << 53) as f64)).to_bits(),
-                (x as f64 / (1u64 << 53) as f64).to_bits()
-            );
-        }
-        for w in sets {
-            let total: f64 = w.iter().sum();
-            let edges = [0.0, 1.0 - f64::EPSILON / 2.0, 0.4, 0.7, 0.3];
-            for i in 0..100_000 {
-                let u = match edges.get(i) {
-                    Some(&e) => e,
-                    None => unit_at(11, i as u64),
-                };
-                assert_eq!(
-                    choose(w, total, u, |_| true),
-                    choose_first_hit(w, total, u, |_| true),
-                    "{w:?} {u}"
-                );
-                // The first source dropped out: the others' total.
-                let rest: f64 = w[1..].iter().sum();
-                assert_eq!(
-                    choose(w, rest, u, |s| s > 0),
-                    choose_first_hit(w, rest, u, |s| s > 0),
-                    "{w:?} {u} without source 0"
-                );
-            }
-        }
-        assert_eq!(choose(&[0.0, 0.0], 0.0, 0.5, |_| true), None);
-    }
-
-    #[test]
-    fn thresholds_pick_what_choose_picks_at_every_edge() {
-        let mut r = SplitMix64::new(9);
-        for w in WEIGHT_SETS {
-            let total: f64 = w.iter().sum();
-            let t = Thresholds::new(w, total).unwrap();
-            let by_choose = |x: u64| choose(w, total, unit_of(x), |_| true).unwrap();
-            // Both sides of every run's first draw, and the ends.
-            let mut xs = vec![0, 1, DRAWS - 2, DRAWS - 1];
-            for &b in &t.starts {
-                xs.extend((b.saturating_sub(3)..b.saturating_add(3)).filter(|&x| x < DRAWS));
-            }
-            for _ in 0..100_000 {
-                xs.push(r.next_u64() >> 11);
-            }
-            for x in xs {
-                assert_eq!(t.pick(x), by_choose(x), "{w:?} at {x}");
-            }
-        }
-        assert_eq!(Thresholds::new(&[0.0, 0.0], 0.0), None);
-    }
-
-    #[test]
-    fn shares_follow_the_weights_and_the_schedule() {
-        let d = draws(
-            DrawUnit::Sample,
-            vec![SourceEnd::Cycle; 3],
-            vec![10, 20, 30],
-        );
-        let mut sched = Schedule::new(vec![1.0, 2.0, 1.0]);
-        sched.set(500, vec![0.0, 0.0, 1.0]);
-        let mut c = Cursor {
-            step: 0,
-            counts: vec![0; 3],
-        };
-        let mut n = [0u64; 3];
-        for _ in 0..500 {
-            for (s, _) in d.step(&sched, &mut c) {
-                n[s] += 1;
-            }
-        }
-        let total = 500.0 * 64.0;
-        for (s, want) in [(0, 0.25), (1, 0.5), (2, 0.25)] {
-            let got = n[s] as f64 / total;
-            assert!((got - want).abs() < 0.01, "source {s}: {got}");
-        }
-        let before = c.counts.clone();
-        d.step(&sched, &mut c);
-        assert_eq!(
-            c.counts[2],
-            before[2] + 64,
-            "from step 500 on, source 2 alone"
-        );
-    }
-
-    #[test]
-    fn exhausted_sources_drop_out_and_the_mixture_ends() {
-        for unit in [DrawUnit::Sample, DrawUnit::Batch] {
-            let d = draws(unit, vec![SourceEnd::Exhaust; 2], vec![100, 250]);
-            let sched = Schedule::new(vec![3.0, 1.0]);
-            let mut c = Cursor {
-                step: 0,
-                counts: vec![0; 2],
-            };
-            let mut seen = vec![Vec::new(); 2];
-            loop {
-                let s = d.step(&sched, &mut c);
-                if s.is_empty() {
-                    break;
-                }
-                for (src, k) in s {
-                    seen[src].push(k);
-                }
-            }
-            assert_eq!(seen[0], (0..100).collect::<Vec<_>>(), "{unit}");
-            assert_eq!(seen[1], (0..250).collect::<Vec<_>>(), "{unit}");
-        }
-    }
-
-    #[test]
-    fn batch_draws_give_homogeneous_batches() {
-        let d = draws(DrawUnit::Batch, vec![SourceEnd::Cycle; 2], vec![5, 5]);
-        let sched = Schedule::new(vec![1.0, 1.0]);
-        let mut c = Cursor {
-            step: 0,
-            counts: vec![0; 2],
-        };
-        let mut firsts = [0; 2];
-        for _ in 0..200 {
-            let s = d.step(&sched, &mut c);
-            assert!(s.iter().all(|(x, _)| *x == s[0].0));
-            firsts[s[0].0] += 1;
-        }
-        assert!(firsts[0] > 70 && firsts[1] > 70, "{firsts:?}");
-    }
-
-    #[test]
-    fn bad_weights_are_refused_by_name() {
-        assert!(check_weights(&[1.0], 2).is_err());
-        assert!(check_weights(&[1.0, f64::NAN], 2).is_err());
-        assert!(check_weights(&[1.0, -1.0], 2).is_err());
-        assert!(check_weights(&[0.0, 0.0], 2).is_err());
-        assert!(check_weights(&[0.0, 2.0], 2).is_ok());
-        assert!(Schedule::from_changes(vec![(1, vec![1.0])], 1).is_err());
-        assert!(Schedule::from_changes(vec![(0, vec![1.0]), (0, vec![1.0])], 1).is_err());
-    }
-}
+mod tests;

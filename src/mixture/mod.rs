@@ -24,6 +24,7 @@
 
 mod columns;
 mod draw;
+mod step;
 
 use std::num::NonZeroU64;
 use std::sync::Arc;
@@ -38,6 +39,7 @@ use crate::sampler::{Order, Partition, Sampler};
 pub use columns::MixedParts;
 
 pub use draw::{Cursor, DrawUnit, Schedule, SourceEnd};
+pub use step::StepRows;
 
 /// One source of a mixture.
 #[derive(Debug, Clone)]
@@ -422,6 +424,7 @@ impl Mixture {
             world: u64::from(part.world_size()),
             stride: u64::from(part.num_workers()),
             orders: vec![None; self.datasets.len()],
+            memo: draw::DrawMemo::default(),
             schedule: state.schedule,
             ended: false,
         }
@@ -439,9 +442,9 @@ pub struct MixtureBatches {
     world: u64,
     stride: u64,
     /// Each source's current epoch order and the draw count it starts at,
-    /// by source: looked up for every row a step draws (a range check
-    /// there, where a division per row cost about as much as the draw).
+    /// by source: a step's rows of a source are slices of it.
     orders: Vec<Option<(u64, Vec<u64>)>>,
+    memo: draw::DrawMemo,
     schedule: Schedule,
     ended: bool,
 }
@@ -452,18 +455,25 @@ impl MixtureBatches {
         self.next
     }
 
-    fn position(&mut self, s: usize, k: u64) -> u64 {
-        if let Some((start, order)) = &self.orders[s] {
-            if let Some(i) = k.checked_sub(*start).filter(|&i| i < order.len() as u64) {
-                return order[i as usize];
+    /// Appends source `s`'s view positions for its rows `from..from + n`
+    /// (over all its epochs): slices of its epoch orders.
+    fn extend_positions(&mut self, s: usize, from: u64, n: u64, out: &mut Vec<u64>) {
+        let rows = self.mix.draws.rows[s];
+        let (mut k, end) = (from, from + n);
+        while k < end {
+            let epoch = k / rows;
+            if self.orders[s]
+                .as_ref()
+                .is_none_or(|(start, _)| *start != epoch * rows)
+            {
+                let order = self.mix.samplers[s].epoch_order(epoch);
+                self.orders[s] = Some((epoch * rows, order));
             }
+            let (start, order) = self.orders[s].as_ref().expect("set above");
+            let upto = end.min(start + rows);
+            out.extend_from_slice(&order[(k - start) as usize..(upto - start) as usize]);
+            k = upto;
         }
-        let n = self.mix.draws.rows[s];
-        let epoch = k / n;
-        let order = self.mix.samplers[s].epoch_order(epoch);
-        let at = order[(k % n) as usize];
-        self.orders[s] = Some((epoch * n, order));
-        at
     }
 }
 
@@ -475,8 +485,8 @@ pub struct MixturePlan {
     pub step: u64,
     /// Its rank-local index (since the state's base).
     pub local: u64,
-    /// Each row: (source, view position in that source).
-    pub rows: Vec<(usize, u64)>,
+    /// Its rows, in draw order and by source.
+    pub rows: StepRows,
 }
 
 impl MixtureBatches {
@@ -488,17 +498,29 @@ impl MixtureBatches {
         let step = self.base + self.next * self.world + self.rank;
         let draws = &self.mix.draws;
         draws.advance_to(&self.schedule, &mut self.cursor, step);
-        let picks = draws.step(&self.schedule, &mut self.cursor);
-        if picks.is_empty() {
+        let before = self.cursor.counts.clone();
+        let mut sources = Vec::with_capacity(draws.batch_size as usize);
+        draws.step(
+            &self.schedule,
+            &mut self.cursor,
+            &mut self.memo,
+            &mut sources,
+        );
+        if sources.is_empty() {
             self.ended = true;
             return None;
         }
         let local = self.next;
         self.next += self.stride;
-        let rows = picks
-            .iter()
-            .map(|&(s, k)| (s, self.position(s, k)))
-            .collect();
+        let mut grouped = Vec::with_capacity(sources.len());
+        let mut bounds = Vec::with_capacity(before.len() + 1);
+        bounds.push(0);
+        for (s, &from) in before.iter().enumerate() {
+            let n = self.cursor.counts[s] - from;
+            self.extend_positions(s, from, n, &mut grouped);
+            bounds.push(grouped.len());
+        }
+        let rows = StepRows::new(sources, grouped, bounds);
         Some(MixturePlan { step, local, rows })
     }
 }
@@ -508,7 +530,7 @@ impl Mixture {
     ///
     /// # Errors
     /// Read errors of the sources.
-    pub fn read(&self, rows: &[(usize, u64)]) -> Result<RecordBatch> {
+    pub fn read(&self, rows: &StepRows) -> Result<RecordBatch> {
         columns::assemble(&self.schema, &self.datasets, &self.plans, rows)
     }
 
@@ -518,7 +540,7 @@ impl Mixture {
     ///
     /// # Errors
     /// Read errors of the sources.
-    pub fn read_parts(&self, rows: &[(usize, u64)]) -> Result<columns::MixedParts> {
+    pub fn read_parts(&self, rows: &StepRows) -> Result<columns::MixedParts> {
         columns::take_parts(&self.schema, &self.datasets, &self.plans, rows)
     }
 
@@ -532,7 +554,7 @@ impl Mixture {
     /// Read errors.
     pub(crate) fn gather_fixed(
         &self,
-        rows: &[(usize, u64)],
+        rows: &StepRows,
         outs: &mut [(&str, usize, &mut [u8])],
     ) -> Result<bool> {
         if columns::locate_then_copy(&self.datasets, &self.plans, rows, outs)? {
@@ -547,7 +569,7 @@ impl Iterator for MixtureBatches {
 
     fn next(&mut self) -> Option<Result<MixtureBatch>> {
         let plan = self.next_plan()?;
-        let sources: Vec<u32> = plan.rows.iter().map(|&(s, _)| s as u32).collect();
+        let sources = plan.rows.sources().to_vec();
         Some(self.mix.read(&plan.rows).map(|batch| MixtureBatch {
             step: plan.step,
             local: plan.local,

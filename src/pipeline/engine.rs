@@ -59,8 +59,8 @@ pub(crate) enum Claimer {
 enum ClaimRows {
     /// View positions of the dataset.
     Positions(Vec<u64>),
-    /// (source, view position in it) of the mixture.
-    Mixed(Vec<(usize, u64)>),
+    /// The mixture's step: each row's source and view position in it.
+    Mixed(crate::mixture::StepRows),
 }
 
 /// One batch claimed, not yet read: its epoch, each sample's key (its place
@@ -115,7 +115,7 @@ impl Shared {
             }
             (Input::Mixture(m), ClaimRows::Mixed(rows)) => {
                 let columns = self.columns.fill_mixed(m, &rows, &keys)?;
-                let (sources, positions) = rows.iter().map(|&(s, p)| (s as u32, p)).unzip();
+                let (sources, positions) = rows.into_parts();
                 (columns, positions, sources)
             }
             _ => unreachable!("a dataset's claims are positions, a mixture's are mixed"),

@@ -66,12 +66,12 @@ impl Columns {
         }
     }
 
-    /// The columns of a mixture's step (`rows`: each row's source and
-    /// view position in it): gathered, or read one batch per source.
+    /// The columns of a mixture's step: gathered, or read one batch per
+    /// source.
     pub(crate) fn fill_mixed(
         &self,
         mix: &crate::mixture::Mixture,
-        rows: &[(usize, u64)],
+        rows: &crate::mixture::StepRows,
         keys: &SampleKeys<'_>,
     ) -> Result<Vec<(String, BatchColumn)>> {
         match self {
