@@ -326,8 +326,13 @@ impl Mixture {
     /// Records that this rank yielded `done` rank-local batches since the
     /// state's base, in a world of `world_size` ranks.
     pub fn set_done(&mut self, done: u64, world_size: u32) {
-        let s = self.restated(world_size.max(1));
-        self.state = MixtureState { done, ..s };
+        // Called for every batch a pipeline hands over: the state is
+        // cloned only when the world size changes it.
+        let world = world_size.max(1);
+        if world != self.state.world_size {
+            self.state = self.restated(world);
+        }
+        self.state.done = done;
     }
 
     /// Uses `weights` from global step `step` on (replacing later changes).
