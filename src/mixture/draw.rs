@@ -295,6 +295,17 @@ impl Draws {
             cursor.step += 1;
             return;
         }
+        if steady && self.unit == DrawUnit::Batch {
+            // One source, live for the whole step: what the loop below
+            // draws, without a check a row.
+            let u = unit_f64(self.seed, 1, cursor.step);
+            if let Some(s) = self.pick(weights, &cursor.counts, u) {
+                sources.resize(self.batch_size as usize, s as u32);
+                cursor.counts[s] += self.batch_size;
+            }
+            cursor.step += 1;
+            return;
+        }
         for i in 0..self.batch_size {
             let g = cursor.step * self.batch_size + i;
             let s = match self.unit {

@@ -276,3 +276,59 @@ fn bad_weights_are_refused_by_name() {
     assert!(Schedule::from_changes(vec![(1, vec![1.0])], 1).is_err());
     assert!(Schedule::from_changes(vec![(0, vec![1.0]), (0, vec![1.0])], 1).is_err());
 }
+
+/// What a step of batch draws gave before its steady case: a source drawn
+/// at the first row, and anew only when it runs out, row by row.
+fn batch_step_row_by_row(d: &Draws, schedule: &Schedule, c: &mut Cursor) -> Vec<(usize, u64)> {
+    let weights = schedule.at(c.step);
+    let (mut out, mut current) = (Vec::new(), None);
+    for i in 0..d.batch_size {
+        let g = c.step * d.batch_size + i;
+        let s = match current {
+            Some(s) if d.live(s, &c.counts) => Some(s),
+            _ => {
+                let u = if i == 0 {
+                    unit_f64(d.seed, 1, c.step)
+                } else {
+                    unit_f64(d.seed, 2, g)
+                };
+                current = d.pick(weights, &c.counts, u);
+                current
+            }
+        };
+        let Some(s) = s else { break };
+        out.push((s, c.counts[s]));
+        c.counts[s] += 1;
+    }
+    c.step += 1;
+    out
+}
+
+#[test]
+fn steady_batch_steps_draw_what_row_by_row_draws_gave() {
+    // Exhausting sources: steady at first, then steps where one runs out
+    // mid-batch and the rest of the batch is drawn anew.
+    for ends in [
+        vec![SourceEnd::Cycle; 3],
+        vec![SourceEnd::Exhaust, SourceEnd::Cycle, SourceEnd::Exhaust],
+        vec![SourceEnd::Exhaust; 3],
+    ] {
+        let d = draws(DrawUnit::Batch, ends.clone(), vec![100, 700, 300]);
+        let mut sched = Schedule::new(vec![0.2, 0.5, 0.3]);
+        sched.set(10, vec![1.0, 0.0, 3.0]);
+        let mut a = Cursor {
+            step: 0,
+            counts: vec![0; 3],
+        };
+        let mut b = a.clone();
+        let mut memo = DrawMemo::default();
+        for step in 0..40 {
+            assert_eq!(
+                step_pairs_with(&d, &sched, &mut a, &mut memo),
+                batch_step_row_by_row(&d, &sched, &mut b),
+                "{ends:?} step {step}"
+            );
+            assert_eq!(a, b);
+        }
+    }
+}
