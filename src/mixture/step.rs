@@ -10,6 +10,8 @@
 //! by row, the split and the lookups were most of what a mixture's batch
 //! cost beyond a single cache's.
 
+use crate::error::{Error, Result};
+
 /// One step's rows: in draw order, and grouped by source.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct StepRows {
@@ -76,8 +78,18 @@ impl StepRows {
         }
     }
 
-    /// The rows `(source, view position)` in draw order.
-    pub fn from_pairs(sources: usize, rows: &[(usize, u64)]) -> StepRows {
+    /// The rows `(source, view position)` in draw order, of a mixture of
+    /// `sources` sources.
+    ///
+    /// # Errors
+    /// [`Error::InvalidArgument`] for a source that is not one of them.
+    pub fn from_pairs(sources: usize, rows: &[(usize, u64)]) -> Result<StepRows> {
+        if let Some((s, _)) = rows.iter().find(|(s, _)| *s >= sources) {
+            return Err(Error::InvalidArgument(format!(
+                "source {s} of a mixture of {sources}: give sources 0 to {}",
+                sources.saturating_sub(1)
+            )));
+        }
         let mut bounds = vec![0usize; sources + 1];
         for &(s, _) in rows {
             bounds[s + 1] += 1;
@@ -92,7 +104,7 @@ impl StepRows {
             next[s] += 1;
         }
         let order = rows.iter().map(|&(s, _)| s as u32).collect();
-        StepRows::new(order, grouped, bounds)
+        Ok(StepRows::new(order, grouped, bounds))
     }
 
     /// Rows in the step.
@@ -154,7 +166,7 @@ mod tests {
                         (s, r.next_u64() % 1000)
                     })
                     .collect();
-                let step = StepRows::from_pairs(sources, &rows);
+                let step = StepRows::from_pairs(sources, &rows).unwrap();
                 assert_eq!(step.len(), n);
                 let got: Vec<(usize, u64)> = step
                     .sources()
@@ -178,5 +190,6 @@ mod tests {
                 assert!(seen.iter().all(Option::is_some));
             }
         }
+        assert!(StepRows::from_pairs(2, &[(0, 1), (2, 0)]).is_err());
     }
 }
