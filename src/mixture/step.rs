@@ -5,10 +5,12 @@
 //! Why grouped as a source's rows are drawn, not row by row: a source's
 //! rows in a step are the next of its count, so their view positions are a
 //! slice of its epoch order (copied, not looked up a row at a time), and
-//! the slots are found in one pass over the step a source without a branch
-//! on the row's source (a random branch the processor cannot predict). Row
-//! by row, the split and the lookups were most of what a mixture's batch
-//! cost beyond a single cache's.
+//! each row's slot and position are found in one pass over the step, with
+//! no branch on the row's source (a random branch the processor cannot
+//! predict). Row by row, the split and the lookups were most of what a
+//! mixture's batch cost beyond a single cache's.
+
+use smallvec::SmallVec;
 
 use crate::error::{Error, Result};
 
@@ -35,40 +37,23 @@ impl StepRows {
         let n = sources.len();
         debug_assert_eq!(grouped.len(), n);
         debug_assert_eq!(bounds.last(), Some(&n));
-        // One more than the rows: a pass writes each row's slot where the
-        // source's next one goes, and moves on only for its own rows, so
-        // its last write may land one past its part (the next part's pass,
-        // or the end, overwrites it).
-        let mut slots = vec![0usize; n + 1];
-        let parts = bounds.len() - 1;
-        if parts <= 16 {
-            for s in 0..parts {
-                let (lo, hi) = (bounds[s], bounds[s + 1]);
-                if hi - lo == n {
-                    slots[lo..hi]
-                        .iter_mut()
-                        .enumerate()
-                        .for_each(|(i, x)| *x = i);
-                } else if hi > lo {
-                    let mut w = lo;
-                    for (i, &x) in sources.iter().enumerate() {
-                        slots[w] = i;
-                        w += usize::from(x as usize == s);
-                    }
-                }
-            }
+        let (slots, positions) = if n > 0 && bounds.windows(2).any(|b| b[1] - b[0] == n) {
+            // One source gave the step (a batch draw): in order.
+            ((0..n).collect(), grouped.clone())
         } else {
-            let mut next = bounds[..parts].to_vec();
-            for (i, &x) in sources.iter().enumerate() {
-                slots[next[x as usize]] = i;
-                next[x as usize] += 1;
+            // One pass: row `i` is its source's next row, at `next[source]`
+            // of the grouped rows; its slot is `i`, its position is there.
+            let mut next: SmallVec<[usize; 16]> = bounds[..bounds.len() - 1].into();
+            let mut slots = vec![0usize; n];
+            let mut positions = vec![0u64; n];
+            for (i, (&x, p)) in sources.iter().zip(positions.iter_mut()).enumerate() {
+                let w = &mut next[x as usize];
+                slots[*w] = i;
+                *p = grouped[*w];
+                *w += 1;
             }
-        }
-        slots.truncate(n);
-        let mut positions = vec![0u64; n];
-        for (&p, &slot) in grouped.iter().zip(&slots) {
-            positions[slot] = p;
-        }
+            (slots, positions)
+        };
         StepRows {
             sources,
             positions,
