@@ -476,10 +476,33 @@ impl MixtureBatches {
             }
             let (start, order) = self.orders[s].as_ref().expect("set above");
             let upto = end.min(start + rows);
-            out.extend_from_slice(&order[(k - start) as usize..(upto - start) as usize]);
+            let (lo, hi) = ((k - start) as usize, (upto - start) as usize);
+            out.extend_from_slice(&order[lo..hi]);
+            prefetch(order.get(hi..hi + (hi - lo)).unwrap_or(&[]));
             k = upto;
         }
     }
+}
+
+/// Asks the CPU to bring `next` into its cache: a source's next step reads
+/// the slice of its epoch order after this step's. A step reads a short
+/// slice of each source's order between thousands of random reads, too
+/// short a run for the hardware's own prefetch to follow: copying these
+/// slices was 2% of a mixture's CPU in a profile, the single cache's one
+/// long slice a step a sixth of that.
+fn prefetch(next: &[u64]) {
+    #[cfg(target_arch = "x86_64")]
+    for line in next.chunks(8) {
+        // SAFETY: every x86_64 CPU has SSE; a prefetch is a hint that
+        // reads nothing and cannot fault.
+        unsafe {
+            std::arch::x86_64::_mm_prefetch::<{ std::arch::x86_64::_MM_HINT_T0 }>(
+                line.as_ptr().cast(),
+            );
+        }
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    let _ = next;
 }
 
 /// One step's rows, drawn but not read: what a thread of the input
