@@ -22,6 +22,7 @@
 //! Columns: those every source has, by name and feature, or per-source
 //! mappings (rename, select), checked when the mixture is made.
 
+mod batches;
 mod columns;
 mod draw;
 mod step;
@@ -38,6 +39,7 @@ use crate::features::Features;
 use crate::sampler::{Order, Partition, Sampler};
 pub use columns::MixedParts;
 
+pub use batches::{MixtureBatches, MixturePlan};
 pub use draw::{Cursor, DrawUnit, Schedule, SourceEnd};
 pub use step::StepRows;
 
@@ -436,123 +438,6 @@ impl Mixture {
     }
 }
 
-/// One consumer's batches of a mixture (see [`Mixture::batches`]).
-#[derive(Debug)]
-pub struct MixtureBatches {
-    mix: Mixture,
-    cursor: Cursor,
-    base: u64,
-    next: u64,
-    rank: u64,
-    world: u64,
-    stride: u64,
-    /// Each source's current epoch order and the draw count it starts at,
-    /// by source: a step's rows of a source are slices of it.
-    orders: Vec<Option<(u64, Vec<u64>)>>,
-    memo: draw::DrawMemo,
-    schedule: Schedule,
-    ended: bool,
-}
-
-impl MixtureBatches {
-    /// The rank-local index of the next batch this consumer makes.
-    pub fn next_local(&self) -> u64 {
-        self.next
-    }
-
-    /// Appends source `s`'s view positions for its rows `from..from + n`
-    /// (over all its epochs): slices of its epoch orders.
-    fn extend_positions(&mut self, s: usize, from: u64, n: u64, out: &mut Vec<u64>) {
-        let rows = self.mix.draws.rows[s];
-        let (mut k, end) = (from, from + n);
-        while k < end {
-            let epoch = k / rows;
-            if self.orders[s]
-                .as_ref()
-                .is_none_or(|(start, _)| *start != epoch * rows)
-            {
-                let order = self.mix.samplers[s].epoch_order(epoch);
-                self.orders[s] = Some((epoch * rows, order));
-            }
-            let (start, order) = self.orders[s].as_ref().expect("set above");
-            let upto = end.min(start + rows);
-            let (lo, hi) = ((k - start) as usize, (upto - start) as usize);
-            out.extend_from_slice(&order[lo..hi]);
-            prefetch(order.get(hi..hi + (hi - lo)).unwrap_or(&[]));
-            k = upto;
-        }
-    }
-}
-
-/// Asks the CPU to bring `next` into its cache: a source's next step reads
-/// the slice of its epoch order after this step's. A step reads a short
-/// slice of each source's order between thousands of random reads, too
-/// short a run for the hardware's own prefetch to follow: copying these
-/// slices was 2% of a mixture's CPU in a profile, the single cache's one
-/// long slice a step a sixth of that.
-fn prefetch(next: &[u64]) {
-    #[cfg(target_arch = "x86_64")]
-    for line in next.chunks(8) {
-        // SAFETY: every x86_64 CPU has SSE; a prefetch is a hint that
-        // reads nothing and cannot fault.
-        unsafe {
-            std::arch::x86_64::_mm_prefetch::<{ std::arch::x86_64::_MM_HINT_T0 }>(
-                line.as_ptr().cast(),
-            );
-        }
-    }
-    #[cfg(not(target_arch = "x86_64"))]
-    let _ = next;
-}
-
-/// One step's rows, drawn but not read: what a thread of the input
-/// pipeline claims, in order, and reads on its own ([`Mixture::read`]).
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct MixturePlan {
-    /// The global step.
-    pub step: u64,
-    /// Its rank-local index (since the state's base).
-    pub local: u64,
-    /// Its rows, in draw order and by source.
-    pub rows: StepRows,
-}
-
-impl MixtureBatches {
-    /// The next step's rows, drawn; None once every source has dropped out.
-    pub fn next_plan(&mut self) -> Option<MixturePlan> {
-        if self.ended {
-            return None;
-        }
-        let step = self.base + self.next * self.world + self.rank;
-        let draws = &self.mix.draws;
-        draws.advance_to(&self.schedule, &mut self.cursor, step);
-        let before = self.cursor.counts.clone();
-        let mut sources = Vec::with_capacity(draws.batch_size as usize);
-        draws.step(
-            &self.schedule,
-            &mut self.cursor,
-            &mut self.memo,
-            &mut sources,
-        );
-        if sources.is_empty() {
-            self.ended = true;
-            return None;
-        }
-        let local = self.next;
-        self.next += self.stride;
-        let mut grouped = Vec::with_capacity(sources.len());
-        let mut bounds = Vec::with_capacity(before.len() + 1);
-        bounds.push(0);
-        for (s, &from) in before.iter().enumerate() {
-            let n = self.cursor.counts[s] - from;
-            self.extend_positions(s, from, n, &mut grouped);
-            bounds.push(grouped.len());
-        }
-        let rows = StepRows::new(sources, grouped, bounds);
-        Some(MixturePlan { step, local, rows })
-    }
-}
-
 impl Mixture {
     /// The rows of a plan, in the mixture's columns (stored cells).
     ///
@@ -589,20 +474,5 @@ impl Mixture {
             return Ok(true);
         }
         columns::gather_parts(&self.datasets, &self.plans, rows, outs)
-    }
-}
-
-impl Iterator for MixtureBatches {
-    type Item = Result<MixtureBatch>;
-
-    fn next(&mut self) -> Option<Result<MixtureBatch>> {
-        let plan = self.next_plan()?;
-        let sources = plan.rows.sources().to_vec();
-        Some(self.mix.read(&plan.rows).map(|batch| MixtureBatch {
-            step: plan.step,
-            local: plan.local,
-            batch,
-            sources,
-        }))
     }
 }
