@@ -6,14 +6,25 @@
 //! (being made or waiting), so memory stays bounded whatever the speed of
 //! the consumer. Dropping the run (the pipeline, or an epoch left early)
 //! stops the threads and joins them.
+//!
+//! The tokens are a counter, not a channel: the consumer gives one back
+//! with an atomic add, and a thread that finds none naps and looks again.
+//! The consumer's thread is the one the training loop waits for, and
+//! waking a blocked thread is a system call on it; on a virtual machine,
+//! where the other vCPU is halted when idle, that wake costs ~10 µs (a
+//! tenth of the batches of the scalar loop of `docs/benchmarks/pipeline.md`
+//! took 10-14 µs in `__next__` against a median of 2-4, one futex call a
+//! batch). A napping thread wakes on its own timer instead, on its own
+//! core, and naps longer while no token comes, so an idle run costs little.
 
 use std::collections::VecDeque;
 use std::panic::{catch_unwind, AssertUnwindSafe};
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
+use std::time::Duration;
 
-use crossbeam_channel::{bounded, unbounded, Receiver, Sender};
+use crossbeam_channel::{unbounded, Receiver, Sender};
 
 use super::batch::{Batch, BatchState};
 use super::buffers::BufferPool;
@@ -137,11 +148,8 @@ struct Claims {
 
 /// One epoch's (or the rest of one epoch's) threads and the batches they made.
 pub(crate) struct Run {
-    tokens: Option<Sender<()>>,
-    /// Tokens owed to the threads for batches taken, given back
-    /// `give_every` at a time, or all before the consumer waits.
-    owed: usize,
-    give_every: usize,
+    /// Tokens free: batches the threads may start.
+    tokens: Arc<AtomicUsize>,
     results: Receiver<(u64, Result<Batch>)>,
     /// Batches made out of order: slot `i` is batch `next_seq + i` (at
     /// most the batches in flight, so the ring stops allocating once it
@@ -172,20 +180,12 @@ impl Run {
         threads: usize,
         prefetch: usize,
     ) -> Result<Run> {
-        let in_flight = threads + prefetch;
-        let (tokens, token_rx) = bounded::<()>(in_flight);
-        for _ in 0..in_flight {
-            tokens
-                .send(())
-                .expect("the channel has room for every token");
-        }
+        let tokens = Arc::new(AtomicUsize::new(threads + prefetch));
         let (results_tx, results) = unbounded();
         let claims = Arc::new(Mutex::new(Claims { claimer, seq: 0 }));
         let stop = Arc::new(AtomicBool::new(false));
         let mut run = Run {
-            tokens: Some(tokens),
-            owed: 0,
-            give_every: in_flight.div_ceil(2),
+            tokens: tokens.clone(),
             results,
             pending: VecDeque::new(),
             next_seq: 0,
@@ -195,10 +195,10 @@ impl Run {
         };
         for i in 0..threads {
             let (shared, claims, flag) = (shared.clone(), claims.clone(), stop.clone());
-            let (token_rx, results_tx) = (token_rx.clone(), results_tx.clone());
+            let (tokens, results_tx) = (tokens.clone(), results_tx.clone());
             let spawned = std::thread::Builder::new()
                 .name(format!("shardset-pipeline-{i}"))
-                .spawn(move || work(&shared, &claims, &flag, &token_rx, &results_tx));
+                .spawn(move || work(&shared, &claims, &flag, &tokens, &results_tx));
             match spawned {
                 Ok(h) => run.threads.push(h),
                 Err(e) => {
@@ -243,14 +243,10 @@ impl Run {
             if let Some(Some(b)) = self.pending.front_mut().map(Option::take) {
                 self.pending.pop_front();
                 self.next_seq += 1;
-                self.owed += 1;
-                if self.owed >= self.give_every {
-                    self.give_tokens();
-                }
+                // The batch taken lets a thread start another.
+                self.tokens.fetch_add(1, Ordering::Release);
                 return Next::Batch(b);
             }
-            // About to wait: every thread may work meanwhile.
-            self.give_tokens();
             match self.results.recv() {
                 Ok((seq, b)) => self.keep(seq, b),
                 Err(_) if self.pending.iter().all(Option::is_none) => return Next::End,
@@ -267,20 +263,6 @@ impl Run {
         }
     }
 
-    /// Lets the threads claim a batch for each one taken since the last
-    /// time. Batched: when the consumer is the slower side, a thread waits
-    /// for a token, and each token given to a waiting thread is a wake-up
-    /// (a system call) on the consumer's thread, the one the loop waits for.
-    fn give_tokens(&mut self) {
-        if let Some(t) = &self.tokens {
-            for _ in 0..std::mem::take(&mut self.owed) {
-                // Fails only when the threads are gone, which the next
-                // receive tells.
-                let _ = t.try_send(());
-            }
-        }
-    }
-
     /// Stops the threads and waits for them (each finishes the batch it is on).
     fn shut(&mut self) {
         if self.generation != fork_generation() {
@@ -290,11 +272,10 @@ impl Run {
                 std::mem::forget(h);
             }
             std::mem::forget(std::mem::take(&mut self.pending));
-            std::mem::forget(self.tokens.take());
             return;
         }
+        // A thread napping for a token sees the flag when it wakes.
         self.stop.store(true, Ordering::SeqCst);
-        self.tokens = None;
         for h in self.threads.drain(..) {
             let _ = h.join();
         }
@@ -314,11 +295,12 @@ fn work(
     shared: &Shared,
     claims: &Mutex<Claims>,
     stop: &AtomicBool,
-    tokens: &Receiver<()>,
+    tokens: &AtomicUsize,
     results: &Sender<(u64, Result<Batch>)>,
 ) {
+    fine_timer();
     loop {
-        if tokens.recv().is_err() || stop.load(Ordering::SeqCst) {
+        if !take_token(tokens, stop) {
             return;
         }
         let claim = {
@@ -338,5 +320,44 @@ fn work(
         if results.send((seq, batch)).is_err() {
             return;
         }
+    }
+}
+
+/// A thread's first nap when it finds no token, and its longest: a nap
+/// doubles while no token comes. The first is short against a batch of
+/// scalar rows taken every ~20 µs; the longest bounds how late a thread
+/// starts after a slow consumer (a training step) gives a token back, and
+/// how long a stop waits for it.
+const NAP_FIRST: Duration = Duration::from_micros(20);
+const NAP_LONGEST: Duration = Duration::from_micros(500);
+
+/// Takes a token, napping while there is none; false once the run stops.
+fn take_token(tokens: &AtomicUsize, stop: &AtomicBool) -> bool {
+    let mut nap = NAP_FIRST;
+    loop {
+        if stop.load(Ordering::SeqCst) {
+            return false;
+        }
+        let mut free = tokens.load(Ordering::Acquire);
+        while free > 0 {
+            match tokens.compare_exchange_weak(free, free - 1, Ordering::AcqRel, Ordering::Acquire)
+            {
+                Ok(_) => return true,
+                Err(now) => free = now,
+            }
+        }
+        std::thread::sleep(nap);
+        nap = (nap * 2).min(NAP_LONGEST);
+    }
+}
+
+/// Lets this thread's naps end on time: Linux lets a normal thread's timer
+/// fire up to 50 µs late (its timer slack), longer than the first nap.
+fn fine_timer() {
+    #[cfg(target_os = "linux")]
+    // SAFETY: PR_SET_TIMERSLACK takes an integer and changes only this
+    // thread's timer slack; a refusal leaves the default, which is safe.
+    unsafe {
+        libc::prctl(libc::PR_SET_TIMERSLACK, 1_000 as libc::c_ulong, 0, 0, 0);
     }
 }
