@@ -88,9 +88,53 @@ pub struct MixturePlan {
     pub rows: StepRows,
 }
 
+/// One step drawn, its rows not yet placed (see [`DrawnStep::place`]).
+#[derive(Debug)]
+pub(crate) struct DrawnStep {
+    step: u64,
+    local: u64,
+    sources: Vec<u32>,
+    grouped: Vec<u64>,
+    bounds: Vec<usize>,
+}
+
+impl DrawnStep {
+    /// The global step.
+    pub(crate) fn step(&self) -> u64 {
+        self.step
+    }
+
+    /// Its rank-local index.
+    pub(crate) fn local(&self) -> u64 {
+        self.local
+    }
+
+    /// Its rows in the step.
+    pub(crate) fn len(&self) -> usize {
+        self.sources.len()
+    }
+
+    /// Each row's slot and position found ([`StepRows`]). Apart from the
+    /// draw: the input pipeline's threads draw their steps in turn, under
+    /// a lock, and place each one's rows on their own.
+    pub(crate) fn place(self) -> MixturePlan {
+        MixturePlan {
+            step: self.step,
+            local: self.local,
+            rows: StepRows::new(self.sources, self.grouped, self.bounds),
+        }
+    }
+}
+
 impl MixtureBatches {
     /// The next step's rows, drawn; None once every source has dropped out.
     pub fn next_plan(&mut self) -> Option<MixturePlan> {
+        self.next_drawn().map(DrawnStep::place)
+    }
+
+    /// The next step's sources and each source's view positions, drawn;
+    /// None once every source has dropped out.
+    pub(crate) fn next_drawn(&mut self) -> Option<DrawnStep> {
         if self.ended {
             return None;
         }
@@ -119,8 +163,13 @@ impl MixtureBatches {
             self.extend_positions(s, from, n, &mut grouped);
             bounds.push(grouped.len());
         }
-        let rows = StepRows::new(sources, grouped, bounds);
-        Some(MixturePlan { step, local, rows })
+        Some(DrawnStep {
+            step,
+            local,
+            sources,
+            grouped,
+            bounds,
+        })
     }
 }
 

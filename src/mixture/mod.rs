@@ -39,6 +39,7 @@ use crate::features::Features;
 use crate::sampler::{Order, Partition, Sampler};
 pub use columns::MixedParts;
 
+pub(crate) use batches::DrawnStep;
 pub use batches::{MixtureBatches, MixturePlan};
 pub use draw::{Cursor, DrawUnit, Schedule, SourceEnd};
 pub use step::StepRows;

@@ -18,6 +18,7 @@
 //! core, and naps longer while no token comes, so an idle run costs little.
 
 use std::collections::VecDeque;
+use std::ops::Range;
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
@@ -33,7 +34,7 @@ use super::options::Layout;
 use super::source::Columns;
 use crate::dataset::Dataset;
 use crate::error::{Error, Result};
-use crate::mixture::{Mixture, MixtureBatches};
+use crate::mixture::{DrawnStep, Mixture, MixtureBatches};
 use crate::sampler::Loader;
 use crate::util::fork_generation;
 use crate::util::limits::DecodeLimits;
@@ -70,8 +71,8 @@ pub(crate) enum Claimer {
 enum ClaimRows {
     /// View positions of the dataset.
     Positions(Vec<u64>),
-    /// The mixture's step: each row's source and view position in it.
-    Mixed(crate::mixture::StepRows),
+    /// The mixture's step, drawn: each row's source and view position.
+    Mixed(DrawnStep),
 }
 
 /// One batch claimed, not yet read: its epoch, each sample's key (its place
@@ -79,7 +80,7 @@ enum ClaimRows {
 /// state after it.
 struct Claim {
     epoch: u64,
-    keys: Vec<u64>,
+    keys: Range<u64>,
     rows: ClaimRows,
     state: BatchState,
 }
@@ -89,20 +90,22 @@ impl Claimer {
         match self {
             Claimer::Epoch(l) => l.next_span().map(|(epoch, span, positions)| Claim {
                 epoch,
-                keys: span.collect(),
+                keys: span,
                 rows: ClaimRows::Positions(positions),
                 state: BatchState::Epoch(l.state()),
             }),
-            Claimer::Mixture(m, batch_size) => m.next_plan().map(|p| {
-                let first = p.step * *batch_size;
+            Claimer::Mixture(m, batch_size) => m.next_drawn().map(|d| {
+                // The keys and the rows' places are the reading thread's
+                // work, out of the lock.
+                let first = d.step() * *batch_size;
                 Claim {
                     epoch: 0,
-                    keys: (first..first + p.rows.len() as u64).collect(),
-                    rows: ClaimRows::Mixed(p.rows),
+                    keys: first..first + d.len() as u64,
                     state: BatchState::Mixture {
-                        step: p.step,
-                        local: p.local,
+                        step: d.step(),
+                        local: d.local(),
                     },
+                    rows: ClaimRows::Mixed(d),
                 }
             }),
         }
@@ -112,10 +115,12 @@ impl Claimer {
 impl Shared {
     /// One batch: its rows read, every column assembled.
     fn make(&self, claim: Claim) -> Result<Batch> {
+        // Collected here, out of the claims' lock.
+        let listed: Vec<u64> = claim.keys.collect();
         let keys = SampleKeys {
             seed: self.seed,
             epoch: claim.epoch,
-            keys: &claim.keys,
+            keys: &listed,
             limits: &self.limits,
             layout: self.layout,
             buffers: &self.buffers,
@@ -124,7 +129,8 @@ impl Shared {
             (Input::Rows(ds), ClaimRows::Positions(p)) => {
                 (self.columns.fill(ds, &p, &keys)?, p, Vec::new())
             }
-            (Input::Mixture(m), ClaimRows::Mixed(rows)) => {
+            (Input::Mixture(m), ClaimRows::Mixed(drawn)) => {
+                let rows = drawn.place().rows;
                 let columns = self.columns.fill_mixed(m, &rows, &keys)?;
                 let (sources, positions) = rows.into_parts();
                 (columns, positions, sources)
