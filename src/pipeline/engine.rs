@@ -8,14 +8,19 @@
 //! stops the threads and joins them.
 //!
 //! The tokens are a counter, not a channel: the consumer gives one back
-//! with an atomic add, and a thread that finds none naps and looks again.
-//! The consumer's thread is the one the training loop waits for, and
-//! waking a blocked thread is a system call on it; on a virtual machine,
-//! where the other vCPU is halted when idle, that wake costs ~10 µs (a
+//! with an atomic add, and a thread that finds none parks with a timeout
+//! and looks again. The consumer's thread is the one the training loop
+//! waits for, and waking a parked thread is a system call on it; on a
+//! virtual machine, where an idle vCPU is halted, that wake took ~10 µs (a
 //! tenth of the batches of the scalar loop of `docs/benchmarks/pipeline.md`
-//! took 10-14 µs in `__next__` against a median of 2-4, one futex call a
-//! batch). A napping thread wakes on its own timer instead, on its own
-//! core, and naps longer while no token comes, so an idle run costs little.
+//! took 10-14 µs in `__next__` against a median of 2-4: one wake every
+//! other batch). So the consumer wakes the threads only when it runs short:
+//! when fewer than `prefetch` made batches wait for it, or before it waits
+//! itself. A consumer slower than the threads (a training step) leaves the
+//! made batches queued, and the threads wake on their own timers, on their
+//! own cores; threads slower than the consumer are woken at once, as with
+//! a channel (a timer alone made them nap while batches were due: a third
+//! slower, measured).
 
 use std::collections::VecDeque;
 use std::ops::Range;
@@ -156,6 +161,8 @@ struct Claims {
 pub(crate) struct Run {
     /// Tokens free: batches the threads may start.
     tokens: Arc<AtomicUsize>,
+    /// Made batches the consumer may have waiting before it wakes threads.
+    prefetch: usize,
     results: Receiver<(u64, Result<Batch>)>,
     /// Batches made out of order: slot `i` is batch `next_seq + i` (at
     /// most the batches in flight, so the ring stops allocating once it
@@ -192,6 +199,7 @@ impl Run {
         let stop = Arc::new(AtomicBool::new(false));
         let mut run = Run {
             tokens: tokens.clone(),
+            prefetch,
             results,
             pending: VecDeque::new(),
             next_seq: 0,
@@ -251,8 +259,13 @@ impl Run {
                 self.next_seq += 1;
                 // The batch taken lets a thread start another.
                 self.tokens.fetch_add(1, Ordering::Release);
+                if self.waiting() < self.prefetch {
+                    self.wake();
+                }
                 return Next::Batch(b);
             }
+            // About to wait: a parked thread may have a token.
+            self.wake();
             match self.results.recv() {
                 Ok((seq, b)) => self.keep(seq, b),
                 Err(_) if self.pending.iter().all(Option::is_none) => return Next::End,
@@ -269,6 +282,18 @@ impl Run {
         }
     }
 
+    /// Made batches waiting to be taken.
+    fn waiting(&self) -> usize {
+        self.results.len() + self.pending.iter().filter(|b| b.is_some()).count()
+    }
+
+    /// Wakes every parked thread (no system call for one that is not).
+    fn wake(&self) {
+        for h in &self.threads {
+            h.thread().unpark();
+        }
+    }
+
     /// Stops the threads and waits for them (each finishes the batch it is on).
     fn shut(&mut self) {
         if self.generation != fork_generation() {
@@ -280,8 +305,8 @@ impl Run {
             std::mem::forget(std::mem::take(&mut self.pending));
             return;
         }
-        // A thread napping for a token sees the flag when it wakes.
         self.stop.store(true, Ordering::SeqCst);
+        self.wake();
         for h in self.threads.drain(..) {
             let _ = h.join();
         }
@@ -332,12 +357,13 @@ fn work(
 /// A thread's first nap when it finds no token, and its longest: a nap
 /// doubles while no token comes. The first is short against a batch of
 /// scalar rows taken every ~20 µs; the longest bounds how late a thread
-/// starts after a slow consumer (a training step) gives a token back, and
-/// how long a stop waits for it.
+/// starts after a slow consumer (a training step) gives a token back when
+/// it has `prefetch` made batches or more still to take.
 const NAP_FIRST: Duration = Duration::from_micros(20);
 const NAP_LONGEST: Duration = Duration::from_micros(500);
 
-/// Takes a token, napping while there is none; false once the run stops.
+/// Takes a token, parked while there is none (until the consumer wakes
+/// the thread, or its nap ends); false once the run stops.
 fn take_token(tokens: &AtomicUsize, stop: &AtomicBool) -> bool {
     let mut nap = NAP_FIRST;
     loop {
@@ -352,7 +378,7 @@ fn take_token(tokens: &AtomicUsize, stop: &AtomicBool) -> bool {
                 Err(now) => free = now,
             }
         }
-        std::thread::sleep(nap);
+        std::thread::park_timeout(nap);
         nap = (nap * 2).min(NAP_LONGEST);
     }
 }
