@@ -8,8 +8,9 @@
 //! stops the threads and joins them.
 //!
 //! The tokens are a counter, not a channel: the consumer gives one back
-//! with an atomic add, and a thread that finds none parks with a timeout
-//! and looks again. The consumer's thread is the one the training loop
+//! with an atomic add, and a thread that finds none spins and yields a
+//! few times (another thread, the consumer, may take a batch meanwhile),
+//! then parks with a timeout and looks again. The consumer's thread is the one the training loop
 //! waits for, and waking a parked thread is a system call on it; on a
 //! virtual machine, where an idle vCPU is halted, that wake took ~10 µs (a
 //! tenth of the batches of the scalar loop of `docs/benchmarks/pipeline.md`
@@ -19,8 +20,9 @@
 //! itself. A consumer slower than the threads (a training step) leaves the
 //! made batches queued, and the threads wake on their own timers, on their
 //! own cores; threads slower than the consumer are woken at once, as with
-//! a channel (a timer alone made them nap while batches were due: a third
-//! slower, measured).
+//! a channel. (Parking at once, with a timer alone, made runs where the
+//! threads are the slower side a third slower: with more threads than
+//! cores, a thread that yields lets the consumer take a batch.)
 
 use std::collections::VecDeque;
 use std::ops::Range;
@@ -31,6 +33,7 @@ use std::thread::JoinHandle;
 use std::time::Duration;
 
 use crossbeam_channel::{unbounded, Receiver, Sender};
+use crossbeam_utils::Backoff;
 
 use super::batch::{Batch, BatchState};
 use super::buffers::BufferPool;
@@ -363,8 +366,10 @@ const NAP_FIRST: Duration = Duration::from_micros(20);
 const NAP_LONGEST: Duration = Duration::from_micros(500);
 
 /// Takes a token, parked while there is none (until the consumer wakes
-/// the thread, or its nap ends); false once the run stops.
+/// the thread, or its nap ends) after a few spins and yields; false once
+/// the run stops.
 fn take_token(tokens: &AtomicUsize, stop: &AtomicBool) -> bool {
+    let backoff = Backoff::new();
     let mut nap = NAP_FIRST;
     loop {
         if stop.load(Ordering::SeqCst) {
@@ -378,8 +383,12 @@ fn take_token(tokens: &AtomicUsize, stop: &AtomicBool) -> bool {
                 Err(now) => free = now,
             }
         }
-        std::thread::park_timeout(nap);
-        nap = (nap * 2).min(NAP_LONGEST);
+        if backoff.is_completed() {
+            std::thread::park_timeout(nap);
+            nap = (nap * 2).min(NAP_LONGEST);
+        } else {
+            backoff.snooze();
+        }
     }
 }
 
