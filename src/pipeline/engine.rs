@@ -16,8 +16,8 @@
 //! tenth of the batches of the scalar loop of `docs/benchmarks/pipeline.md`
 //! took 10-14 µs in `__next__` against a median of 2-4: one wake every
 //! other batch). So the consumer wakes the threads only when it runs short:
-//! when fewer than `prefetch` made batches wait for it, or before it waits
-//! itself. A consumer slower than the threads (a training step) leaves the
+//! when fewer than half of `prefetch` made batches wait for it, or before
+//! it waits itself. A consumer slower than the threads (a training step) leaves the
 //! made batches queued, and the threads wake on their own timers, on their
 //! own cores; threads slower than the consumer are woken at once, as with
 //! a channel. (Parking at once, with a timer alone, made runs where the
@@ -164,7 +164,8 @@ struct Claims {
 pub(crate) struct Run {
     /// Tokens free: batches the threads may start.
     tokens: Arc<AtomicUsize>,
-    /// Made batches the consumer may have waiting before it wakes threads.
+    /// The batches made ahead: with fewer than half of them waiting, the
+    /// consumer wakes the threads.
     prefetch: usize,
     results: Receiver<(u64, Result<Batch>)>,
     /// Batches made out of order: slot `i` is batch `next_seq + i` (at
@@ -262,7 +263,7 @@ impl Run {
                 self.next_seq += 1;
                 // The batch taken lets a thread start another.
                 self.tokens.fetch_add(1, Ordering::Release);
-                if self.waiting() < self.prefetch {
+                if self.waiting() < self.prefetch.div_ceil(2) {
                     self.wake();
                 }
                 return Next::Batch(b);
@@ -358,10 +359,11 @@ fn work(
 }
 
 /// A thread's first nap when it finds no token, and its longest: a nap
-/// doubles while no token comes. The first is short against a batch of
-/// scalar rows taken every ~20 µs; the longest bounds how late a thread
-/// starts after a slow consumer (a training step) gives a token back when
-/// it has `prefetch` made batches or more still to take.
+/// grows by half while no token comes. The first is short against a batch
+/// of scalar rows taken every ~20 µs, and growing slowly it stays below a
+/// fast consumer's pace; the longest bounds how late a thread starts after
+/// a slow consumer (a training step) gives a token back while it has half
+/// of `prefetch` made batches or more still to take.
 const NAP_FIRST: Duration = Duration::from_micros(20);
 const NAP_LONGEST: Duration = Duration::from_micros(500);
 
@@ -385,7 +387,7 @@ fn take_token(tokens: &AtomicUsize, stop: &AtomicBool) -> bool {
         }
         if backoff.is_completed() {
             std::thread::park_timeout(nap);
-            nap = (nap * 2).min(NAP_LONGEST);
+            nap = (nap * 3 / 2).min(NAP_LONGEST);
         } else {
             backoff.snooze();
         }
