@@ -8,19 +8,21 @@
 //! stops the threads and joins them.
 //!
 //! The tokens are a counter, not a channel: the consumer gives one back
-//! with an atomic add, and a thread that finds none spins and yields a
-//! few times (another thread, the consumer, may take a batch meanwhile),
-//! then parks with a timeout and looks again. The consumer's thread is the one the training loop
-//! waits for, and waking a parked thread is a system call on it; on a
-//! virtual machine, where an idle vCPU is halted, that wake took ~10 µs (a
-//! tenth of the batches of the scalar loop of `docs/benchmarks/pipeline.md`
-//! took 10-14 µs in `__next__` against a median of 2-4: one wake every
-//! other batch). So the consumer wakes the threads only when it runs short:
-//! when fewer than half of `prefetch` made batches wait for it, or before
-//! it waits itself. A consumer slower than the threads (a training step) leaves the
+//! with an atomic add, and a thread that finds none spins and yields a few
+//! times (another thread, the consumer, may take a batch meanwhile), then
+//! parks with a timeout and looks again. The consumer's thread is the one
+//! the training loop waits for, and waking a parked thread is a system call
+//! on it; on a virtual machine, where an idle vCPU is halted, that wake
+//! took ~10 µs (a tenth of the batches of the scalar loop of
+//! `docs/benchmarks/pipeline.md` took 10-14 µs in `__next__` against a
+//! median of 2-4: one wake every other batch). So the consumer wakes the
+//! threads only when it runs short: when fewer than half of `prefetch` made
+//! batches wait for it, or before it waits itself; in the batches after it
+//! waited (the threads are the slower side), when fewer than `prefetch`
+//! wait. A consumer slower than the threads (a training step) leaves the
 //! made batches queued, and the threads wake on their own timers, on their
-//! own cores; threads slower than the consumer are woken at once, as with
-//! a channel. (Parking at once, with a timer alone, made runs where the
+//! own cores; threads slower than the consumer are woken at once, as with a
+//! channel. (Parking at once, with a timer alone, made runs where the
 //! threads are the slower side a third slower: with more threads than
 //! cores, a thread that yields lets the consumer take a batch.)
 
@@ -164,9 +166,13 @@ struct Claims {
 pub(crate) struct Run {
     /// Tokens free: batches the threads may start.
     tokens: Arc<AtomicUsize>,
-    /// The batches made ahead: with fewer than half of them waiting, the
-    /// consumer wakes the threads.
+    /// The batches made ahead: with fewer than half of them waiting (fewer
+    /// than all of them, just after the consumer waited), the consumer
+    /// wakes the threads.
     prefetch: usize,
+    /// Takes left before the consumer counts as the slower side again:
+    /// set when it waits for a batch.
+    starved: u32,
     results: Receiver<(u64, Result<Batch>)>,
     /// Batches made out of order: slot `i` is batch `next_seq + i` (at
     /// most the batches in flight, so the ring stops allocating once it
@@ -204,6 +210,7 @@ impl Run {
         let mut run = Run {
             tokens: tokens.clone(),
             prefetch,
+            starved: 0,
             results,
             pending: VecDeque::new(),
             next_seq: 0,
@@ -263,12 +270,20 @@ impl Run {
                 self.next_seq += 1;
                 // The batch taken lets a thread start another.
                 self.tokens.fetch_add(1, Ordering::Release);
-                if self.waiting() < self.prefetch.div_ceil(2) {
+                self.starved = self.starved.saturating_sub(1);
+                let low = if self.starved > 0 {
+                    self.prefetch
+                } else {
+                    self.prefetch.div_ceil(2)
+                };
+                if self.waiting() < low {
                     self.wake();
                 }
                 return Next::Batch(b);
             }
-            // About to wait: a parked thread may have a token.
+            // About to wait: a parked thread may have a token, and the
+            // threads are the slower side for the next batches.
+            self.starved = STARVED_TAKES;
             self.wake();
             match self.results.recv() {
                 Ok((seq, b)) => self.keep(seq, b),
@@ -357,6 +372,9 @@ fn work(
         }
     }
 }
+
+/// Takes after a wait during which the threads count as the slower side.
+const STARVED_TAKES: u32 = 16;
 
 /// A thread's first nap when it finds no token, and its longest: a nap
 /// grows by half while no token comes. The first is short against a batch
