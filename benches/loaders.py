@@ -591,22 +591,17 @@ def run_one(lib, kind, workers, variant):
 
 # ------------------------------------------------------------- limits ---
 
-def scalar_batches(fragments=False):
+def scalar_batches(order=None):
     """The scalar rows in one Arrow table in memory, as batches in a shuffled
-    order: Arrow's take of BATCH rows, each column made a tensor (the least a
-    batch of rows can cost). Read and imported here, before any clock. With
-    `fragments`, pylance's order instead: the 16 fragments it is written in
-    (see `write_lance`) in a shuffled order, each one's rows in order."""
+    order (or `order`): Arrow's take of BATCH rows, each column made a tensor
+    (the least a batch of rows can cost). Read and imported here, before any
+    clock."""
     import pyarrow as pa
     import torch
     cols = columns("scalar")
     t = pa.table({k: cols[k] for k in ("id", "x", "y", "label")})
-    rng = np.random.default_rng(3)
-    if fragments:
-        chunks = np.array_split(np.arange(len(t)), 16)
-        order = np.concatenate([chunks[f] for f in rng.permutation(16)])
-    else:
-        order = rng.permutation(len(t))
+    if order is None:
+        order = np.random.default_rng(3).permutation(len(t))
 
     def tensors(b):
         return {n: torch.from_numpy(b.column(n).to_numpy()) for n in b.column_names}

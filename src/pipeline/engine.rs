@@ -395,13 +395,13 @@ fn take_token(tokens: &AtomicUsize, stop: &AtomicBool) -> bool {
         if stop.load(Ordering::SeqCst) {
             return false;
         }
-        let mut free = tokens.load(Ordering::Acquire);
-        while free > 0 {
-            match tokens.compare_exchange_weak(free, free - 1, Ordering::AcqRel, Ordering::Acquire)
-            {
-                Ok(_) => return true,
-                Err(now) => free = now,
-            }
+        if tokens
+            .fetch_update(Ordering::AcqRel, Ordering::Acquire, |free| {
+                free.checked_sub(1)
+            })
+            .is_ok()
+        {
+            return true;
         }
         if backoff.is_completed() {
             std::thread::park_timeout(nap);
