@@ -2,6 +2,8 @@
 //! straight from the memory its backend keeps: what the input pipeline
 //! and a mixture read batches of numbers with, instead of a take.
 
+use smallvec::SmallVec;
+
 use super::Dataset;
 use crate::error::Result;
 
@@ -55,7 +57,7 @@ impl Dataset {
         dst: &mut [Vec<&'a [u8]>],
     ) -> Result<bool> {
         let schema = &self.backend.core().schema;
-        let mut fixed = Vec::with_capacity(columns.len());
+        let mut fixed: SmallVec<[(usize, usize); 8]> = SmallVec::new();
         for &(name, width) in columns {
             let Ok(column) = schema.index_of(name) else {
                 return Ok(false);

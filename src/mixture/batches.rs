@@ -4,6 +4,7 @@
 //! or read here as record batches.
 
 use super::draw::{Cursor, DrawMemo, Schedule};
+use super::step::StepScratch;
 use super::{Mixture, MixtureBatch, StepRows};
 use crate::error::Result;
 
@@ -21,6 +22,9 @@ pub struct MixtureBatches {
     /// by source: a step's rows of a source are slices of it.
     pub(super) orders: Vec<Option<(u64, Vec<u64>)>>,
     pub(super) memo: DrawMemo,
+    /// Each source's count before the step being drawn (kept to be used
+    /// again).
+    pub(super) before: Vec<u64>,
     pub(super) schedule: Schedule,
     pub(super) ended: bool,
 }
@@ -94,8 +98,8 @@ pub(crate) struct DrawnStep {
     step: u64,
     local: u64,
     sources: Vec<u32>,
-    grouped: Vec<u64>,
-    bounds: Vec<usize>,
+    /// The rows grouped by source, and where each source's start.
+    scratch: StepScratch,
 }
 
 impl DrawnStep {
@@ -121,7 +125,7 @@ impl DrawnStep {
         MixturePlan {
             step: self.step,
             local: self.local,
-            rows: StepRows::new(self.sources, self.grouped, self.bounds),
+            rows: StepRows::with_scratch(self.sources, self.scratch),
         }
     }
 }
@@ -129,19 +133,22 @@ impl DrawnStep {
 impl MixtureBatches {
     /// The next step's rows, drawn; None once every source has dropped out.
     pub fn next_plan(&mut self) -> Option<MixturePlan> {
-        self.next_drawn().map(DrawnStep::place)
+        self.next_drawn(StepScratch::default())
+            .map(DrawnStep::place)
     }
 
-    /// The next step's sources and each source's view positions, drawn;
-    /// None once every source has dropped out.
-    pub(crate) fn next_drawn(&mut self) -> Option<DrawnStep> {
+    /// The next step's sources and each source's view positions (in the
+    /// vectors of `scratch`), drawn; None once every source has dropped
+    /// out.
+    pub(crate) fn next_drawn(&mut self, mut scratch: StepScratch) -> Option<DrawnStep> {
         if self.ended {
             return None;
         }
         let step = self.base + self.next * self.world + self.rank;
         let draws = &self.mix.draws;
         draws.advance_to(&self.schedule, &mut self.cursor, step);
-        let before = self.cursor.counts.clone();
+        let mut before = std::mem::take(&mut self.before);
+        before.clone_from(&self.cursor.counts);
         let mut sources = Vec::with_capacity(draws.batch_size as usize);
         draws.step(
             &self.schedule,
@@ -155,20 +162,23 @@ impl MixtureBatches {
         }
         let local = self.next;
         self.next += self.stride;
-        let mut grouped = Vec::with_capacity(sources.len());
-        let mut bounds = Vec::with_capacity(before.len() + 1);
+        let StepScratch {
+            grouped, bounds, ..
+        } = &mut scratch;
+        grouped.clear();
+        bounds.clear();
         bounds.push(0);
         for (s, &from) in before.iter().enumerate() {
             let n = self.cursor.counts[s] - from;
-            self.extend_positions(s, from, n, &mut grouped);
+            self.extend_positions(s, from, n, grouped);
             bounds.push(grouped.len());
         }
+        self.before = before;
         Some(DrawnStep {
             step,
             local,
             sources,
-            grouped,
-            bounds,
+            scratch,
         })
     }
 }

@@ -6,6 +6,7 @@ use std::sync::Arc;
 
 use arrow_array::RecordBatch;
 use arrow_schema::Schema;
+use smallvec::SmallVec;
 
 use crate::dataset::Dataset;
 use crate::error::{Error, Result};
@@ -213,7 +214,7 @@ pub(crate) fn locate_then_copy(
         let Some(columns) = outs
             .iter()
             .map(|(name, width, _)| plans[s].read_of(name).map(|c| (c, *width)))
-            .collect::<Option<Vec<_>>>()
+            .collect::<Option<SmallVec<[_; 8]>>>()
         else {
             return Ok(false);
         };

@@ -43,6 +43,7 @@ pub(crate) use batches::DrawnStep;
 pub use batches::{MixtureBatches, MixturePlan};
 pub use draw::{Cursor, DrawUnit, Schedule, SourceEnd};
 pub use step::StepRows;
+pub(crate) use step::StepScratch;
 
 /// One source of a mixture.
 #[derive(Debug, Clone)]
@@ -433,6 +434,7 @@ impl Mixture {
             stride: u64::from(part.num_workers()),
             orders: vec![None; self.datasets.len()],
             memo: draw::DrawMemo::default(),
+            before: Vec::new(),
             schedule: state.schedule,
             ended: false,
         }

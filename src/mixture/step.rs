@@ -5,14 +5,26 @@
 //! Why grouped as a source's rows are drawn, not row by row: a source's
 //! rows in a step are the next of its count, so their view positions are a
 //! slice of its epoch order (copied, not looked up a row at a time), and
-//! each row's slot and position are found in one pass over the step, with
-//! no branch on the row's source (a random branch the processor cannot
-//! predict). Row by row, the split and the lookups were most of what a
-//! mixture's batch cost beyond a single cache's.
-
-use smallvec::SmallVec;
+//! each row's slot and position are then found with no branch on the
+//! row's source (a random branch the processor cannot predict), eight rows
+//! at a time where the processor can ([`place`]). Row by row, the split
+//! and the lookups were most of what a mixture's batch cost beyond a
+//! single cache's.
 
 use crate::error::{Error, Result};
+
+mod place;
+
+/// A step's working vectors (its rows grouped by source, where each
+/// source's start, each grouped row's slot), kept by a thread that reads
+/// one step after another and used again: a step then allocates only the
+/// vectors its batch keeps (each row's source and position).
+#[derive(Debug, Default)]
+pub(crate) struct StepScratch {
+    pub(crate) grouped: Vec<u64>,
+    pub(crate) bounds: Vec<usize>,
+    slots: Vec<usize>,
+}
 
 /// One step's rows: in draw order, and grouped by source.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -34,25 +46,37 @@ impl StepRows {
     /// view positions of each source's rows in the order drawn, concatenated
     /// in source order (`bounds`: where each source's start, and the end).
     pub(crate) fn new(sources: Vec<u32>, grouped: Vec<u64>, bounds: Vec<usize>) -> StepRows {
+        let scratch = StepScratch {
+            grouped,
+            bounds,
+            slots: Vec::new(),
+        };
+        StepRows::with_scratch(sources, scratch)
+    }
+
+    /// [`StepRows::new`] with the grouped rows and bounds in `scratch`,
+    /// whose slots vector is used again.
+    pub(crate) fn with_scratch(sources: Vec<u32>, scratch: StepScratch) -> StepRows {
+        let StepScratch {
+            grouped,
+            bounds,
+            mut slots,
+        } = scratch;
         let n = sources.len();
         debug_assert_eq!(grouped.len(), n);
         debug_assert_eq!(bounds.last(), Some(&n));
-        let (slots, positions) = if n > 0 && bounds.windows(2).any(|b| b[1] - b[0] == n) {
+        slots.clear();
+        let positions = if n > 0 && bounds.windows(2).any(|b| b[1] - b[0] == n) {
             // One source gave the step (a batch draw): in order.
-            ((0..n).collect(), grouped.clone())
+            slots.extend(0..n);
+            grouped.clone()
         } else {
-            // One pass: row `i` is its source's next row, at `next[source]`
-            // of the grouped rows; its slot is `i`, its position is there.
-            let mut next: SmallVec<[usize; 16]> = bounds[..bounds.len() - 1].into();
-            let mut slots = vec![0usize; n];
+            // Row `i` is its source's next row: its slot is `i`, its
+            // position is that grouped row's.
+            slots.resize(n, 0);
             let mut positions = vec![0u64; n];
-            for (i, (&x, p)) in sources.iter().zip(positions.iter_mut()).enumerate() {
-                let w = &mut next[x as usize];
-                slots[*w] = i;
-                *p = grouped[*w];
-                *w += 1;
-            }
-            (slots, positions)
+            place::place(&sources, &grouped, &bounds, &mut slots, &mut positions);
+            positions
         };
         StepRows {
             sources,
@@ -115,6 +139,16 @@ impl StepRows {
     /// Each row's source and view position, in draw order.
     pub fn into_parts(self) -> (Vec<u32>, Vec<u64>) {
         (self.sources, self.positions)
+    }
+
+    /// [`StepRows::into_parts`], and the working vectors to use again.
+    pub(crate) fn into_parts_and_scratch(self) -> (Vec<u32>, Vec<u64>, StepScratch) {
+        let scratch = StepScratch {
+            grouped: self.grouped,
+            bounds: self.bounds,
+            slots: self.slots,
+        };
+        (self.sources, self.positions, scratch)
     }
 
     /// Each source that gave rows: (source, its view positions in the

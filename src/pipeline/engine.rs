@@ -44,7 +44,7 @@ use super::options::Layout;
 use super::source::Columns;
 use crate::dataset::Dataset;
 use crate::error::{Error, Result};
-use crate::mixture::{DrawnStep, Mixture, MixtureBatches};
+use crate::mixture::{DrawnStep, Mixture, MixtureBatches, StepScratch};
 use crate::sampler::Loader;
 use crate::util::fork_generation;
 use crate::util::limits::DecodeLimits;
@@ -96,7 +96,9 @@ struct Claim {
 }
 
 impl Claimer {
-    fn claim(&mut self) -> Option<Claim> {
+    /// The next batch to make; a mixture's step in the vectors of
+    /// `scratch` (the claiming thread's, given back after the batch).
+    fn claim(&mut self, scratch: &mut StepScratch) -> Option<Claim> {
         match self {
             Claimer::Epoch(l) => l.next_span().map(|(epoch, span, positions)| Claim {
                 epoch,
@@ -104,7 +106,7 @@ impl Claimer {
                 rows: ClaimRows::Positions(positions),
                 state: BatchState::Epoch(l.state()),
             }),
-            Claimer::Mixture(m, batch_size) => m.next_drawn().map(|d| {
+            Claimer::Mixture(m, batch_size) => m.next_drawn(std::mem::take(scratch)).map(|d| {
                 // The keys and the rows' places are the reading thread's
                 // work, out of the lock.
                 let first = d.step() * *batch_size;
@@ -123,8 +125,9 @@ impl Claimer {
 }
 
 impl Shared {
-    /// One batch: its rows read, every column assembled.
-    fn make(&self, claim: Claim) -> Result<Batch> {
+    /// One batch: its rows read, every column assembled; a mixture's step
+    /// vectors go back to `scratch`.
+    fn make(&self, claim: Claim, scratch: &mut StepScratch) -> Result<Batch> {
         // Collected here, out of the claims' lock.
         let listed: Vec<u64> = claim.keys.collect();
         let keys = SampleKeys {
@@ -142,7 +145,8 @@ impl Shared {
             (Input::Mixture(m), ClaimRows::Mixed(drawn)) => {
                 let rows = drawn.place().rows;
                 let columns = self.columns.fill_mixed(m, &rows, &keys)?;
-                let (sources, positions) = rows.into_parts();
+                let (sources, positions, kept) = rows.into_parts_and_scratch();
+                *scratch = kept;
                 (columns, positions, sources)
             }
             _ => unreachable!("a dataset's claims are positions, a mixture's are mixed"),
@@ -349,13 +353,14 @@ fn work(
     results: &Sender<(u64, Result<Batch>)>,
 ) {
     fine_timer();
+    let mut scratch = StepScratch::default();
     loop {
         if !take_token(tokens, stop) {
             return;
         }
         let claim = {
             let mut c = claims.lock().unwrap_or_else(|p| p.into_inner());
-            match c.claimer.claim() {
+            match c.claimer.claim(&mut scratch) {
                 None => return,
                 Some(claim) => {
                     let seq = c.seq;
@@ -365,7 +370,7 @@ fn work(
             }
         };
         let (seq, claim) = claim;
-        let batch = catch_unwind(AssertUnwindSafe(|| shared.make(claim)))
+        let batch = catch_unwind(AssertUnwindSafe(|| shared.make(claim, &mut scratch)))
             .unwrap_or_else(|p| Err(Error::from_panic("pipeline batch", p)));
         if results.send((seq, batch)).is_err() {
             return;

@@ -17,6 +17,7 @@
 
 use arrow_array::RecordBatch;
 use arrow_buffer::Buffer;
+use smallvec::SmallVec;
 use std::collections::hash_map::{Entry, HashMap};
 
 use crate::error::{Error, Result};
@@ -190,25 +191,39 @@ impl ArrowShards {
             )));
         }
         let n = self.len();
-        // Each shard's tables of the columns, found at its first row.
-        let mut tables: HashMap<usize, Vec<&'a [Buffer]>, Fx> = HashMap::default();
+        // Each shard's tables of the columns, found at its first row; the
+        // last row's shard is tried first (a step's rows of a one-shard
+        // cache, or a run of rows in one shard, then skip the lookups).
+        type Tables<'t> = SmallVec<[&'t [Buffer]; 4]>;
+        let mut tables: SmallVec<[(&'a ShardData, Tables<'a>); 4]> = SmallVec::new();
+        let mut at: HashMap<usize, usize, Fx> = HashMap::default();
+        let mut last: Option<(usize, usize)> = None;
         for (i, &ix) in indices.iter().enumerate() {
             let (s, local) = self.locate(normalize_index(ix, n)?);
-            let shard = self.shard(s)?;
-            let (j, r) = shard.locate(local);
-            let t = match tables.entry(s) {
-                Entry::Occupied(e) => e.into_mut(),
-                Entry::Vacant(e) => {
-                    let mut all = Vec::with_capacity(columns.len());
-                    for &(column, width) in columns {
-                        match shard.fixed_table(column, width)? {
-                            Some(t) => all.push(t),
-                            None => return Ok(false),
+            let here = match last {
+                Some((ls, here)) if ls == s => here,
+                _ => {
+                    let here = match at.entry(s) {
+                        Entry::Occupied(e) => *e.get(),
+                        Entry::Vacant(e) => {
+                            let shard = self.shard(s)?;
+                            let mut all = Tables::new();
+                            for &(column, width) in columns {
+                                match shard.fixed_table(column, width)? {
+                                    Some(t) => all.push(t),
+                                    None => return Ok(false),
+                                }
+                            }
+                            tables.push((shard.as_ref(), all));
+                            *e.insert(tables.len() - 1)
                         }
-                    }
-                    e.insert(all)
+                    };
+                    last = Some((s, here));
+                    here
                 }
             };
+            let (shard, t) = &tables[here];
+            let (j, r) = shard.locate(local);
             let k = slots.map_or(i, |sl| sl[i]);
             for ((out, &(_, w)), values) in dst.iter_mut().zip(columns).zip(t.iter()) {
                 let Some(d) = out.get_mut(k) else {
