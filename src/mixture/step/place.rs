@@ -91,8 +91,8 @@ unsafe fn place_avx512(
         // of `sources` and `positions` (from `i`, at most `n - i`), and to
         // the first `k` places of source `s` from `next[s]`, which stay
         // within `bounds[s + 1] <= n` as the source has that many rows.
-        let own = _mm256_maskz_loadu_epi32(live, sources.as_ptr().add(i).cast());
-        let own = _mm512_cvtepu32_epi64(own);
+        let own = _mm512_maskz_loadu_epi32(live.into(), sources.as_ptr().add(i).cast());
+        let own = _mm512_cvtepu32_epi64(_mm512_castsi512_si256(own));
         let rows = _mm512_add_epi64(_mm512_set1_epi64(i as i64), lanes);
         let mut pos = _mm512_setzero_si512();
         for (s, w) in next.iter_mut().enumerate() {
