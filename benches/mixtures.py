@@ -24,9 +24,10 @@ ROUNDS rounds; a row gives each one's median epoch. Why in turn: this
 machine's speed drifts by more than the 5% target from one process (or
 minute) to the next (one epoch a process moved rows by up to a third from
 run to run), and epochs read in turn see the same drift. The mixture's
-extra work is the draws (a few random numbers a row) and one take per
-source per batch instead of one, whose columns are then interleaved; a
-third row ("mixture, a source per batch": draw="batch") tells the two apart.
+extra work is the draws (a few random numbers a row), each row's place
+among its source's rows, and a location pass per source per batch
+instead of one, before one copy in draw order; a third row ("mixture, a
+source per batch": draw="batch") tells the draws from the rest.
 """
 
 import json

@@ -37,7 +37,8 @@ pub struct StepRows {
     /// Source `s`'s view positions in its draw order:
     /// `grouped[bounds[s]..bounds[s + 1]]`.
     grouped: Vec<u64>,
-    /// The step's slot of each of `grouped`.
+    /// The step's slot of each of `grouped`; empty when one source gave
+    /// every row (they fill the step in order).
     slots: Vec<usize>,
     bounds: Vec<usize>,
 }
@@ -68,8 +69,8 @@ impl StepRows {
         debug_assert_eq!(bounds.last(), Some(&n));
         slots.clear();
         let positions = if n > 0 && bounds.windows(2).any(|b| b[1] - b[0] == n) {
-            // One source gave the step (a batch draw): in order.
-            slots.extend(0..n);
+            // One source gave the step (a batch draw): in order, with no
+            // slots ([`StepRows::by_source`] gives that source none).
             grouped.clone()
         } else {
             // One pass: row `i` is its source's next row, at `next[source]`
@@ -170,7 +171,7 @@ impl StepRows {
             .filter_map(move |(s, b)| {
                 let (lo, hi) = (b[0], b[1]);
                 (hi > lo).then(|| {
-                    let slots = (hi - lo < n).then_some(&self.slots[lo..hi]);
+                    let slots = (hi - lo < n).then(|| &self.slots[lo..hi]);
                     (s, &self.grouped[lo..hi], slots)
                 })
             })
