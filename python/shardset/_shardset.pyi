@@ -57,7 +57,9 @@ __all__ = [
 _Path: TypeAlias = str | os.PathLike[str]
 
 # The names the library parses (`Order::NAMES`, `Remainder`, `Layout`).
-_Order: TypeAlias = Literal["sequential", "random", "shard-shuffle", "shard-sequential"]
+# An order is "sequential", "random", "shard-shuffle", "shard-sequential" or
+# "block-shuffle:<rows>" (a number no type alias can spell, hence str).
+_Order: TypeAlias = str
 _Remainder: TypeAlias = Literal["drop_last", "pad", "partial"]
 _Layout: TypeAlias = Literal["arrow", "lance", "video-frames", "lance-video-frames"]
 

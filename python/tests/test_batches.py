@@ -83,7 +83,7 @@ def cache(tmp_path_factory):
     return str(d)
 
 
-@pytest.mark.parametrize("order", ["sequential", "random", "shard-shuffle"])
+@pytest.mark.parametrize("order", ["sequential", "random", "shard-shuffle", "block-shuffle:48"])
 def test_the_partial_remainder_reads_every_row_once_over_ranks_and_workers(cache, order):
     seen = []
     lengths = []

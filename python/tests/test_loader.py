@@ -6,6 +6,8 @@ bad requests refused by name before the first batch."""
 
 import gc
 import weakref
+import bisect
+import itertools
 import json
 import os
 import pickle
@@ -152,6 +154,32 @@ def test_a_resume_yields_exactly_the_rest(cache, threads, world):
         assert head + rest == full
     else:
         assert sorted(head + rest) == sorted(full), "every row once after a world change"
+
+
+def test_a_block_shuffle_is_one_order_at_any_thread_count_and_resumes_exactly(cache):
+    def loader(**kw):
+        return Loader(cache, batch_size=16, seed=2, order="block-shuffle:64",
+                      remainder="partial", **kw)
+    runs = [ids(loader(threads=t)) for t in (1, 2, 4)]
+    assert runs[0] == runs[1] == runs[2] and sorted(runs[0]) == list(range(N))
+    assert runs[0] != ids(Loader(cache, batch_size=16, seed=2, order="shard-shuffle",
+                                 remainder="partial"))
+    # Each shard's rows cut into blocks of 64 from its start: a block's
+    # rows are read together, once.
+    starts = list(itertools.accumulate(shardset.open_cache(cache).shard_row_counts, initial=0))
+    block = [(s, (i - starts[s]) // 64) for i in runs[0]
+             for s in [bisect.bisect_right(starts, i) - 1]]
+    runs_of_blocks = [k for k, _ in itertools.groupby(block)]
+    assert len(runs_of_blocks) == len(set(block)) > len(starts) - 1
+    it = iter(first := loader(threads=2))
+    head = ids([next(it) for _ in range(5)])
+    state = json.loads(json.dumps(first.state_dict()))
+    again = loader(threads=1)
+    again.load_state_dict(state)
+    assert head + ids(again) == runs[0]
+    for bad in ("block-shuffle:0", "block-shuffle", "block-shuffle:064"):
+        with pytest.raises(shardset.BadInputError, match="block-shuffle:"):
+            Loader(cache, batch_size=16, order=bad)
 
 
 @pytest.mark.parametrize("method", ["fork", "spawn"])

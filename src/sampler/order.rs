@@ -1,7 +1,17 @@
-//! The order of an epoch's rows: sequential, a uniform permutation, or
-//! shard-aware (shards in a random order, each shard's rows together), a
+//! The order of an epoch's rows: sequential, a uniform permutation,
+//! shard-aware (shards in a random order, each shard's rows together), or
+//! block-aware (a shard's rows cut into blocks of at most so many rows, the
+//! blocks of every shard in one random order, each block's rows shuffled:
+//! FFCV's quasi-random and mosaic's block shuffles make the same trade), a
 //! pure function of `(order, seed, epoch)` so that every process computes
 //! the same one without talking to the others.
+//!
+//! A block shuffle keeps a batch's rows within one block of the cache: its
+//! reads stay in a few pages or one range request, and so do the consumer's
+//! own look-ups by row id (a loss table, a counter of ids seen), where a
+//! full shuffle of a large shard scatters both over the whole shard.
+
+use std::num::NonZeroU32;
 
 use serde::{Deserialize, Serialize};
 
@@ -29,6 +39,10 @@ pub enum Order {
     /// (shuffled or not): random enough for SGD, and reads stay within one
     /// shard at a time.
     ShardShuffle(WithinShard),
+    /// Each shard's rows cut into blocks of at most this many consecutive
+    /// rows; the blocks of all shards in a random order per epoch, each
+    /// block's rows shuffled. Spelled `block-shuffle:<rows>`.
+    BlockShuffle(NonZeroU32),
 }
 
 impl Order {
@@ -44,8 +58,15 @@ impl Order {
         ),
     ];
 
-    /// The order's name (see [`Order::NAMES`]).
+    /// The name of a block shuffle, before `:<rows>`.
+    pub const BLOCK_SHUFFLE: &'static str = "block-shuffle";
+
+    /// The order's name (see [`Order::NAMES`]; a block shuffle's is
+    /// [`Order::BLOCK_SHUFFLE`], its block size apart).
     pub fn name(self) -> &'static str {
+        if let Order::BlockShuffle(_) = self {
+            return Order::BLOCK_SHUFFLE;
+        }
         Order::NAMES
             .iter()
             .find(|(_, o)| *o == self)
@@ -56,7 +77,10 @@ impl Order {
 
 impl std::fmt::Display for Order {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(self.name())
+        match self {
+            Order::BlockShuffle(rows) => write!(f, "{}:{rows}", Order::BLOCK_SHUFFLE),
+            _ => f.write_str(self.name()),
+        }
     }
 }
 
@@ -64,6 +88,26 @@ impl std::str::FromStr for Order {
     type Err = Error;
 
     fn from_str(s: &str) -> Result<Self> {
+        if let Some(rows) = s
+            .strip_prefix(Order::BLOCK_SHUFFLE)
+            .and_then(|r| r.strip_prefix(':'))
+        {
+            // One spelling: the digits of a whole number ≥ 1, no sign, no
+            // leading zero, so that equal orders have equal names.
+            return rows
+                .parse::<NonZeroU32>()
+                .ok()
+                .filter(|n| n.to_string() == rows)
+                .map(Order::BlockShuffle)
+                .ok_or_else(|| {
+                    Error::InvalidArgument(format!(
+                        "a block shuffle's block is a number of rows from 1 to {}, written \
+                         without sign or leading zeros (e.g. '{}:65536'), got '{s}'",
+                        u32::MAX,
+                        Order::BLOCK_SHUFFLE
+                    ))
+                });
+        }
         Order::NAMES
             .iter()
             .find(|(n, _)| *n == s)
@@ -71,8 +115,9 @@ impl std::str::FromStr for Order {
             .ok_or_else(|| {
                 let names: Vec<&str> = Order::NAMES.iter().map(|(n, _)| *n).collect();
                 Error::InvalidArgument(format!(
-                    "order must be one of {}, got '{s}'",
-                    names.join(", ")
+                    "order must be one of {} or {}:<rows>, got '{s}'",
+                    names.join(", "),
+                    Order::BLOCK_SHUFFLE
                 ))
             })
     }
@@ -140,6 +185,10 @@ impl Sampler {
     pub fn new(ds: &Dataset, order: Order, seed: u64) -> Self {
         let groups = match order {
             Order::ShardShuffle(_) => shard_groups(ds),
+            Order::BlockShuffle(rows) => shard_groups(ds)
+                .iter()
+                .flat_map(|g| g.chunks(rows.get() as usize).map(<[u64]>::to_vec))
+                .collect(),
             _ => Vec::new(),
         };
         Sampler {
@@ -170,7 +219,11 @@ impl Sampler {
                 rng.shuffle(&mut p);
                 p
             }
-            Order::ShardShuffle(within) => {
+            Order::ShardShuffle(_) | Order::BlockShuffle(_) => {
+                let within = match self.order {
+                    Order::ShardShuffle(w) => w,
+                    _ => WithinShard::Random,
+                };
                 let mut idx: Vec<usize> = (0..self.groups.len()).collect();
                 rng.shuffle(&mut idx);
                 let mut out = Vec::with_capacity(self.n as usize);

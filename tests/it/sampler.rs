@@ -1,6 +1,7 @@
 //! Samplers, partitioning and resumable loading, as properties.
 
 use std::collections::HashSet;
+use std::num::NonZeroU32;
 
 use proptest::prelude::*;
 use shardset::{
@@ -29,11 +30,12 @@ fn shard_of(d: &Dataset) -> impl Fn(u64) -> usize + '_ {
     }
 }
 
-const ORDERS: [Order; 4] = [
+const ORDERS: [Order; 5] = [
     Order::Sequential,
     Order::Random,
     Order::ShardShuffle(WithinShard::Random),
     Order::ShardShuffle(WithinShard::Sequential),
+    Order::BlockShuffle(NonZeroU32::new(7).unwrap()),
 ];
 
 #[test]
@@ -100,6 +102,74 @@ fn shard_shuffle_keeps_each_shard_together() {
             (1..d.backend().num_shards()).collect::<Vec<_>>(),
             "shard order is shuffled"
         );
+    }
+}
+
+#[test]
+fn block_shuffle_keeps_each_block_together_and_shuffles_blocks_across_shards() {
+    let (_t, d) = ds_with(400, 10, 100);
+    let shard = shard_of(&d);
+    let counts = d.backend().shard_row_counts().to_vec();
+    assert!(
+        counts.iter().any(|&c| c % 7 != 0),
+        "a shard ends in a short block"
+    );
+    let order = Sampler::new(&d, "block-shuffle:7".parse().unwrap(), 1).epoch_order(3);
+    // The blocks: each shard's rows cut into runs of 7 from the shard's start.
+    let start_of = |s: usize| counts[..s].iter().sum::<u64>();
+    let block = |p: u64| (shard(p), (p - start_of(shard(p))) / 7);
+    let blocks: Vec<(usize, u64)> = order.iter().map(|&p| block(p)).collect();
+    let mut seen = HashSet::new();
+    let mut runs = Vec::new();
+    for (w, b) in blocks.iter().enumerate() {
+        if w == 0 || *b != blocks[w - 1] {
+            assert!(seen.insert(*b), "block {b:?} revisited");
+            runs.push(*b);
+        }
+    }
+    let want: u64 = counts.iter().map(|c| c.div_ceil(7)).sum();
+    assert_eq!(runs.len() as u64, want, "every block read once, whole");
+    assert!(
+        order
+            .chunk_by(|a, b| block(*a) == block(*b))
+            .any(|r| r.windows(2).any(|w| w[0] > w[1])),
+        "rows inside blocks are shuffled"
+    );
+    // Blocks of one shard are not read together: the blocks' order mixes shards.
+    let shard_runs = runs.chunk_by(|a, b| a.0 == b.0).count();
+    assert!(shard_runs > counts.len(), "{shard_runs} runs of shards");
+    // A block larger than every shard is the shard itself.
+    let whole = Sampler::new(&d, "block-shuffle:4294967295".parse().unwrap(), 1).epoch_order(0);
+    let shard_runs = whole.chunk_by(|a, b| shard(*a) == shard(*b)).count();
+    assert_eq!(shard_runs, counts.len());
+}
+
+#[test]
+fn an_order_has_one_spelling_and_a_bad_one_is_a_typed_error() {
+    for (name, order) in Order::NAMES {
+        assert_eq!(order.to_string(), name);
+        assert_eq!(name.parse::<Order>().unwrap(), order);
+    }
+    let b: Order = "block-shuffle:65536".parse().unwrap();
+    assert_eq!(b, Order::BlockShuffle(NonZeroU32::new(65536).unwrap()));
+    assert_eq!(b.to_string(), "block-shuffle:65536");
+    for bad in [
+        "block-shuffle",
+        "block-shuffle:",
+        "block-shuffle:0",
+        "block-shuffle:065536",
+        "block-shuffle:+5",
+        "block-shuffle:-5",
+        "block-shuffle:4294967296",
+        "block-shuffle:1k",
+        "shuffle",
+    ] {
+        match bad.parse::<Order>() {
+            Err(shardset::Error::InvalidArgument(m)) => {
+                assert!(m.contains(bad) && m.contains("block-shuffle:"), "{m}")
+            }
+            other => panic!("{bad}: {other:?}"),
+        }
     }
 }
 
@@ -222,7 +292,7 @@ proptest! {
         batch in 1usize..20,
         stop_frac in 0.0f64..1.0,
         rem_ix in 0usize..3,
-        order_ix in 0usize..4,
+        order_ix in 0usize..ORDERS.len(),
     ) {
         let (_t, d) = ds_with(n, 8, 60);
         let order = ORDERS[order_ix];
@@ -285,7 +355,7 @@ proptest! {
         workers2 in 1u32..4,
         batch in 1usize..12,
         stop_frac in 0.0f64..1.0,
-        order_ix in 0usize..4,
+        order_ix in 0usize..ORDERS.len(),
     ) {
         let (_t, d) = ds_with(n, 8, 60);
         let order = ORDERS[order_ix];
