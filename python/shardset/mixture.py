@@ -45,7 +45,8 @@ class Mixture:
 
     draw: "sample" (each sample drawn: batches mix sources in proportion)
     or "batch" (each batch from one source). order: each source's epoch
-    order ("random", "shard-shuffle", "shard-sequential", "sequential").
+    order ("random", "shard-shuffle", "shard-sequential", "sequential",
+    "block-shuffle:<rows>").
     end: what a source does when its rows run out, one for all or one per
     source: "cycle" (its next epoch starts) or "exhaust" (it drops out, the
     others' weights renormalise, and iteration ends when all have).

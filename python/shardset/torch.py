@@ -162,7 +162,9 @@ class IterableDataset(_TorchIterable[Any]):
     this rank's and this worker's share (see the module's docstring).
 
     order: "shard-shuffle" (default: shards in a random order, rows shuffled
-    within each), "shard-sequential", "random" or "sequential". remainder:
+    within each), "shard-sequential", "random", "sequential" or
+    "block-shuffle:<rows>" (each shard cut into blocks of at most that many
+    rows, the blocks in a random order, rows shuffled within each). remainder:
     "drop_last" (every rank gets the same number of full batches; the rest
     of the epoch is dropped) or "pad" (the last batches wrap to the start of
     the epoch's order so every row is read) or "partial" (every row exactly

@@ -2,8 +2,6 @@
 //! straight from the memory its backend keeps: what the input pipeline
 //! and a mixture read batches of numbers with, instead of a take.
 
-use smallvec::SmallVec;
-
 use super::Dataset;
 use crate::error::Result;
 
@@ -38,33 +36,33 @@ impl Dataset {
             });
         }
         self.backend
-            .gather_fixed(&self.physical_positions(positions), slots, &mut fixed)
+            .gather_fixed(&self.physical_slice(positions), slots, &mut fixed)
     }
 
-    /// Where the values of fixed-width columns `columns` ((column name,
-    /// bytes a value)) of the rows at view positions (already normalised,
-    /// `< len`) are: row `i`'s at `dst[c][slots[i]]`
-    /// ([`Backend::locate_fixed`](crate::layouts::backend::Backend::locate_fixed)). False when the backend cannot, or a
-    /// column is not the backend's.
+    /// The index of stored column `name` among the backend's, what
+    /// [`Dataset::locate_fixed_at`] takes (found once by a caller that
+    /// locates many batches, such as a mixture for each source).
+    pub(crate) fn stored_column(&self, name: &str) -> Option<usize> {
+        self.backend.core().schema.index_of(name).ok()
+    }
+
+    /// Where the values of fixed-width columns `columns` ((the column's
+    /// [`Dataset::stored_column`] index, bytes a value)) of the rows at view
+    /// positions (already normalised, `< len`) are: row `i`'s at
+    /// `dst[c][slots[i]]`
+    /// ([`Backend::locate_fixed`](crate::layouts::backend::Backend::locate_fixed)).
+    /// False when the backend cannot, or a column is not the backend's.
     ///
     /// # Errors
     /// As [`Backend::take`](crate::layouts::backend::Backend::take).
-    pub(crate) fn locate_fixed<'a>(
+    pub(crate) fn locate_fixed_at<'a>(
         &'a self,
         positions: &[u64],
-        columns: &[(&str, usize)],
+        columns: &[(usize, usize)],
         slots: Option<&[usize]>,
         dst: &mut [Vec<&'a [u8]>],
     ) -> Result<bool> {
-        let schema = &self.backend.core().schema;
-        let mut fixed: SmallVec<[(usize, usize); 8]> = SmallVec::new();
-        for &(name, width) in columns {
-            let Ok(column) = schema.index_of(name) else {
-                return Ok(false);
-            };
-            fixed.push((column, width));
-        }
         self.backend
-            .locate_fixed(&self.physical_positions(positions), &fixed, slots, dst)
+            .locate_fixed(&self.physical_slice(positions), columns, slots, dst)
     }
 }

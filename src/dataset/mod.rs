@@ -3,6 +3,7 @@
 //! without copying data: `select`, `slice`, `shuffle`, `filter` and
 //! `train_test_split` only build index lists.
 
+use std::borrow::Cow;
 use std::path::Path;
 use std::sync::Arc;
 
@@ -280,6 +281,23 @@ impl Dataset {
             .iter()
             .map(|&p| self.view.physical(p) as i64)
             .collect()
+    }
+
+    /// [`Dataset::physical_positions`], borrowed where the view is the whole
+    /// cache (its positions are its rows): a batch's read then copies and
+    /// allocates no index list.
+    pub(crate) fn physical_slice<'p>(&self, positions: &'p [u64]) -> Cow<'p, [i64]> {
+        match self.view {
+            // Positions are below the row count, itself below 2^63.
+            View::All(_) if positions.iter().all(|&p| p <= i64::MAX as u64) => {
+                // SAFETY: u64 and i64 have the same size and alignment, and
+                // every value is below 2^63, so each reads as the same number.
+                Cow::Borrowed(unsafe {
+                    std::slice::from_raw_parts(positions.as_ptr().cast::<i64>(), positions.len())
+                })
+            }
+            _ => Cow::Owned(self.physical_positions(positions)),
+        }
     }
 
     /// Raw Arrow cells of the rows at view positions (already normalised,

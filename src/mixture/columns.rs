@@ -20,6 +20,10 @@ use super::step::StepRows;
 pub(crate) struct SourceColumns {
     /// (output name, the source's column) for the output columns, in order.
     pub(crate) reads: Vec<(String, String)>,
+    /// Each read column's index among the source's stored columns
+    /// ([`Dataset::stored_column`]), found when the mixture is made: a
+    /// step's located copy then looks up no column by name in a schema.
+    stored: Vec<Option<usize>>,
 }
 
 impl SourceColumns {
@@ -29,6 +33,12 @@ impl SourceColumns {
             .iter()
             .find(|(o, _)| o == output)
             .map(|(_, c)| c.as_str())
+    }
+
+    /// The stored index of the source's column read as output `output`.
+    fn stored_of(&self, output: &str) -> Option<usize> {
+        let k = self.reads.iter().position(|(o, _)| o == output)?;
+        self.stored[k]
     }
 }
 
@@ -72,7 +82,13 @@ pub(crate) fn plan(
         views.push(view);
     }
     let mut out = Features::new();
-    let mut plans: Vec<SourceColumns> = vec![SourceColumns { reads: Vec::new() }; views.len()];
+    let mut plans: Vec<SourceColumns> = vec![
+        SourceColumns {
+            reads: Vec::new(),
+            stored: Vec::new(),
+        };
+        views.len()
+    ];
     for (o, c0) in &views[0] {
         let mut reads = Vec::with_capacity(views.len());
         for v in &views {
@@ -98,7 +114,8 @@ pub(crate) fn plan(
             }
         }
         out.insert(o.clone(), f0.clone());
-        for (p, c) in plans.iter_mut().zip(reads) {
+        for ((p, c), ds) in plans.iter_mut().zip(reads).zip(datasets) {
+            p.stored.push(ds.stored_column(&c));
             p.reads.push((o.clone(), c));
         }
     }
@@ -213,12 +230,12 @@ pub(crate) fn locate_then_copy(
     for (s, pos, placed) in picks.by_source() {
         let Some(columns) = outs
             .iter()
-            .map(|(name, width, _)| plans[s].read_of(name).map(|c| (c, *width)))
+            .map(|(name, width, _)| plans[s].stored_of(name).map(|c| (c, *width)))
             .collect::<Option<SmallVec<[_; 8]>>>()
         else {
             return Ok(false);
         };
-        if !datasets[s].locate_fixed(pos, &columns, placed, &mut dst)? {
+        if !datasets[s].locate_fixed_at(pos, &columns, placed, &mut dst)? {
             return Ok(false);
         }
     }

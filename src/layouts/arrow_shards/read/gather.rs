@@ -194,18 +194,25 @@ impl ArrowShards {
         // Each shard's tables of the columns, found at its first row; the
         // last row's shard is tried first (a step's rows of a one-shard
         // cache, or a run of rows in one shard, then skip the lookups).
+        // Which of `tables` is a shard's: searched along a short list, by a
+        // hash past it (no allocation for a step's few shards).
         type Tables<'t> = SmallVec<[&'t [Buffer]; 4]>;
         let mut tables: SmallVec<[(&'a ShardData, Tables<'a>); 4]> = SmallVec::new();
-        let mut at: HashMap<usize, usize, Fx> = HashMap::default();
+        let mut few: SmallVec<[usize; 8]> = SmallVec::new();
+        let mut many: HashMap<usize, usize, Fx> = HashMap::default();
         let mut last: Option<(usize, usize)> = None;
         for (i, &ix) in indices.iter().enumerate() {
             let (s, local) = self.locate(normalize_index(ix, n)?);
             let here = match last {
                 Some((ls, here)) if ls == s => here,
                 _ => {
-                    let here = match at.entry(s) {
-                        Entry::Occupied(e) => *e.get(),
-                        Entry::Vacant(e) => {
+                    let known = match few.iter().position(|&f| f == s) {
+                        Some(k) => Some(k),
+                        None => many.get(&s).copied(),
+                    };
+                    let here = match known {
+                        Some(k) => k,
+                        None => {
                             let shard = self.shard(s)?;
                             let mut all = Tables::new();
                             for &(column, width) in columns {
@@ -215,7 +222,13 @@ impl ArrowShards {
                                 }
                             }
                             tables.push((shard.as_ref(), all));
-                            *e.insert(tables.len() - 1)
+                            let k = tables.len() - 1;
+                            if few.len() < few.inline_size() {
+                                few.push(s);
+                            } else {
+                                many.insert(s, k);
+                            }
+                            k
                         }
                     };
                     last = Some((s, here));
