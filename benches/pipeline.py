@@ -24,7 +24,8 @@ Workloads (chosen before any run; all of them are reported):
           shard-shuffle (the cache is one shard: every row shuffled) and in
           block-shuffle:62500 (blocks as long as pylance's 16 fragments,
           rows shuffled inside each), against each peer's best
-          configuration in loaders.py's run
+          configuration in loaders.py's run, and pylance's LanceDataset
+          iterated with no DataLoader around it
 
 shardset: `Loader` over the reference's cache at threads 1 and 2, no
 DataLoader. Peers: the reference (stable-datasets), HF datasets, litdata,
@@ -97,11 +98,17 @@ SCALAR_BEST = {"reference": 0, "hf-datasets": 2, "litdata": 0, "mosaic-streaming
 # (loaders.write_lance writes 16), shuffled, each block's rows shuffled: an
 # order as coarse as pylance's fragment shuffle, finer inside a block.
 SCALAR_ORDERS = ("shard-shuffle", f"block-shuffle:{1_000_000 // 16}")
-# (workload, library, threads or workers, our order).
+# pylance's scalar rows also without a DataLoader: its LanceDataset is an
+# iterable of finished batches, and the DataLoader around it (its docs'
+# way, at workers=0 a loop in the same process) costs it a quarter to a
+# third of its rate on this loop.
+DIRECT = "direct"
+# (workload, library, threads or workers, variant: our order, or DIRECT).
 PLAN = ([(w, "shardset", t, None) for w in ("train", "eval") for t in (1, 2)]
         + [(w, lib, n, None) for w in ("train", "eval") for n in (0, 2) for lib in PEERS]
         + [("scalar", "shardset", t, o) for o in SCALAR_ORDERS for t in (1, 2)]
-        + [("scalar", lib, SCALAR_BEST[lib], None) for lib in PEERS])
+        + [("scalar", lib, SCALAR_BEST[lib], None) for lib in PEERS]
+        + [("scalar", "pylance", 0, DIRECT)])
 
 
 # --------------------------------------------------------------- data ---
@@ -291,12 +298,15 @@ def image_loader(lib, workload, workers):
     raise ValueError(lib)
 
 
-def scalar_loader(lib, par, order):
+def scalar_loader(lib, par, variant):
     if lib == "shardset":
         from shardset.torch import Loader
         return Loader(source(lib, "scalar"), batch_size=BATCH, seed=SEED, threads=par,
-                      prefetch=2, remainder="partial", order=order), order
+                      prefetch=2, remainder="partial", order=variant), variant
     dl, shuffle, _ = loaders.loader(lib, "scalar", par, "-")
+    if variant == DIRECT:
+        # The dataset the DataLoader would iterate, iterated by the loop.
+        return dl.dataset, shuffle + ", no DataLoader"
     return dl, shuffle
 
 
@@ -355,7 +365,7 @@ IMPORTS = {"shardset": ["shardset.torch", "shardset.ops"], "reference": [],
            "pylance": ["lance", "lance.sampler", "lance.torch.data"]}
 
 
-def run_one(lib, workload, par, order=None):
+def run_one(lib, workload, par, variant=None):
     import importlib
 
     import torch
@@ -371,7 +381,7 @@ def run_one(lib, workload, par, order=None):
     cpu0, reaped0 = cpu_self(), cpu_reaped()
     t0 = time.perf_counter()
     if workload == "scalar":
-        dl, shuffle = scalar_loader(lib, par, order)
+        dl, shuffle = scalar_loader(lib, par, variant)
     else:
         dl, shuffle = image_loader(lib, workload, par)
     it = iter(dl)
@@ -403,7 +413,8 @@ def run_one(lib, workload, par, order=None):
     tree.stop.set()
     tree.join()
     cpu = cpu_self() - cpu0 + max(cpu_reaped() - reaped0, tree.children_cpu())
-    return {"lib": lib, "workload": workload, "par": par, "shuffle": shuffle,
+    return {"lib": lib, "workload": workload, "par": par, "variant": variant,
+            "shuffle": shuffle,
             "first_s": t1 - t0, "rate": (total - rows_first) / (t2 - t1), "epoch_s": t2 - t0,
             "rows": total, "cpu_per": cpu / total, "once": bool((seen == 1).all()),
             "dups": int((seen > 1).sum()), "missing": int((seen == 0).sum()),
@@ -499,7 +510,8 @@ def main():
     ap.add_argument("--only", default="train,eval,scalar")
     ap.add_argument("--libs", default=None, help="comma-separated (shardset and peers)")
     ap.add_argument("--run", nargs=3, metavar=("LIB", "WORKLOAD", "PAR"))
-    ap.add_argument("--order", default=None, help="our epoch order, with --run")
+    ap.add_argument("--variant", default=None,
+                    help=f"with --run: our epoch order, or {DIRECT} (pylance, no DataLoader)")
     ap.add_argument("--write", nargs=2, metavar=("LIB", "WORKLOAD"))
     ap.add_argument("--limit", default=None)
     ap.add_argument("--limit-ours", default=None)
@@ -511,7 +523,7 @@ def main():
     a = ap.parse_args()
     if a.run:
         lib, workload, par = a.run
-        print(json.dumps(run_one(lib, workload, int(par), a.order)))
+        print(json.dumps(run_one(lib, workload, int(par), a.variant)))
         return
     if a.write:
         os.makedirs(DATA, exist_ok=True)
@@ -557,12 +569,12 @@ def main():
         if p.returncode != 0:
             sys.exit(f"writing {w} for {src} failed:\n{p.stderr[-3000:]}")
     results = []
-    for w, lib, n, order in plan:
+    for w, lib, n, variant in plan:
         prog = os.path.join(tempfile.gettempdir(), f"shardset-pipeline-{os.getpid()}.json")
         env["SHARDSET_PIPELINE_PROGRESS"] = prog
-        r = {"lib": lib, "workload": w, "par": n}
+        r = {"lib": lib, "workload": w, "par": n, "variant": variant}
         try:
-            p = child(lib, ["--run", lib, w, str(n)] + (["--order", order] if order else []),
+            p = child(lib, ["--run", lib, w, str(n)] + (["--variant", variant] if variant else []),
                       timeout=a.limit_s)
             if p.returncode != 0:
                 print(f"{w} {lib} {n} FAILED:\n{p.stderr[-3000:]}", file=sys.stderr)
@@ -630,6 +642,8 @@ def name(r):
 
 
 def par_cell(r):
+    if r.get("variant") == DIRECT:
+        return "no DataLoader"
     return f"threads={r['par']}" if r["lib"] == "shardset" else f"workers={r['par']}"
 
 
