@@ -18,12 +18,17 @@ each source in its own random order), batches of 256 rows of the three
 columns, the same 3,906 batches' worth of rows, consumed by Python (each
 batch's tensors held, then dropped), at 1 and 2 threads. Cold: an epoch in
 a fresh process from the open (the page cache holds the files, the
-process holds nothing), one process a row. Warm: in one process a thread
-count, the three read in turn, an epoch each with a fresh Loader, for
-ROUNDS rounds; a row gives each one's median epoch. Why in turn: this
-machine's speed drifts by more than the 5% target from one process (or
-minute) to the next (one epoch a process moved rows by up to a third from
-run to run), and epochs read in turn see the same drift. The mixture's
+process holds nothing), COLD rounds of the three. Warm: in one process a
+thread count, the three read in turn, an epoch each with a fresh Loader,
+for ROUNDS rounds (each round in another order, see `rotated`); a row
+gives each one's median epoch. Why in turn: this machine's speed drifts
+by more than the 5% target from one process (or minute) to the next (one
+epoch a process moved rows by up to a third from run to run), and epochs
+read in turn see the same drift. So the overhead is also given paired:
+each round's mixture epoch against that round's single-cache epoch, wall
+and CPU seconds, the median over the rounds with a distribution-free 95%
+interval (seven rounds a process, as in runs 18 and 19, moved the
+medians' ratio from -5% to +12% between runs of one package). The mixture's
 extra work is the draws (a few random numbers a row), each row's place
 among its source's rows, and a location pass per source per batch
 instead of one, before one copy in draw order; a third row ("mixture, a
@@ -52,7 +57,8 @@ N = 1_000_000
 SIZES = [400_000, 300_000, 300_000]
 BATCH = 256
 STEPS = N // BATCH
-ROUNDS = 7
+ROUNDS = 31
+COLD = 5
 
 
 def write(base):
@@ -91,7 +97,7 @@ def epoch(base, what, threads, opened=None):
     (cold), or over `opened` (warm; a Loader reads a mixture from where it
     stands, and reading it does not move it)."""
     from shardset.torch import Loader
-    t0 = time.perf_counter()
+    t0, c0 = time.perf_counter(), time.process_time()
     source = open_input(base, what) if opened is None else opened
     cols = ["id", "x", "label"]
     if what == "single":
@@ -104,15 +110,16 @@ def epoch(base, what, threads, opened=None):
         rows += len(b["id"])
         if k + 1 == STEPS:
             break
-    return {"rows": rows, "seconds": time.perf_counter() - t0}
+    return {"rows": rows, "seconds": time.perf_counter() - t0,
+            "cpu": time.process_time() - c0}
 
 
 def child(base, what, threads):
     if what == "warm":
         out = {w: [] for w in WHATS}
         opened = {w: open_input(base, w) for w in WHATS}
-        for _ in range(ROUNDS):
-            for w in WHATS:
+        for r in range(ROUNDS):
+            for w in rotated(r):
                 out[w].append(epoch(base, w, threads, opened[w]))
         print(json.dumps(out))
         return
@@ -120,6 +127,12 @@ def child(base, what, threads):
 
 
 WHATS = ("single", "mixture", "mixture-batch")
+
+
+def rotated(r):
+    """The three in round `r`'s order: each goes first in a third of the
+    rounds, so no one always reads right after another's threads stop."""
+    return WHATS[r % 3:] + WHATS[:r % 3]
 
 
 def run_child(base, what, threads):
@@ -133,6 +146,31 @@ def median_rate(epochs):
     return rates[len(rates) // 2]
 
 
+def paired(base, other, key):
+    """The extra `key` (seconds or CPU seconds) of `other`'s epochs over
+    `base`'s read in the same round, as a fraction: the median over the
+    rounds and a distribution-free 95% interval for it (order statistics
+    of the n pairs: ranks k and n + 1 - k, k the largest with
+    P(Binomial(n, 1/2) < k) <= 2.5%)."""
+    from math import comb
+    d = sorted(o[key] / b[key] - 1 for b, o in zip(base, other))
+    n = len(d)
+    k, tail = 0, 0.0
+    while tail + comb(n, k) / 2 ** n <= 0.025:
+        tail += comb(n, k) / 2 ** n
+        k += 1
+    med = (d[(n - 1) // 2] + d[n // 2]) / 2
+    return med, (d[k - 1], d[n - k]) if k else None
+
+
+def pct(x):
+    return f"{100 * x:+.1f}%"
+
+
+def paired_cell(med, ci):
+    return pct(med) + (f" [{pct(ci[0])}, {pct(ci[1])}]" if ci else "")
+
+
 def main():
     if CHILD:
         base, what, threads = CHILD.split(",")
@@ -144,9 +182,11 @@ def main():
     try:
         write(base)
         for threads in (1, 2):
-            for what in WHATS:
-                results[("cold", threads, what)] = [run_child(base, what, threads)]
-                print(json.dumps(results[("cold", threads, what)]), file=sys.stderr)
+            for r in range(COLD):
+                for what in rotated(r):
+                    e = run_child(base, what, threads)
+                    results.setdefault(("cold", threads, what), []).append(e)
+                    print(json.dumps(e), file=sys.stderr)
             warm = run_child(base, "warm", threads)
             for what in WHATS:
                 results[("warm", threads, what)] = warm[what]
@@ -157,8 +197,9 @@ def main():
                             capture_output=True, text=True).stdout.strip()
     print(f"{time.strftime('%Y-%m-%d')}, commit {commit}, {platform.machine()}, "
           f"{os.cpu_count()} cores, Python {platform.python_version()}")
-    print(f"\nCold: one epoch from the open, a fresh process each. Warm: the median of "
-          f"{ROUNDS} epochs, the three read in turn in one process.")
+    print(f"\nCold: one epoch from the open, a fresh process each, {COLD} rounds of the "
+          f"three; a row is each one's median. Warm: the median of {ROUNDS} epochs, the "
+          "three read in turn in one process.")
     print("\n| threads | run | single cache rows/s | mixture of 3 rows/s | overhead "
           "| mixture, a source per batch | overhead |")
     print("|---|---|---|---|---|---|---|")
@@ -167,7 +208,19 @@ def main():
             a, b, c = (median_rate(results[(run, threads, w)]) for w in WHATS)
             print(f"| {threads} | {run} | {a:,.0f} | {b:,.0f} | {100 * (a / b - 1):+.1f}% "
                   f"| {c:,.0f} | {100 * (a / c - 1):+.1f}% |")
-    print("\nEvery warm epoch, rows/s in the order read:\n")
+    print("\nPaired: each round's mixture epoch against the single cache's epoch of the "
+          "same round (wall seconds, and CPU seconds of the process: its threads and "
+          "the consumer), the median over the rounds with a 95% interval:\n")
+    print("| threads | run | rounds | per sample: wall | per sample: CPU "
+          "| a source per batch: wall | a source per batch: CPU |")
+    print("|---|---|---|---|---|---|---|")
+    for threads in (1, 2):
+        for run in ("cold", "warm"):
+            single, mix, per_batch = (results[(run, threads, w)] for w in WHATS)
+            cells = [paired_cell(*paired(single, o, key))
+                     for o in (mix, per_batch) for key in ("seconds", "cpu")]
+            print(f"| {threads} | {run} | {len(single)} | " + " | ".join(cells) + " |")
+    print("\nEvery warm epoch, rows/s in the order read (each round in `rotated` order):\n")
     for threads in (1, 2):
         for what in WHATS:
             rates = ", ".join(f"{e['rows'] / e['seconds']:,.0f}"

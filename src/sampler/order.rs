@@ -12,6 +12,7 @@
 //! full shuffle of a large shard scatters both over the whole shard.
 
 use std::num::NonZeroU32;
+use std::sync::Arc;
 
 use serde::{Deserialize, Serialize};
 
@@ -171,13 +172,13 @@ fn shard_groups(ds: &Dataset) -> Vec<Vec<u64>> {
     }
 }
 
-/// Computes epoch orders of a dataset view.
+/// Computes epoch orders of a dataset view (a clone shares its groups).
 #[derive(Debug, Clone)]
 pub struct Sampler {
     order: Order,
     seed: u64,
     n: u64,
-    groups: Vec<Vec<u64>>,
+    groups: Arc<[Vec<u64>]>,
 }
 
 impl Sampler {
@@ -195,7 +196,7 @@ impl Sampler {
             order,
             seed,
             n: ds.len(),
-            groups,
+            groups: groups.into(),
         }
     }
 

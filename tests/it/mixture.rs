@@ -390,3 +390,70 @@ fn the_input_pipeline_reads_a_mixture_as_it_is_drawn_at_any_thread_count_and_res
         other => panic!("{other:?}"),
     }
 }
+
+/// A cache of rows `id = base + row`, `n` rows, in default shards.
+fn id_cache(dir: &Path, base: i64, n: i64) -> Dataset {
+    let rows = (0..n).map(move |i| Example::new().with("id", base + i));
+    let f = Features::new().with("id", Feature::value(Dtype::Int64));
+    write_arrow_cache(rows, &f, dir, &ArrowWriteOptions::default()).unwrap();
+    Dataset::new(open_cache(dir).unwrap())
+}
+
+#[test]
+fn a_large_sources_next_epoch_order_made_ahead_gives_the_rows_of_a_resume() {
+    // Source 0 is large enough that its next epoch's order is made on a
+    // thread from the middle of each epoch; a consumer resumed at the step
+    // that crosses into the next epoch makes that order in its claim.
+    let t = tempfile::tempdir().unwrap();
+    const BIG: i64 = 70_000;
+    let ds = [
+        id_cache(&t.path().join("big"), 0, BIG),
+        id_cache(&t.path().join("small"), 1_000_000, 100),
+    ];
+    let make = || {
+        let src = ds
+            .iter()
+            .zip([0.9, 0.1])
+            .enumerate()
+            .map(|(i, (d, w))| MixtureSource::new(format!("s{i}"), d.clone(), w))
+            .collect();
+        Mixture::new(src, opts(1024)).unwrap()
+    };
+    let m = make();
+    let steps = 170;
+    let whole = take_ids(&m, &Partition::single(), steps);
+    let big: Vec<i64> = whole
+        .iter()
+        .flat_map(|(_, b)| b.iter().copied().filter(|&id| id < BIG))
+        .collect();
+    assert!(
+        big.len() as i64 > 2 * BIG,
+        "{} rows of the big source",
+        big.len()
+    );
+    for (e, epoch) in big.chunks_exact(BIG as usize).enumerate() {
+        let mut sorted = epoch.to_vec();
+        sorted.sort_unstable();
+        assert_eq!(sorted, (0..BIG).collect::<Vec<_>>(), "epoch {e}");
+    }
+    assert_ne!(big[..BIG as usize], big[BIG as usize..2 * BIG as usize]);
+    // The steps where the big source crosses into another epoch.
+    let mut crossings = Vec::new();
+    let mut before = 0;
+    for (k, (_, b)) in whole.iter().enumerate() {
+        let after = before + b.iter().filter(|&&id| id < BIG).count() as i64;
+        if after / BIG > before / BIG {
+            crossings.push(k);
+        }
+        before = after;
+    }
+    assert_eq!(crossings.len(), 2, "{crossings:?}");
+    for &k in &crossings {
+        for stop in [k, k + 1] {
+            let mut b = make();
+            b.set_done(stop as u64, 1);
+            let rest = take_ids(&b, &Partition::single(), steps - stop);
+            assert_eq!(rest, whole[stop..].to_vec(), "resumed at {stop}");
+        }
+    }
+}
