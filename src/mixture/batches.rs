@@ -3,8 +3,7 @@
 //! and placed by [`StepRows`]), for the input pipeline to claim in order,
 //! or read here as record batches.
 
-use super::ahead::Ahead;
-use super::draw::{Cursor, DrawMemo, Schedule, SourceEnd};
+use super::draw::{Cursor, DrawMemo, Schedule};
 use super::step::StepScratch;
 use super::{Mixture, MixtureBatch, StepRows};
 use crate::error::Result;
@@ -22,8 +21,6 @@ pub struct MixtureBatches {
     /// Each source's current epoch order and the draw count it starts at,
     /// by source: a step's rows of a source are slices of it.
     pub(super) orders: Vec<Option<(u64, Vec<u64>)>>,
-    /// Each source's next epoch order, made ahead ([`Ahead`]).
-    pub(super) ahead: Vec<Option<Ahead>>,
     pub(super) memo: DrawMemo,
     /// Each source's count before the step being drawn (kept to be used
     /// again).
@@ -49,11 +46,7 @@ impl MixtureBatches {
                 .as_ref()
                 .is_none_or(|(start, _)| *start != epoch * rows)
             {
-                let made = self.ahead[s]
-                    .take()
-                    .filter(|a| a.epoch() == epoch)
-                    .and_then(Ahead::take);
-                let order = made.unwrap_or_else(|| self.mix.samplers[s].epoch_order(epoch));
+                let order = self.mix.samplers[s].epoch_order(epoch);
                 self.orders[s] = Some((epoch * rows, order));
             }
             let (start, order) = self.orders[s].as_ref().expect("set above");
@@ -62,16 +55,6 @@ impl MixtureBatches {
             out.extend_from_slice(&order[lo..hi]);
             prefetch(order.get(hi..hi + (hi - lo)).unwrap_or(&[]));
             k = upto;
-        }
-        // Past the middle of its epoch, a source that cycles has its next
-        // epoch's order made ahead.
-        let epoch = end / rows;
-        if n > 0
-            && (end % rows) * 2 >= rows
-            && self.mix.draws.ends[s] == SourceEnd::Cycle
-            && self.ahead[s].as_ref().is_none_or(|a| a.epoch() <= epoch)
-        {
-            self.ahead[s] = Ahead::start(&self.mix.samplers[s], epoch + 1, rows);
         }
     }
 }

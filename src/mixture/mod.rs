@@ -22,7 +22,6 @@
 //! Columns: those every source has, by name and feature, or per-source
 //! mappings (rename, select), checked when the mixture is made.
 
-mod ahead;
 mod batches;
 mod columns;
 mod draw;
@@ -434,7 +433,6 @@ impl Mixture {
             world: u64::from(part.world_size()),
             stride: u64::from(part.num_workers()),
             orders: vec![None; self.datasets.len()],
-            ahead: (0..self.datasets.len()).map(|_| None).collect(),
             memo: draw::DrawMemo::default(),
             before: Vec::new(),
             schedule: state.schedule,

@@ -400,10 +400,9 @@ fn id_cache(dir: &Path, base: i64, n: i64) -> Dataset {
 }
 
 #[test]
-fn a_large_sources_next_epoch_order_made_ahead_gives_the_rows_of_a_resume() {
-    // Source 0 is large enough that its next epoch's order is made on a
-    // thread from the middle of each epoch; a consumer resumed at the step
-    // that crosses into the next epoch makes that order in its claim.
+fn a_large_source_crossing_into_its_next_epoch_resumes_exactly() {
+    // A consumer resumed at a step where a large source crosses into its
+    // next epoch reads what the consumer that went through it read.
     let t = tempfile::tempdir().unwrap();
     const BIG: i64 = 70_000;
     let ds = [
