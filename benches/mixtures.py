@@ -200,26 +200,31 @@ def main():
     print(f"\nCold: one epoch from the open, a fresh process each, {COLD} rounds of the "
           f"three; a row is each one's median. Warm: the median of {ROUNDS} epochs, the "
           "three read in turn in one process.")
-    print("\n| threads | run | single cache rows/s | mixture of 3 rows/s | overhead "
-          "| mixture, a source per batch | overhead |")
-    print("|---|---|---|---|---|---|---|")
-    for threads in (1, 2):
-        for run in ("cold", "warm"):
-            a, b, c = (median_rate(results[(run, threads, w)]) for w in WHATS)
-            print(f"| {threads} | {run} | {a:,.0f} | {b:,.0f} | {100 * (a / b - 1):+.1f}% "
-                  f"| {c:,.0f} | {100 * (a / c - 1):+.1f}% |")
+    def table(head, cells):
+        """A row a thread count and run: `cells(threads, run)` after them."""
+        print(head)
+        print("|---" * (head.count("|") - 1) + "|")
+        for threads in (1, 2):
+            for run in ("cold", "warm"):
+                print(f"| {threads} | {run} | " + " | ".join(cells(threads, run)) + " |")
+
+    def rates(threads, run):
+        a, b, c = (median_rate(results[(run, threads, w)]) for w in WHATS)
+        return [f"{a:,.0f}", f"{b:,.0f}", f"{100 * (a / b - 1):+.1f}%", f"{c:,.0f}",
+                f"{100 * (a / c - 1):+.1f}%"]
+
+    def pairs(threads, run):
+        single, mix, per_batch = (results[(run, threads, w)] for w in WHATS)
+        return [str(len(single))] + [paired_cell(*paired(single, o, key))
+                                     for o in (mix, per_batch) for key in ("seconds", "cpu")]
+
+    table("\n| threads | run | single cache rows/s | mixture of 3 rows/s | overhead "
+          "| mixture, a source per batch | overhead |", rates)
     print("\nPaired: each round's mixture epoch against the single cache's epoch of the "
           "same round (wall seconds, and CPU seconds of the process: its threads and "
-          "the consumer), the median over the rounds with a 95% interval:\n")
-    print("| threads | run | rounds | per sample: wall | per sample: CPU "
-          "| a source per batch: wall | a source per batch: CPU |")
-    print("|---|---|---|---|---|---|---|")
-    for threads in (1, 2):
-        for run in ("cold", "warm"):
-            single, mix, per_batch = (results[(run, threads, w)] for w in WHATS)
-            cells = [paired_cell(*paired(single, o, key))
-                     for o in (mix, per_batch) for key in ("seconds", "cpu")]
-            print(f"| {threads} | {run} | {len(single)} | " + " | ".join(cells) + " |")
+          "the consumer), the median over the rounds with a 95% interval:")
+    table("\n| threads | run | rounds | per sample: wall | per sample: CPU "
+          "| a source per batch: wall | a source per batch: CPU |", pairs)
     print("\nEvery warm epoch, rows/s in the order read (each round in `rotated` order):\n")
     for threads in (1, 2):
         for what in WHATS:
