@@ -303,7 +303,7 @@ impl Dataset {
     /// Raw Arrow cells of the rows at view positions (already normalised,
     /// `< len`), all columns of the cache.
     pub(crate) fn take_positions_arrow(&self, positions: &[u64]) -> Result<RecordBatch> {
-        self.backend.take(&self.physical_positions(positions))
+        self.backend.take(&self.physical_slice(positions))
     }
 
     /// How this dataset decodes cells: its limits and trusted roots among

@@ -27,18 +27,19 @@ pub(crate) struct SourceColumns {
 }
 
 impl SourceColumns {
+    /// Where output column `output` is among `reads` (and `stored`).
+    fn output(&self, output: &str) -> Option<usize> {
+        self.reads.iter().position(|(o, _)| o == output)
+    }
+
     /// The source's column read as output column `output`.
     fn read_of(&self, output: &str) -> Option<&str> {
-        self.reads
-            .iter()
-            .find(|(o, _)| o == output)
-            .map(|(_, c)| c.as_str())
+        self.output(output).map(|k| self.reads[k].1.as_str())
     }
 
     /// The stored index of the source's column read as output `output`.
     fn stored_of(&self, output: &str) -> Option<usize> {
-        let k = self.reads.iter().position(|(o, _)| o == output)?;
-        self.stored[k]
+        self.stored[self.output(output)?]
     }
 }
 

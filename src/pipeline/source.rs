@@ -120,7 +120,7 @@ impl Columns {
             }
             #[cfg(feature = "video")]
             Columns::Windows(fr, w) => {
-                let phys = ds.physical_positions(positions);
+                let phys = ds.physical_slice(positions);
                 windows::fill_windows(fr, w, &phys, keys)
             }
         }
